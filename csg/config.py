@@ -1,0 +1,114 @@
+"""Checks of a composed run config, before anything is built or trained.
+
+Every failed check raises :class:`csg.errors.ConfigError` naming the dotted
+key, the value given and what is allowed. Checks that need the data (does
+``samples_per_cycle`` fit the sampling stage?) happen in :mod:`csg.run` once
+the data set's size is known, still before training.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from csg.errors import ConfigError
+
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+CYCLE_WEIGHTS = ("equal", "harmonic")
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    return OmegaConf.select(cfg, key, throw_on_missing=False)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(cfg: DictConfig, key: str) -> int:
+    value = _get(cfg, key)
+    if not _is_int(value) or value <= 0:
+        raise ConfigError(key, value, "a positive integer")
+    return int(value)
+
+
+def non_negative_int(cfg: DictConfig, key: str) -> int:
+    value = _get(cfg, key)
+    if not _is_int(value) or value < 0:
+        raise ConfigError(key, value, "an integer >= 0")
+    return int(value)
+
+
+def number(cfg: DictConfig, key: str, *, minimum: float, strict: bool = False, below: float | None = None) -> float:
+    """A real number >= minimum (> minimum if ``strict``) and < ``below`` if given."""
+    value = _get(cfg, key)
+    ok = _is_number(value) and (value > minimum if strict else value >= minimum)
+    if below is not None:
+        ok = ok and value < below
+    if not ok:
+        low = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        text = f"a number {low}" + (f" and < {below:g}" if below is not None else "")
+        if not strict and minimum == 0 and below == 1:
+            text = "a number in [0, 1)"
+        raise ConfigError(key, value, text)
+    return float(value)
+
+
+def one_of(cfg: DictConfig, key: str, choices: tuple[str, ...] | list[str]) -> str:
+    value = _get(cfg, key)
+    if str(value) not in choices:
+        raise ConfigError(key, value, f"one of {', '.join(choices)}")
+    return str(value)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check every key a run reads; raise :class:`ConfigError` at the first bad one."""
+    from csg.data import list_datasets
+    from csg.loggers import LOGGERS, WANDB_MODES
+    from csg.models import list_models
+    from csg.samplers import UPDATE_RULES
+    from csg.schedules import SCHEDULES
+
+    one_of(cfg, "data.name", list_datasets())
+    one_of(cfg, "model.name", list_models())
+    update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
+    schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
+
+    if not _is_int(_get(cfg, "seed")):
+        raise ConfigError("seed", _get(cfg, "seed"), "an integer")
+    positive_int(cfg, "trainer.epochs")
+    positive_int(cfg, "data.batch_size")
+    positive_int(cfg, "data.eval_batch_size")
+    non_negative_int(cfg, "data.num_workers")
+
+    lr0 = number(cfg, "sampler.lr0", minimum=0, strict=True)
+    positive_int(cfg, "sampler.cycles")
+    number(cfg, "sampler.explore", minimum=0, below=1)
+    number(cfg, "sampler.temperature", minimum=0)
+    positive_int(cfg, "sampler.samples_per_cycle")
+    number(cfg, "sampler.weight_decay", minimum=0)
+    momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
+    if update == "sgld" and momentum != 0:
+        raise ConfigError("sampler.momentum", momentum, "0 with sampler.update_rule=sgld (SGLD has no momentum)")
+    if schedule == "decreasing":
+        number(cfg, "sampler.lr_final", minimum=0, strict=True, below=lr0)
+        number(cfg, "sampler.gamma", minimum=0, strict=True)
+
+    device = str(_get(cfg, "trainer.device"))
+    if not _DEVICE.match(device):
+        raise ConfigError("trainer.device", device, "auto, cpu, cuda, cuda:N or mps")
+    one_of(cfg, "trainer.precision", PRECISIONS)
+    positive_int(cfg, "trainer.log_every_n_steps")
+
+    if one_of(cfg, "logger.name", LOGGERS) == "wandb":
+        one_of(cfg, "logger.mode", WANDB_MODES)
+    one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
+    positive_int(cfg, "evaluation.ece_bins")

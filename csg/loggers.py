@@ -1,0 +1,109 @@
+"""Experiment loggers: ``none``, ``csv`` (files in the run directory) and ``wandb`` (offline by default).
+
+All three take the same calls from the training loop: ``log_step`` (every few
+iterations: loss, lr, temperature, stage), ``log_epoch``, ``log_sample``,
+``log_summary`` (final metrics) and ``close``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Any
+
+from csg.errors import ConfigError
+
+
+class NullLogger:
+    def log_step(self, step: int, values: dict[str, Any]) -> None:
+        pass
+
+    def log_epoch(self, epoch: int, values: dict[str, Any]) -> None:
+        pass
+
+    def log_sample(self, index: int, values: dict[str, Any]) -> None:
+        pass
+
+    def log_summary(self, values: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class CSVLogger(NullLogger):
+    """Appends one row per epoch to ``epochs.csv`` and one per logged step to ``steps.csv``."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._files: dict[str, tuple[Any, csv.DictWriter]] = {}
+
+    def _write(self, name: str, row: dict[str, Any]) -> None:
+        if name not in self._files:
+            handle = open(self.directory / name, "w", newline="")
+            writer = csv.DictWriter(handle, fieldnames=list(row))
+            writer.writeheader()
+            self._files[name] = (handle, writer)
+        handle, writer = self._files[name]
+        writer.writerow(row)
+        handle.flush()
+
+    def log_step(self, step: int, values: dict[str, Any]) -> None:
+        self._write("steps.csv", {"step": step, **values})
+
+    def log_epoch(self, epoch: int, values: dict[str, Any]) -> None:
+        self._write("epochs.csv", values)
+
+    def close(self) -> None:
+        for handle, _ in self._files.values():
+            handle.close()
+        self._files.clear()
+
+
+class WandbLogger(NullLogger):
+    """Weights & Biases; ``mode="offline"`` (the default) needs neither network nor account."""
+
+    def __init__(self, directory: str | Path, config: dict[str, Any], *, project: str, mode: str = "offline",
+                 entity: str | None = None, group: str | None = None, run_name: str | None = None,
+                 tags: list[str] | None = None):
+        import wandb
+
+        os.environ.setdefault("WANDB_SILENT", "true")
+        self.run = wandb.init(project=project, entity=entity, group=group, name=run_name, tags=tags, mode=mode,
+                              dir=str(directory), config=config, reinit="finish_previous")
+        self.run.define_metric("train/global_step")
+        self.run.define_metric("train/*", step_metric="train/global_step")
+        self.run.define_metric("epoch")
+        self.run.define_metric("epoch/*", step_metric="epoch")
+
+    def log_step(self, step: int, values: dict[str, Any]) -> None:
+        self.run.log({"train/global_step": step, **{f"train/{key}": value for key, value in values.items()}})
+
+    def log_epoch(self, epoch: int, values: dict[str, Any]) -> None:
+        self.run.log({"epoch": epoch, **{f"epoch/{key}": value for key, value in values.items() if key != "epoch"}})
+
+    def log_sample(self, index: int, values: dict[str, Any]) -> None:
+        self.run.log({"sample/index": index, **{f"sample/{k}": v for k, v in values.items() if k != "path"}})
+
+    def log_summary(self, values: dict[str, Any]) -> None:
+        for key, value in values.items():
+            self.run.summary[key] = value
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+LOGGERS = ("none", "csv", "wandb")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+def build_logger(name: str, directory: str | Path, config: dict[str, Any], **options: Any) -> NullLogger:
+    if name == "none":
+        return NullLogger()
+    if name == "csv":
+        return CSVLogger(directory)
+    if name == "wandb":
+        return WandbLogger(directory, config, **options)
+    raise ConfigError("logger.name", name, f"one of {', '.join(LOGGERS)}")

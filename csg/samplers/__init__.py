@@ -1,0 +1,32 @@
+"""SG-MCMC samplers as ``torch.optim.Optimizer`` subclasses.
+
+- :class:`SGLD`: stochastic gradient Langevin dynamics.
+- :class:`SGHMC`: stochastic gradient Hamiltonian Monte Carlo (velocity form).
+
+Both take the gradient of the MEAN mini-batch loss and sample
+exp(-U/T), U = N * mean_loss + (N * wd / 2) |theta|^2. Temperature 0 makes
+them SGD and heavy-ball SGD. The update rules themselves live in
+:mod:`csg.samplers.functional`.
+"""
+
+from csg.samplers.base import SGMCMCOptimizer
+from csg.samplers.sghmc import SGHMC
+from csg.samplers.sgld import SGLD
+
+__all__ = ["SGLD", "SGHMC", "SGMCMCOptimizer", "UPDATE_RULES", "create_sampler"]
+
+UPDATE_RULES = {"sgld": SGLD, "sghmc": SGHMC}
+
+
+def create_sampler(update: str, params, *, momentum: float = 0.0, **hyperparameters) -> SGMCMCOptimizer:
+    """The sampler for update rule ``update`` ("sgld" or "sghmc"), torch.optim-style.
+
+    ``hyperparameters`` are the param-group keys (``lr``, ``num_data``,
+    ``temperature``, ``weight_decay``) and ``generator``; ``momentum`` is used
+    by SGHMC only.
+    """
+    if update == "sghmc":
+        return SGHMC(params, momentum=momentum, **hyperparameters)
+    if update == "sgld":
+        return SGLD(params, **hyperparameters)
+    raise ValueError(f"unknown update rule {update!r}; one of {', '.join(UPDATE_RULES)}")

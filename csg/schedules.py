@@ -1,0 +1,171 @@
+"""Step-size schedules and the exploration / sampling stages, per iteration k = 0, 1, 2, ...
+
+Every schedule answers three questions about iteration ``k``:
+
+- ``lr(k)``: the step size;
+- ``cycle(k)``: which cycle k belongs to (always 0 for a non-cyclical schedule);
+- ``sampling(k)``: whether k is in a sampling stage (noise on, samples may be
+  collected) rather than an exploration stage (temperature 0, optimisation).
+
+:class:`Cyclical` is equation (1) of Zhang et al. (ICLR 2020) with its
+exploration proportion beta (``explore``). :class:`Decreasing` is the
+polynomial decay a (b + k)^-gamma of Welling & Teh (2011) that the paper's
+baselines use, and :class:`Constant` a fixed step. The two non-cyclical
+schedules can also hold a burn-in: with ``total_steps`` and ``explore`` the
+first ``ceil(explore * total_steps)`` iterations are exploration, as in the
+paper's SGLD/SGHMC baselines (no noise for the first 150 of 200 epochs).
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class Schedule:
+    """Base class: a step size per iteration, one cycle, and an optional burn-in."""
+
+    cycles: int = 1
+
+    def __init__(self, *, total_steps: int | None = None, explore: float = 0.0):
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {explore}")
+        if explore > 0.0 and total_steps is None:
+            raise ValueError("explore > 0 needs total_steps")
+        self.total_steps = total_steps
+        self.explore = explore
+
+    def lr(self, k: int) -> float:
+        raise NotImplementedError
+
+    def __call__(self, k: int) -> float:
+        return self.lr(k)
+
+    def cycle(self, k: int) -> int:
+        """The cycle that iteration k belongs to."""
+        return 0
+
+    def sampling(self, k: int) -> bool:
+        """True when iteration k is in the sampling stage."""
+        if self.explore == 0.0:
+            return True
+        return k >= math.ceil(self.explore * self.total_steps)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{key}={value!r}" for key, value in vars(self).items())
+        return f"{type(self).__name__}({fields})"
+
+
+class Cyclical(Schedule):
+    r"""Cyclical cosine step size, equation (1) of the cSG-MCMC paper, per iteration.
+
+    .. math::
+        \alpha_k = \frac{\alpha_0}{2}\left[\cos\left(\frac{\pi\,\mathrm{mod}(k, C)}{C}\right) + 1\right],
+        \qquad C = \lfloor K / M \rfloor,
+
+    with k counted from 0 (the paper counts from 1 and writes mod(k - 1, .)),
+    K = ``total_steps`` and M = ``cycles``. The paper writes ceil(K / M); the
+    authors' code uses the integer division, as here, and the two agree when M
+    divides K. If it does not, the last ``K mod M`` iterations start an extra,
+    partial cycle (index M) exactly as in the authors' code.
+
+    The proportion of the current cycle r(k) = mod(k, C) / C decides the stage
+    (Section 3.1): exploration while r(k) < beta (``explore``), sampling once
+    r(k) >= beta.
+    """
+
+    def __init__(self, lr0: float, total_steps: int, cycles: int, explore: float):
+        if lr0 <= 0:
+            raise ValueError(f"lr0 must be > 0, got {lr0}")
+        if cycles < 1 or total_steps < cycles:
+            raise ValueError(f"need 1 <= cycles <= total_steps, got cycles={cycles}, total_steps={total_steps}")
+        super().__init__(total_steps=total_steps, explore=explore)
+        self.lr0 = lr0
+        self.cycles = cycles
+        self.cycle_length = total_steps // cycles
+
+    def proportion(self, k: int) -> float:
+        """r(k): the completed proportion of the current cycle, in [0, 1)."""
+        return (k % self.cycle_length) / self.cycle_length
+
+    def lr(self, k: int) -> float:
+        return self.lr0 / 2.0 * (math.cos(math.pi * self.proportion(k)) + 1.0)
+
+    def cycle(self, k: int) -> int:
+        return k // self.cycle_length
+
+    def sampling(self, k: int) -> bool:
+        return self.proportion(k) >= self.explore
+
+
+class Decreasing(Schedule):
+    r"""Polynomially decreasing step size :math:`\alpha_k = a (b + k)^{-\gamma}` (Welling & Teh 2011).
+
+    Assumption 1 of the paper (sum alpha = inf, sum alpha^2 < inf) holds for
+    gamma in (0.5, 1]. :meth:`from_endpoints` picks a and b from the first and
+    last step sizes of a run.
+    """
+
+    def __init__(self, a: float, b: float, gamma: float, *, total_steps: int | None = None, explore: float = 0.0):
+        if a <= 0 or b <= 0 or gamma < 0:
+            raise ValueError(f"need a > 0, b > 0, gamma >= 0, got a={a}, b={b}, gamma={gamma}")
+        super().__init__(total_steps=total_steps, explore=explore)
+        self.a, self.b, self.gamma = a, b, gamma
+
+    @classmethod
+    def from_endpoints(
+        cls, lr0: float, lr_final: float, total_steps: int, gamma: float, explore: float = 0.0
+    ) -> "Decreasing":
+        """The schedule with lr(0) = lr0 and lr(total_steps - 1) = lr_final."""
+        if not 0 < lr_final < lr0:
+            raise ValueError(f"need 0 < lr_final < lr0, got lr0={lr0}, lr_final={lr_final}")
+        if gamma <= 0 or total_steps < 2:
+            raise ValueError(f"need gamma > 0 and total_steps >= 2, got gamma={gamma}, total_steps={total_steps}")
+        b = (total_steps - 1) / ((lr0 / lr_final) ** (1.0 / gamma) - 1.0)
+        return cls(lr0 * b**gamma, b, gamma, total_steps=total_steps, explore=explore)
+
+    def lr(self, k: int) -> float:
+        return self.a * (self.b + k) ** (-self.gamma)
+
+
+class Constant(Schedule):
+    """A fixed step size."""
+
+    def __init__(self, lr: float, *, total_steps: int | None = None, explore: float = 0.0):
+        if lr <= 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        super().__init__(total_steps=total_steps, explore=explore)
+        self.value = lr
+
+    def lr(self, k: int) -> float:
+        return self.value
+
+
+SCHEDULES = ("cyclical", "decreasing", "constant")
+
+
+def create_schedule(
+    kind: str,
+    *,
+    lr0: float,
+    total_steps: int,
+    cycles: int = 1,
+    explore: float = 0.0,
+    lr_final: float | None = None,
+    gamma: float = 0.55,
+) -> Schedule:
+    """The schedule of a run of ``total_steps`` iterations.
+
+    - ``cyclical``: :class:`Cyclical` (lr0, cycles, explore = beta);
+    - ``decreasing``: :class:`Decreasing` from lr0 down to ``lr_final`` at the last
+      iteration, exponent ``gamma``; the first ``explore`` fraction is burn-in;
+    - ``constant``: :class:`Constant` lr0; the first ``explore`` fraction is burn-in.
+    """
+    if kind == "cyclical":
+        return Cyclical(lr0, total_steps, cycles, explore)
+    if kind == "decreasing":
+        if lr_final is None:
+            raise ValueError("the decreasing schedule needs lr_final")
+        return Decreasing.from_endpoints(lr0, lr_final, total_steps, gamma, explore)
+    if kind == "constant":
+        return Constant(lr0, total_steps=total_steps, explore=explore)
+    raise ValueError(f"unknown schedule {kind!r}; one of {', '.join(SCHEDULES)}")

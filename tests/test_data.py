@@ -1,0 +1,80 @@
+"""Data sets: the embedded MNIST subset and full MNIST from idx files in torchvision's layout."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from csg.data import build_data, list_datasets
+from csg.data.mnist import MNIST_MEAN, MNIST_STD, stratified_split
+from csg.errors import ConfigError, DataNotFoundError
+
+
+def test_mnist5k_is_a_fixed_stratified_split():
+    data = build_data("mnist5k", batch_size=64, generator=torch.Generator().manual_seed(0))
+    assert (data.num_train, data.num_test, data.num_classes, data.input_shape) == (4000, 1000, 10, (1, 28, 28))
+    assert len(data.train) == 63  # ceil(4000 / 64), the last batch partial as in the authors' code
+    test_labels = torch.cat([y for _, y in data.test])
+    assert torch.equal(torch.bincount(test_labels), torch.full((10,), 100))
+    again = build_data("mnist5k", batch_size=64, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(torch.cat([x for x, _ in data.test]), torch.cat([x for x, _ in again.test]))
+    x, y = next(iter(data.train))
+    assert x.shape == (64, 1, 28, 28) and x.dtype == torch.float32 and y.dtype == torch.long
+    pixels = torch.cat([x for x, _ in data.train_eval])
+    assert abs(pixels.mean().item()) < 0.1 and abs(pixels.std().item() - 1.0) < 0.1
+
+
+def test_training_order_follows_the_generator():
+    def first_labels(seed):
+        data = build_data("mnist5k", batch_size=64, generator=torch.Generator().manual_seed(seed))
+        return next(iter(data.train))[1]
+
+    assert torch.equal(first_labels(3), first_labels(3))
+    assert not torch.equal(first_labels(3), first_labels(4))
+
+
+def test_stratified_split_takes_the_same_count_from_every_class():
+    labels = np.repeat(np.arange(3), 10)
+    train, test = stratified_split(labels, test_per_class=4)
+    assert np.bincount(labels[test]).tolist() == [4, 4, 4]
+    assert sorted(np.concatenate([train, test]).tolist()) == list(range(30))
+
+
+def _write_idx(path, array):
+    dims = array.shape
+    code = 0x08  # unsigned byte
+    with open(path, "wb") as handle:
+        handle.write(struct.pack(">BBBB", 0, 0, code, len(dims)))
+        handle.write(struct.pack(">" + "I" * len(dims), *dims))
+        handle.write(array.astype(np.uint8).tobytes())
+
+
+def test_full_mnist_reads_idx_files(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    images = {"train": rng.integers(0, 256, (20, 28, 28)), "t10k": rng.integers(0, 256, (10, 28, 28))}
+    labels = {"train": np.arange(20) % 10, "t10k": np.arange(10)}
+    for split in ("train", "t10k"):
+        _write_idx(raw / f"{split}-images-idx3-ubyte", images[split])
+        _write_idx(raw / f"{split}-labels-idx1-ubyte", labels[split])
+    data = build_data("mnist", root=str(tmp_path), download=False, batch_size=8, eval_batch_size=4)
+    assert (data.num_train, data.num_test, len(data.train), len(data.test)) == (20, 10, 3, 3)
+    x = torch.cat([x for x, _ in data.test])
+    y = torch.cat([y for _, y in data.test])
+    expected = (torch.from_numpy(images["t10k"]).float() / 255 - MNIST_MEAN) / MNIST_STD
+    assert torch.allclose(x[:, 0], expected) and y.tolist() == list(range(10))
+
+
+def test_missing_mnist_names_the_expected_path(tmp_path):
+    with pytest.raises(DataNotFoundError, match=str(tmp_path / "MNIST" / "raw")):
+        build_data("mnist", root=str(tmp_path), download=False, batch_size=8)
+
+
+def test_unknown_data_set():
+    with pytest.raises(ConfigError, match="mnist5k"):
+        build_data("cifar1000", batch_size=8)
+    assert {"mnist", "mnist5k"} <= set(list_datasets())

@@ -1,0 +1,78 @@
+"""Metrics and the Bayesian model average against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from csg.evaluation import classification_metrics, equal_weights, evaluate_samples, harmonic_mean_weights
+
+# Four examples, three classes.
+PROBS = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.3, 0.3, 0.4], [0.2, 0.5, 0.3]])
+TARGETS = torch.tensor([0, 1, 0, 2])
+
+
+def test_metrics_match_hand_computed_values():
+    m = classification_metrics(PROBS, TARGETS, n_bins=15)
+    # arg-max classes 0, 1, 2, 1: examples 3 and 4 wrong
+    assert m["test_error_pct"] == pytest.approx(50.0)
+    assert m["nll"] == pytest.approx(-(math.log(0.7) + math.log(0.6) + math.log(0.3) + math.log(0.3)) / 4)
+    brier = ((0.3**2 + 0.2**2 + 0.1**2) + (0.1**2 + 0.4**2 + 0.3**2) + (0.7**2 + 0.3**2 + 0.4**2)
+             + (0.2**2 + 0.5**2 + 0.7**2)) / 4
+    assert m["brier"] == pytest.approx(brier)
+    # confidences 0.7, 0.6, 0.4, 0.5 fall in four different 1/15-wide bins, accuracies 1, 1, 0, 0:
+    # ECE = (|1 - 0.7| + |1 - 0.6| + |0 - 0.4| + |0 - 0.5|) / 4
+    assert m["ece"] == pytest.approx((0.3 + 0.4 + 0.4 + 0.5) / 4, abs=1e-6)
+
+
+def test_ece_pools_examples_that_share_a_bin():
+    probs = torch.tensor([[0.91, 0.09], [0.92, 0.08], [0.10, 0.90]])
+    targets = torch.tensor([0, 1, 1])
+    # bin (0.8667, 0.9333] holds all three: accuracy 2/3, mean confidence (0.91 + 0.92 + 0.90) / 3
+    assert classification_metrics(probs, targets)["ece"] == pytest.approx(abs(2 / 3 - 0.91), abs=1e-6)
+
+
+class FixedProbs(torch.nn.Module):
+    """Returns log-probabilities stored in a buffer (so a state_dict is a 'sample')."""
+
+    def __init__(self, probs):
+        super().__init__()
+        self.register_buffer("table", probs.clone())
+
+    def forward(self, index):
+        return self.table[index].log()
+
+
+def test_ensemble_is_the_weighted_mean_of_sample_probabilities():
+    other = torch.tensor([[0.1, 0.8, 0.1], [0.2, 0.7, 0.1], [0.6, 0.2, 0.2], [0.1, 0.1, 0.8]])
+    loader = DataLoader(TensorDataset(torch.arange(4), TARGETS), batch_size=3)
+    model = FixedProbs(PROBS)
+    samples = [{"table": PROBS}, {"table": other}]
+    result = evaluate_samples(model, samples, equal_weights(2), loader, torch.device("cpu"))
+    expected = (PROBS + other) / 2
+    assert torch.allclose(result.probs.float(), expected)
+    assert result.ensemble == pytest.approx({**classification_metrics(expected, TARGETS), "num_samples": 2})
+    assert result.per_sample[0] == pytest.approx(classification_metrics(PROBS, TARGETS))
+    assert result.per_sample[1] == pytest.approx(classification_metrics(other, TARGETS))
+    weighted = evaluate_samples(model, samples, [0.25, 0.75], loader, torch.device("cpu"))
+    assert torch.allclose(weighted.probs.float(), 0.25 * PROBS + 0.75 * other)
+
+
+def test_harmonic_mean_cycle_weights():
+    # cycle 0: log-likelihoods -10, -12; cycle 1: -11 (one sample)
+    # w0 = [ (e^10 + e^12) / 2 ]^-1, w1 = e^-11; normalised, then split evenly within a cycle
+    w0 = 2 / (math.exp(10) + math.exp(12))
+    w1 = math.exp(-11)
+    total = w0 + w1
+    weights = harmonic_mean_weights([-10.0, -12.0, -11.0], [0, 0, 1])
+    assert weights == pytest.approx([w0 / total / 2, w0 / total / 2, w1 / total])
+    assert sum(weights) == pytest.approx(1.0)
+    # huge log-likelihoods (a real training set) stay finite
+    assert sum(harmonic_mean_weights([-5e4, -5.1e4, -4.9e4], [0, 1, 2])) == pytest.approx(1.0)
+
+
+def test_equal_weights():
+    assert equal_weights(4) == [0.25] * 4

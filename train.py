@@ -1,0 +1,31 @@
+"""Train one SG-MCMC chain, collect posterior samples, evaluate their Bayesian model average.
+
+    python train.py                                   # cSGHMC, MLP, the embedded MNIST subset
+    python train.py sampler=csghmc data=cifar100      # any data / model / sampler from configs/
+    python train.py -m sampler=csgld,csghmc seed=0,1,2  # a Hydra multirun sweep
+
+Run directories (config, log, samples/, metrics.json) go under runs/ (multirun/ for sweeps).
+"""
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from csg.cli import exit_on_unknown_choice, run_or_exit
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="config")
+def main(cfg: DictConfig) -> float:
+    from csg.run import run
+
+    metrics = run_or_exit(lambda: run(cfg))
+    return metrics["ensemble"]["nll"]
+
+
+if __name__ == "__main__":
+    exit_on_unknown_choice(sys.argv[1:], CONFIG_DIR)
+    main()
