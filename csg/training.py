@@ -102,13 +102,15 @@ def train_chain(
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
+    from csg.loggers import NullLogger
+
     precision = precision or Precision("32", device)
+    logger = logger or NullLogger()
     collect_at = {point.epoch: point for point in plan}
-    batches = len(loader)
-    result = TrainResult()
+    samples: list[dict[str, Any]] = []
     start = time.perf_counter()
     k = 0
-    bar = tqdm(total=epochs * batches, unit="it", disable=(None if progress is None or progress else True), dynamic_ncols=True)
+    bar = tqdm(total=epochs * len(loader), unit="it", disable=None if progress in (None, True) else True, dynamic_ncols=True)
     with bar, logging_redirect_tqdm():
         for epoch in range(epochs):
             model.train()
@@ -118,59 +120,58 @@ def train_chain(
             for x, y in loader:
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 lr = schedule.lr(k)
-                sampling = schedule.sampling(k)
-                current_temperature = temperature if sampling else 0.0
+                stage = "sampling" if schedule.sampling(k) else "exploration"
+                current_temperature = temperature if stage == "sampling" else 0.0
                 for group in sampler.param_groups:
                     group["lr"] = lr
                     group["temperature"] = current_temperature
-                with precision.autocast():
-                    logits = model(x)
-                    loss = F.cross_entropy(logits, y)
-                sampler.zero_grad(set_to_none=True)
-                if precision.scaler is not None:
-                    precision.scaler.scale(loss).backward()
-                    precision.scaler.step(sampler)
-                    precision.scaler.update()
-                else:
-                    loss.backward()
-                    sampler.step()
+                loss, logits = _step(model, sampler, precision, x, y)
                 if on_step is not None:
                     on_step(k)
-                loss_sum += loss.detach() * y.shape[0]
-                correct += (logits.detach().argmax(1) == y).sum()
+                loss_sum += loss * y.shape[0]
+                correct += (logits.argmax(1) == y).sum()
                 seen += y.shape[0]
                 k += 1
                 bar.update()
                 if k % log_every_n_steps == 0:
                     _check_finite(loss_sum, epoch, epochs, k - 1, lr, store)
-                    if logger is not None:
-                        logger.log_step(k, {"loss": float(loss), "lr": lr, "temperature": current_temperature,
-                                            "stage": "sampling" if sampling else "exploration"})
+                    logger.log_step(k, {"loss": float(loss), "lr": lr, "temperature": current_temperature, "stage": stage})
             _check_finite(loss_sum, epoch, epochs, k - 1, lr, store)
-            train_loss = float(loss_sum) / seen
-            train_acc = 100.0 * float(correct) / seen
-            stage = "sampling" if sampling else "exploration"
-            bar.set_postfix(epoch=epoch, loss=f"{train_loss:.4f}", lr=f"{lr:.3g}", stage=stage, samples=len(result.samples))
-            values = {"epoch": epoch, "lr": lr, "temperature": current_temperature, "stage": stage,
-                      "cycle": schedule.cycle(k - 1), "train_loss": train_loss, "train_acc_pct": train_acc,
-                      "seconds": time.perf_counter() - start}
+            values = {
+                "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": lr,
+                "temperature": current_temperature, "train_loss": float(loss_sum) / seen,
+                "train_acc_pct": 100.0 * float(correct) / seen, "seconds": time.perf_counter() - start,
+            }
             log.info(
-                "epoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%",
-                epoch + 1, epochs, values["cycle"], stage, lr, values["temperature"], train_loss, train_acc,
+                "epoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%", epoch + 1, epochs,
+                values["cycle"], stage, lr, current_temperature, values["train_loss"], values["train_acc_pct"],
             )
-            if logger is not None:
-                logger.log_epoch(epoch, values)
+            bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(samples))
+            logger.log_epoch(epoch, values)
             if epoch in collect_at:
                 point = collect_at[epoch]
-                index = len(result.samples)
-                meta = {"iteration": point.iteration, "lr": lr, "temperature": values["temperature"], "train_loss": train_loss}
+                meta = {"iteration": point.iteration, "lr": lr, "temperature": current_temperature,
+                        "train_loss": values["train_loss"]}
+                index = len(samples)
                 path = store.save(model, index=index, cycle=point.cycle, epoch=epoch, **meta)
                 record = {"index": index, "cycle": point.cycle, "epoch": epoch, "path": str(path), **meta}
-                result.samples.append(record)
+                samples.append(record)
                 log.info("saved %s", path.name)
-                if logger is not None:
-                    logger.log_sample(index, record)
-    result.iterations = k
-    result.epochs = epochs
-    result.seconds = time.perf_counter() - start
-    return result
+                logger.log_sample(index, record)
+    return TrainResult(iterations=k, epochs=epochs, seconds=time.perf_counter() - start, samples=samples)
+
+
+def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision, x, y):
+    """One update on the mean cross-entropy of (x, y); returns the detached loss and logits."""
+    with precision.autocast():
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+    sampler.zero_grad(set_to_none=True)
+    if precision.scaler is not None:
+        precision.scaler.scale(loss).backward()
+        precision.scaler.step(sampler)
+        precision.scaler.update()
+    else:
+        loss.backward()
+        sampler.step()
+    return loss.detach(), logits.detach()

@@ -95,3 +95,19 @@ def test_nan_loss_stops_with_clear_error_and_keeps_samples(tmp_path):
         train_chain(model, sampler, schedule, loader, epochs=10, temperature=1.0, plan=plan, store=store,
                     device=torch.device("cpu"), progress=False, log_every_n_steps=1000)
     assert [SampleStore.load(p)["epoch"] for p in store.paths()] == [3, 4]
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
+def test_mixed_precision_runs_and_keeps_fp32_parameters(tmp_path, precision):
+    from csg.training import Precision
+
+    model, loader = toy_problem()
+    sampler = SGHMC(model.parameters(), lr=0.1, num_data=30, temperature=1.0, generator=torch.Generator().manual_seed(1))
+    schedule = Cyclical(lr0=0.1, total_steps=12, cycles=1, explore=0.5)
+    plan = collection_points(schedule, epochs=4, batches_per_epoch=3, samples_per_cycle=1)
+    before = model.weight.detach().clone()
+    train_chain(model, sampler, schedule, loader, epochs=4, temperature=1.0, plan=plan,
+                store=SampleStore(tmp_path), device=torch.device("cpu"),
+                precision=Precision(precision, torch.device("cpu")), progress=False)
+    assert model.weight.dtype == torch.float32 and not torch.equal(model.weight, before)
+    assert torch.isfinite(model.weight).all() and len(SampleStore(tmp_path)) == 1
