@@ -78,3 +78,18 @@ def test_unknown_data_set():
     with pytest.raises(ConfigError, match="mnist5k"):
         build_data("cifar1000", batch_size=8)
     assert {"mnist", "mnist5k"} <= set(list_datasets())
+
+
+def test_failed_download_is_a_one_line_data_error(tmp_path, monkeypatch):
+    from csg._torchvision_compat import ensure_torchvision
+
+    datasets = ensure_torchvision().datasets
+
+    def offline(*args, **kwargs):
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\n<urlopen error>")
+
+    monkeypatch.setattr(datasets, "MNIST", offline)
+    with pytest.raises(DataNotFoundError) as error:
+        build_data("mnist", root=str(tmp_path), download=True, batch_size=8)
+    message = str(error.value)
+    assert "\n" not in message and "download failed" in message and str(tmp_path / "MNIST" / "raw") in message
