@@ -48,17 +48,17 @@ def non_negative_int(cfg: DictConfig, key: str) -> int:
 
 
 def number(cfg: DictConfig, key: str, *, minimum: float, strict: bool = False, below: float | None = None) -> float:
-    """A real number >= minimum (> minimum if ``strict``) and < ``below`` if given."""
+    """A real number >= ``minimum`` (> if ``strict``), and < ``below`` if given."""
     value = _get(cfg, key)
     ok = _is_number(value) and (value > minimum if strict else value >= minimum)
     if below is not None:
         ok = ok and value < below
     if not ok:
-        low = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        text = f"a number {low}" + (f" and < {below:g}" if below is not None else "")
-        if not strict and minimum == 0 and below == 1:
-            text = "a number in [0, 1)"
-        raise ConfigError(key, value, text)
+        if below is None:
+            allowed = f"a number {'>' if strict else '>='} {minimum:g}"
+        else:
+            allowed = f"a number in {'(' if strict else '['}{minimum:g}, {below:g})"
+        raise ConfigError(key, value, allowed)
     return float(value)
 
 

@@ -27,6 +27,23 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
             _check_hyperparameters(group)
         self.generator = generator
 
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Take one step on every param group; ``closure`` (optional) re-evaluates and returns the loss."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads = self._params_with_grad(group)
+            if params:
+                self._update(group, params, grads)
+        return loss
+
+    def _update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
+        """Apply the update rule to the parameters of ``group`` that have gradients."""
+        raise NotImplementedError
+
     @staticmethod
     def _params_with_grad(group: dict[str, Any]) -> tuple[list[Tensor], list[Tensor]]:
         params, grads = [], []

@@ -56,33 +56,20 @@ class SGHMC(SGMCMCOptimizer):
         )
         super().__init__(params, defaults, generator)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        """Take one SGHMC step; ``closure`` (optional) re-evaluates and returns the loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params, grads = self._params_with_grad(group)
-            if not params:
-                continue
-            velocities = []
-            for p in params:
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                velocities.append(state["momentum_buffer"])
-            F.sghmc(
-                params,
-                grads,
-                velocities,
-                lr=group["lr"],
-                momentum=group["momentum"],
-                weight_decay=group["weight_decay"],
-                noise_std=F.sghmc_noise_std(
-                    group["lr"], group["momentum"], group["temperature"], group["num_data"]
-                ),
-                generator=self.generator,
-            )
-        return loss
+    def _update(self, group, params, grads):
+        velocities = []
+        for p in params:
+            state = self.state[p]
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            velocities.append(state["momentum_buffer"])
+        F.sghmc(
+            params,
+            grads,
+            velocities,
+            lr=group["lr"],
+            momentum=group["momentum"],
+            weight_decay=group["weight_decay"],
+            noise_std=F.sghmc_noise_std(group["lr"], group["momentum"], group["temperature"], group["num_data"]),
+            generator=self.generator,
+        )

@@ -59,23 +59,12 @@ class SGLD(SGMCMCOptimizer):
         defaults = dict(lr=lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay)
         super().__init__(params, defaults, generator)
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        """Take one SGLD step; ``closure`` (optional) re-evaluates and returns the loss."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params, grads = self._params_with_grad(group)
-            if not params:
-                continue
-            F.sgld(
-                params,
-                grads,
-                lr=group["lr"],
-                weight_decay=group["weight_decay"],
-                noise_std=F.sgld_noise_std(group["lr"], group["temperature"], group["num_data"]),
-                generator=self.generator,
-            )
-        return loss
+    def _update(self, group, params, grads):
+        F.sgld(
+            params,
+            grads,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            noise_std=F.sgld_noise_std(group["lr"], group["temperature"], group["num_data"]),
+            generator=self.generator,
+        )
