@@ -3,6 +3,7 @@
     python train.py                                   # cSGHMC, MLP, the embedded MNIST subset
     python train.py sampler=csghmc data=cifar100      # any data / model / sampler from configs/
     python train.py -m sampler=csgld,csghmc seed=0,1,2  # a Hydra multirun sweep
+    python train.py synthetic=table4                  # a study on analytic targets (configs/synthetic/)
 
 Run directories (config, log, samples/, metrics.json) go under runs/ (multirun/ for sweeps).
 """
@@ -19,7 +20,12 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
-def main(cfg: DictConfig) -> float:
+def main(cfg: DictConfig) -> float | None:
+    if cfg.get("synthetic"):
+        from csg.synthetic import run_study
+
+        run_or_exit(lambda: run_study(cfg))
+        return None
     from csg.run import run
 
     metrics = run_or_exit(lambda: run(cfg))

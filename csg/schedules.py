@@ -66,14 +66,16 @@ class Cyclical(Schedule):
     K = ``total_steps`` and M = ``cycles``. The paper writes ceil(K / M); the
     authors' code uses the integer division, as here, and the two agree when M
     divides K. If it does not, the last ``K mod M`` iterations start an extra,
-    partial cycle (index M) exactly as in the authors' code.
+    partial cycle (index M) exactly as in the authors' CIFAR code; with
+    ``exact_length=True`` the cycle length is the real number K / M instead, as
+    in the authors' 25-Gaussian MATLAB code (50000 / 30).
 
     The proportion of the current cycle r(k) = mod(k, C) / C decides the stage
     (Section 3.1): exploration while r(k) < beta (``explore``), sampling once
     r(k) >= beta.
     """
 
-    def __init__(self, lr0: float, total_steps: int, cycles: int, explore: float):
+    def __init__(self, lr0: float, total_steps: int, cycles: int, explore: float, *, exact_length: bool = False):
         if lr0 <= 0:
             raise ValueError(f"lr0 must be > 0, got {lr0}")
         if cycles < 1 or total_steps < cycles:
@@ -81,7 +83,7 @@ class Cyclical(Schedule):
         super().__init__(total_steps=total_steps, explore=explore)
         self.lr0 = lr0
         self.cycles = cycles
-        self.cycle_length = total_steps // cycles
+        self.cycle_length = total_steps / cycles if exact_length else total_steps // cycles
 
     def proportion(self, k: int) -> float:
         """r(k): the completed proportion of the current cycle, in [0, 1)."""
@@ -91,7 +93,7 @@ class Cyclical(Schedule):
         return self.lr0 / 2.0 * (math.cos(math.pi * self.proportion(k)) + 1.0)
 
     def cycle(self, k: int) -> int:
-        return k // self.cycle_length
+        return int(k // self.cycle_length)
 
     def sampling(self, k: int) -> bool:
         return self.proportion(k) >= self.explore
@@ -100,16 +102,22 @@ class Cyclical(Schedule):
 class Decreasing(Schedule):
     r"""Polynomially decreasing step size :math:`\alpha_k = a (b + k)^{-\gamma}` (Welling & Teh 2011).
 
+    With ``hold`` = h the step size stays at :math:`a b^{-\gamma}` for the first h
+    iterations and then decays as :math:`a (b + k - h)^{-\gamma}` (the authors'
+    25-Gaussian SGLD: 0.043 for 500 steps, then 0.043 (t - 500)^-0.55).
+
     Assumption 1 of the paper (sum alpha = inf, sum alpha^2 < inf) holds for
     gamma in (0.5, 1]. :meth:`from_endpoints` picks a and b from the first and
     last step sizes of a run.
     """
 
-    def __init__(self, a: float, b: float, gamma: float, *, total_steps: int | None = None, explore: float = 0.0):
-        if a <= 0 or b <= 0 or gamma < 0:
-            raise ValueError(f"need a > 0, b > 0, gamma >= 0, got a={a}, b={b}, gamma={gamma}")
+    def __init__(
+        self, a: float, b: float, gamma: float, *, hold: int = 0, total_steps: int | None = None, explore: float = 0.0
+    ):
+        if a <= 0 or b <= 0 or gamma < 0 or hold < 0:
+            raise ValueError(f"need a > 0, b > 0, gamma >= 0, hold >= 0, got a={a}, b={b}, gamma={gamma}, hold={hold}")
         super().__init__(total_steps=total_steps, explore=explore)
-        self.a, self.b, self.gamma = a, b, gamma
+        self.a, self.b, self.gamma, self.hold = a, b, gamma, hold
 
     @classmethod
     def from_endpoints(
@@ -124,7 +132,7 @@ class Decreasing(Schedule):
         return cls(lr0 * b**gamma, b, gamma, total_steps=total_steps, explore=explore)
 
     def lr(self, k: int) -> float:
-        return self.a * (self.b + k) ** (-self.gamma)
+        return self.a * (self.b + max(k - self.hold, 0)) ** (-self.gamma)
 
 
 class Constant(Schedule):

@@ -1,0 +1,188 @@
+"""Synthetic studies: mode coverage, the tempering schedule, Metropolis, vectorised chains, the studies end to end."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from csg.schedules import Cyclical, Decreasing
+from csg.synthetic.chains import ChainGroup, run_chains
+from csg.synthetic.coverage import component_weights, mode_counts, mode_coverage
+from csg.synthetic.cyclical_mcmc import cyclical_rwm, rwm_step, tempering_beta
+from csg.targets import GaussianMixture, create_target, grid_means
+
+
+def test_mode_coverage_counts_modes_with_more_than_the_threshold():
+    centres = grid_means()
+    # 101 samples at (0, 0) within 0.25, exactly 100 at (2, 2), 150 just outside the radius of (-4, -4),
+    # 300 between modes
+    samples = torch.cat([
+        torch.tensor([[0.1, -0.1]]).expand(101, 2),
+        torch.tensor([[2.0, 2.2]]).expand(100, 2),
+        torch.tensor([[-4.0, -3.74]]).expand(150, 2),
+        torch.tensor([[1.0, 1.0]]).expand(300, 2),
+    ]).double()
+    counts = mode_counts(samples, centres, 0.25)
+    assert counts.sum().item() == 201
+    assert mode_coverage(samples, centres, radius=0.25, min_samples=100) == 1
+    assert mode_coverage(samples, centres, radius=0.25, min_samples=99) == 2
+    assert mode_coverage(samples, centres, radius=0.3, min_samples=100) == 2
+
+
+def test_component_weights():
+    assert component_weights(torch.tensor([0, 0, 1, 3]), 4).tolist() == [0.5, 0.25, 0.0, 0.25]
+
+
+def test_tempering_schedule_is_equation_5_with_a_floor():
+    assert tempering_beta(0.0) == 1.0
+    assert tempering_beta(0.25) == pytest.approx(0.5)
+    assert tempering_beta(0.5) == 1e-3  # (1 + cos pi) / 2 = 0, floored
+    assert tempering_beta(0.75) == pytest.approx(0.5)
+    assert tempering_beta(0.1, r=2) == pytest.approx((1 + math.cos(2 * math.pi * 0.01)) / 2)
+    t = torch.tensor([0.0, 0.5, 1.0])
+    assert torch.allclose(tempering_beta(t), torch.tensor([1.0, 1e-3, 1.0]))
+
+
+def test_random_walk_metropolis_recovers_a_gaussian():
+    target = GaussianMixture(torch.tensor([1.5]), torch.tensor(0.7**2))
+    g = torch.Generator().manual_seed(0)
+    x = torch.zeros(4000, 1, dtype=torch.float64)
+    energy = target.energy(x)
+    accepted = []
+    for _ in range(200):
+        x, energy, accept = rwm_step(x, energy, target, beta=1.0, proposal_std=1.0, generator=g)
+        accepted.append(accept.double().mean().item())
+    assert x.mean().item() == pytest.approx(1.5, abs=4 * 0.7 / math.sqrt(4000))
+    assert x.var().item() == pytest.approx(0.49, rel=4 * math.sqrt(2 / 4000))
+    assert 0.3 < sum(accepted) / len(accepted) < 0.9
+
+
+def test_tempered_metropolis_targets_the_powered_density():
+    # exp(-beta E) for a N(0, 1) energy with beta = 0.25 is N(0, 4)
+    target = GaussianMixture(torch.tensor([0.0]), torch.tensor(1.0))
+    g = torch.Generator().manual_seed(1)
+    x = torch.zeros(4000, 1, dtype=torch.float64)
+    energy = target.energy(x)
+    for _ in range(200):
+        x, energy, _ = rwm_step(x, energy, target, beta=0.25, proposal_std=2.0, generator=g)
+    assert x.var().item() == pytest.approx(4.0, rel=0.1)
+
+
+def test_cyclical_rwm_keeps_one_sample_per_cycle_and_finds_both_equal_modes():
+    target = create_target("mixture1d", c=1.0)
+    g = torch.Generator().manual_seed(2)
+    kept = cyclical_rwm(target, cycle_length=300, cycles=3, chains=500, proposal_variance=lambda b: 0.25 / b,
+                        start=torch.randn(500, 1, generator=g, dtype=torch.float64), generator=g)
+    assert kept.shape == (3, 500, 1)
+    share = (target.component(kept) == 0).double().mean().item()
+    assert share == pytest.approx(0.5, abs=0.06)
+
+
+def test_vectorised_chains_sample_a_gaussian_with_the_shared_samplers():
+    target = GaussianMixture(torch.tensor([[1.0, -1.0]]), torch.tensor(0.5))
+    groups = [
+        ChainGroup("sgld", Decreasing(0.01, 1, 0.0), chains=200),  # constant 0.01
+        ChainGroup("cyc", Cyclical(0.05, 3000, 3, 0.5), chains=200),
+    ]
+    out = run_chains(target, groups, steps=3000, repeats=2, start_low=-3, start_high=3,
+                     generator=torch.Generator().manual_seed(3))
+    sgld = out["sgld"]
+    assert sgld.samples.shape == (3000, 2, 200, 2)
+    last = sgld.samples[-1].reshape(-1, 2)
+    assert torch.allclose(last.mean(0), torch.tensor([1.0, -1.0], dtype=torch.float64), atol=0.1)
+    assert torch.allclose(last.var(0), torch.full((2,), 0.5, dtype=torch.float64), rtol=0.2)
+    cyc = out["cyc"]
+    # sampling stage: the second half of each 1000-step cycle
+    assert cyc.kept_steps.tolist() == [k for k in range(3000) if k % 1000 >= 500]
+    assert cyc.pooled(1).shape == (1500 * 200, 2)
+
+
+def test_exploration_without_noise_descends_deterministically():
+    target = GaussianMixture(torch.tensor([[0.0, 0.0]]), torch.tensor(1.0))  # grad U(x) = x
+    start = torch.full((3, 2), 2.0, dtype=torch.float64)
+    schedule = Cyclical(0.1, 100, 1, 0.99)  # 99 noise-free exploration steps, then one noisy (kept) step
+    group = ChainGroup("c", schedule, chains=3)
+    runs = [run_chains(target, [group], steps=100, repeats=1, start=start, generator=torch.Generator().manual_seed(s))["c"]
+            for s in (4, 5)]
+    assert runs[0].kept_steps.tolist() == [99]
+    expected = 2.0
+    for k in range(100):
+        expected -= schedule.lr(k) * expected
+    noise_sd = math.sqrt(2 * schedule.lr(99))
+    for result in runs:
+        assert (result.samples - expected).abs().max() < 5 * noise_sd
+    assert not torch.equal(runs[0].samples, runs[1].samples)  # the last step's noise
+
+
+STUDY_OVERRIDES = {
+    "table4": ["steps=3000", "repeats=2"],
+    "wang_mixture1d": ["cycle_length=200", "cycles=20", "chains=10", "repeats=2"],
+    "wang_mog25": ["rwm.cycle_length=200", "rwm.cycles=40", "rwm.chains=40", "csgld.cycles=2",
+                   "csgld.cycle_length=100", "csgld.chains=50"],
+}
+
+
+@pytest.mark.parametrize("study", STUDY_OVERRIDES)
+def test_studies_write_their_tables_and_figures(tmp_path, study):
+    from hydra import compose, initialize_config_dir
+
+    from csg.synthetic import run_study
+    from tests.conftest import ROOT
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"synthetic={study}", *[f"synthetic.{o}" for o in STUDY_OVERRIDES[study]]])
+    result = run_study(cfg, run_dir=tmp_path)
+    files = {p.name for p in tmp_path.iterdir()}
+    expected = {
+        "table4": {"table4.csv", "table4.md", "figure2_paper.png", "figure5_official_code.png"},
+        "wang_mixture1d": {"mixture1d.csv", "mixture1d.md", "figure1.png"},
+        "wang_mog25": {"mog25_weights.csv", "mog25_summary.csv", "mog25.md", "figure2.png", "figure2_csgld.png"},
+    }[study]
+    assert expected <= files and "metrics.json" in files
+    if study == "table4":
+        import pandas as pd
+
+        table = pd.read_csv(tmp_path / "table4.csv")
+        assert set(table.method) == {"SGLD", "cSGLD", "Parallel SGLD", "Parallel cSGLD"}
+        assert set(table.preset) == {"paper", "official_code"}
+        assert {"mean", "stderr", "paper_value", "note"} <= set(table.columns)
+        assert "smoke" in (tmp_path / "table4.md").read_text()
+    if study == "wang_mixture1d":
+        import pandas as pd
+
+        table = pd.read_csv(tmp_path / "mixture1d.csv")
+        assert list(table.columns[:4]) == ["c", "weight_estimate", "true_weight", "paper_value"]
+        assert table.paper_value.tolist() == [0.497, 0.87]
+    assert result["seconds"] > 0
+
+
+def test_table4_claims_at_the_papers_chain_length():
+    """50k steps per chain (official settings), 2 repeats: cSGLD covers far more modes than SGLD,
+    and 4 parallel cSGLD chains cover at least 24 of 25."""
+    from hydra import compose, initialize_config_dir
+
+    from csg.synthetic.mode_coverage import groups_for
+    from tests.conftest import ROOT
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("config", overrides=["synthetic=table4", "synthetic.repeats=2", "~synthetic.presets.paper"]).synthetic
+    target = create_target("mog25", grad_noise=1.0)
+    groups = [g for g in groups_for(cfg) if g.name.split("/")[1] in ("SGLD", "cSGLD", "Parallel cSGLD")]
+    out = run_chains(target, groups, steps=50_000, repeats=2, generator=torch.Generator().manual_seed(0))
+    coverage = {name.split("/")[1]: [mode_coverage(r.pooled(i), target.means) for i in range(2)] for name, r in out.items()}
+    assert min(coverage["cSGLD"]) > max(coverage["SGLD"]) + 10
+    assert sum(coverage["Parallel cSGLD"]) / 2 >= 24
+
+
+@pytest.mark.parametrize("c, low, high", [(1.0, 0.47, 0.53), (0.1, 0.82, 0.92)])
+def test_cyclical_mcmc_weight_of_the_1d_mixture(c, low, high):
+    """Wang et al.'s L = 5000; 2000 cycles as 2000 one-cycle chains: right for c = 1, biased (about 0.87) for c = 0.1."""
+    target = create_target("mixture1d", c=c)
+    g = torch.Generator().manual_seed(7)
+    kept = cyclical_rwm(target, cycle_length=5000, cycles=1, chains=2000, proposal_variance=lambda b: 0.25 / b,
+                        start=torch.randn(2000, 1, generator=g, dtype=torch.float64), generator=g)
+    weight = (target.component(kept) == 0).double().mean().item()
+    assert low < weight < high
