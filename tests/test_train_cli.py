@@ -124,3 +124,16 @@ def test_group_choices_are_checked_with_hydras_parsers():
     message = check_group_choices(["-m", "sampler=choice(sgld,hmc)"], configs)
     assert message.startswith("sampler=hmc is not allowed: one of csghmc")
     assert "logger=tensorboard" in check_group_choices(["logger=tensorboard"], configs)
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["synthetic=table4", "synthetic.steps=0"], ["synthetic.steps=0", "positive integer"]),
+        (["synthetic=wang_mixture1d", "synthetic.cycles=1001"], ["synthetic.cycles=1001", "multiple of synthetic.chains=100"]),
+        (["synthetic=tabel4"], ["synthetic=tabel4", "table4"]),
+    ],
+)
+def test_bad_synthetic_study_input_is_one_line(run_train, args, fragments):
+    process, _ = run_train(*args)
+    _assert_one_line_error(process, *fragments)

@@ -28,6 +28,36 @@ def _studies():
             "wang_mog25": tempering_bias.run_mog25}
 
 
+_POSITIVE_INTS = {
+    "table4": ("steps", "repeats", "parallel_chains", "coverage.min_samples"),
+    "wang_mixture1d": ("cycle_length", "cycles", "chains", "repeats"),
+    "wang_mog25": ("rwm.cycle_length", "rwm.cycles", "rwm.chains", "csgld.cycles", "csgld.cycle_length", "csgld.chains"),
+}
+_SPLITS = {"wang_mixture1d": ("cycles", "chains"), "wang_mog25": ("rwm.cycles", "rwm.chains")}
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check a study's sizes before it runs; raise ConfigError naming the key."""
+    from omegaconf import OmegaConf
+
+    from csg import config as checks
+
+    study = cfg.synthetic
+    for key in _POSITIVE_INTS.get(study.name, ()):
+        checks.positive_int(cfg, f"synthetic.{key}")
+    if study.name in _SPLITS:
+        cycles, chains = (OmegaConf.select(study, key) for key in _SPLITS[study.name])
+        if cycles % chains:
+            key = _SPLITS[study.name][0]
+            raise ConfigError(f"synthetic.{key}", cycles, f"a multiple of synthetic.{_SPLITS[study.name][1]}={chains}")
+    if study.name == "table4":
+        checks.number(cfg, "synthetic.coverage.radius", minimum=0, strict=True)
+    if study.name == "wang_mog25":
+        for index, lr0 in enumerate(study.csgld.lr0):
+            if not checks._is_number(lr0) or lr0 <= 0:
+                raise ConfigError(f"synthetic.csgld.lr0[{index}]", lr0, "a number > 0")
+
+
 def run_study(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Run the study ``cfg.synthetic`` describes; returns its summary."""
     from csg.atomic import atomic_write_json
@@ -39,6 +69,7 @@ def run_study(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, A
         raise ConfigError("synthetic.name", study.name, f"one of {', '.join(studies)}")
     if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool):
         raise ConfigError("seed", cfg.seed, "an integer")
+    validate(cfg)
     run_dir = Path(run_dir if run_dir is not None else _hydra_output_dir())
     output_dir = Path(study.output_dir) if study.get("output_dir") else run_dir
     result = studies[study.name](study, output_dir, int(cfg.seed))

@@ -145,7 +145,8 @@ def _mog25_markdown(summary: pd.DataFrame, cfg: DictConfig, seconds: float, seed
     lines += ["", "The papers do not report cSGLD here. A step size above twice a component's variance makes "
               "SGLD unstable in that component, so large-step exploration throws chains out of narrow modes; "
               "0.01 is below twice the smallest variance (2 x 0.2 / 25 = 0.016), 0.09 is not.",
-              "", "Per-component weights: mog25_weights.csv; figures: figure2.png (cyclical RWM), figure2_csgld.png."]
+              "", "Per-component weights: mog25_weights.csv; the x-marginal of component 25: mog25_component25.csv; "
+              "figures: figure2.png (cyclical RWM), figure2_csgld.png."]
     return "\n".join(lines) + "\n"
 
 
@@ -161,13 +162,18 @@ def uniform_tv_baseline(samples: int, components: int = 25, draws: int = 2000, s
     return 0.5 * (weights - 1.0 / components).abs().sum(1).mean().item()
 
 
-def _summarise(method: str, setting: str, target, samples: torch.Tensor, rows: list, panels: list) -> None:
+def _summarise(method: str, setting: str, target, samples: torch.Tensor, rows: list, panels: list,
+               marginals: list) -> None:
     assignment = target.component(samples)
     weights = component_weights(assignment, 25)
     for i in range(25):
         rows.append({"method": method, "setting": setting, "component": i + 1, "variance": target.variances[i].item(),
                      "weight_estimate": weights[i].item(), "true_weight": 1 / 25, "samples": samples.shape[0]})
     marginal = samples[assignment == 24, 0]
+    marginals.append({"method": method, "setting": setting, "samples": marginal.numel(),
+                      "x_mean": marginal.mean().item() if marginal.numel() else float("nan"),
+                      "x_sd": marginal.std().item() if marginal.numel() > 1 else float("nan"),
+                      "true_mean": 4.0, "true_sd": target.variances[24].sqrt().item()})
     panels.append({"label": f"{method}, {setting} variance", "weights": weights.numpy(), "marginal_samples": marginal,
                    "marginal_sd": target.variances[24].sqrt().item()})
 
@@ -177,7 +183,7 @@ def run_mog25(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any]:
     from csg.synthetic import plots
 
     generator = torch.Generator().manual_seed(seed)
-    rows, summary, rwm_panels, csgld_panels = [], [], [], []
+    rows, summary, marginals, rwm_panels, csgld_panels = [], [], [], [], []
     started = time.perf_counter()
     for setting in ("equal", "unequal"):
         target = create_target("mog25_wang", unequal=setting == "unequal")
@@ -189,7 +195,7 @@ def run_mog25(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any]:
             proposal_variance=lambda beta: rwm.proposal_scale * beta ** -0.5, start=start.to(torch.float32),
             r=rwm.r, floor=rwm.floor, generator=generator,
         ).reshape(-1, 2).double()
-        _summarise("cyclical RWM", setting, target, kept, rows, rwm_panels)
+        _summarise("cyclical RWM", setting, target, kept, rows, rwm_panels, marginals)
         log.info("cyclical RWM, %s variances: %d samples", setting, kept.shape[0])
 
         csgld = cfg.csgld
@@ -201,7 +207,8 @@ def run_mog25(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any]:
             group = ChainGroup("csgld", schedule, chains=csgld.chains, noise_in_exploration=True)
             result = run_chains(target, [group], steps=steps, repeats=1, start_low=cfg.start.low,
                                 start_high=cfg.start.high, generator=generator, dtype=torch.float32)["csgld"]
-            _summarise(f"cSGLD lr0={float(lr0):g}", setting, target, result.pooled(0).double(), rows, csgld_panels)
+            _summarise(f"cSGLD lr0={float(lr0):g}", setting, target, result.pooled(0).double(), rows, csgld_panels,
+                       marginals)
     seconds = time.perf_counter() - started
 
     table = pd.DataFrame(rows)
@@ -219,6 +226,7 @@ def run_mog25(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any]:
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output_dir / "mog25_weights.csv", table.to_csv(index=False))
     atomic_write_text(output_dir / "mog25_summary.csv", summary.to_csv(index=False))
+    atomic_write_text(output_dir / "mog25_component25.csv", pd.DataFrame(marginals).to_csv(index=False))
     atomic_write_text(output_dir / "mog25.md", _mog25_markdown(summary, cfg, seconds, seed))
     plots.mog25_weights_figure(
         rwm_panels, output_dir / "figure2.png",
