@@ -107,8 +107,14 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("trainer.device", device, "auto, cpu, cuda, cuda:N or mps")
     one_of(cfg, "trainer.precision", PRECISIONS)
     positive_int(cfg, "trainer.log_every_n_steps")
+    positive_int(cfg, "trainer.log_every_n_epochs")
 
     if one_of(cfg, "logger.name", LOGGERS) == "wandb":
         one_of(cfg, "logger.mode", WANDB_MODES)
     one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
     positive_int(cfg, "evaluation.ece_bins")
+    if not isinstance(_get(cfg, "trace.enabled"), bool):
+        raise ConfigError("trace.enabled", _get(cfg, "trace.enabled"), "true or false")
+    if cfg.trace.enabled:
+        non_negative_int(cfg, "trace.burnin")
+        positive_int(cfg, "trace.samples")

@@ -19,10 +19,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg import config as checks
-from csg.atomic import atomic_write_json
+from csg.atomic import atomic_torch_save, atomic_write_json
 from csg.collection import SampleStore, capacity, collection_points, eligible_epochs
 from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
+from csg.evaluation.ess import ParameterTrace, ess_summary
 from csg.loggers import build_logger
 from csg.training import Precision, train_chain
 
@@ -100,6 +101,20 @@ def plan_collection(cfg: DictConfig, schedule, batches_per_epoch: int):
     return collection_points(schedule, epochs, batches_per_epoch, wanted)
 
 
+def plan_trace(cfg: DictConfig, schedule, total_steps: int, model) -> ParameterTrace | None:
+    """The parameter trace of ``cfg.trace``, or a ConfigError if the run is too short to fill it."""
+    if not cfg.trace.enabled:
+        return None
+    available = sum(1 for k in range(cfg.trace.burnin, total_steps) if schedule.sampling(k))
+    if cfg.trace.samples > available:
+        raise ConfigError(
+            "trace.samples", cfg.trace.samples,
+            f"at most {available}: the sampling-stage iterations after trace.burnin={cfg.trace.burnin} "
+            f"in {total_steps} iterations; raise trainer.epochs",
+        )
+    return ParameterTrace(model, burnin=cfg.trace.burnin, samples=cfg.trace.samples, keep=schedule.sampling)
+
+
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Train one chain as ``cfg`` says and return the metrics written to ``run_dir/metrics.json``."""
     from csg.samplers import create_sampler
@@ -117,6 +132,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     total_steps = cfg.trainer.epochs * len(data.train)
     schedule = build_schedule(cfg, total_steps)
     plan = plan_collection(cfg, schedule, len(data.train))
+    trace = plan_trace(cfg, schedule, total_steps, model)
     sampler = create_sampler(
         cfg.sampler.update_rule,
         model.parameters(),
@@ -152,7 +168,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             precision=precision,
             logger=logger,
             log_every_n_steps=cfg.trainer.log_every_n_steps,
+            log_every_n_epochs=cfg.trainer.log_every_n_epochs,
             progress=cfg.trainer.progress,
+            on_step=trace,
         )
         evaluation_start = time.perf_counter()
         metrics = evaluate_store(cfg, model, store, data, device, precision)
@@ -172,8 +190,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 "total": time.perf_counter() - started,
             },
             device=str(device),
+            data_source=data.source,
             samples=trained.samples,
         )
+        if trace is not None:
+            atomic_torch_save(trace.draws, run_dir / "trace.pt")
+            metrics["ess"] = ess_summary(trace.draws.numpy(), trained.seconds, trained.iterations)
+            log.info("ESS over %d draws: median %.0f, min %.0f", trace.count, metrics["ess"]["median"], metrics["ess"]["min"])
         atomic_write_json(run_dir / "metrics.json", metrics)
         logger.log_summary({f"ensemble/{k}": v for k, v in metrics["ensemble"].items()})
     finally:

@@ -87,6 +87,7 @@ def train_chain(
     precision: Precision | None = None,
     logger: Logger | None = None,
     log_every_n_steps: int = 50,
+    log_every_n_epochs: int = 1,
     progress: bool | None = None,
     on_step: Callable[[int], None] | None = None,
 ) -> TrainResult:
@@ -142,11 +143,13 @@ def train_chain(
                 "temperature": current_temperature, "train_loss": float(loss_sum) / seen,
                 "train_acc_pct": 100.0 * float(correct) / seen, "seconds": time.perf_counter() - start,
             }
-            log.info(
-                "epoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%", epoch + 1, epochs,
-                values["cycle"], stage, lr, current_temperature, values["train_loss"], values["train_acc_pct"],
-            )
-            bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(samples))
+            if (epoch + 1) % log_every_n_epochs == 0 or epoch + 1 == epochs:
+                log.info(
+                    "epoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%", epoch + 1, epochs,
+                    values["cycle"], stage, lr, current_temperature, values["train_loss"], values["train_acc_pct"],
+                )
+            if not bar.disable:
+                bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(samples))
             logger.log_epoch(epoch, values)
             if epoch in collect_at:
                 point = collect_at[epoch]

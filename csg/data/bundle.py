@@ -25,6 +25,7 @@ class Splits:
     num_classes: int
     input_shape: tuple[int, ...]
     train_eval: Dataset | None = None
+    source: str = ""  # where the files came from, recorded in metrics.json
 
 
 @dataclass
@@ -32,13 +33,14 @@ class DataBundle:
     """Loaders and facts of one data set for one run."""
 
     name: str
-    train: DataLoader
-    test: DataLoader
-    train_eval: DataLoader
+    train: DataLoader | InMemoryLoader
+    test: DataLoader | InMemoryLoader
+    train_eval: DataLoader | InMemoryLoader
     num_train: int
     num_test: int
     num_classes: int
     input_shape: tuple[int, ...]
+    source: str = ""
 
 
 _DATASETS: dict[str, Callable[..., Splits]] = {}
@@ -59,29 +61,50 @@ def list_datasets() -> list[str]:
 
 
 class InMemoryDataset(TensorDataset):
-    """A ``TensorDataset`` that hands whole batches to the ``DataLoader`` (one index op per tensor)."""
-
-    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, ...]:
-        index = torch.as_tensor(indices, dtype=torch.long)
-        return tuple(tensor[index] for tensor in self.tensors)
+    """A ``TensorDataset`` of whole tensors in memory (features, targets), served by :class:`InMemoryLoader`."""
 
 
-def _batched(batch):
-    return batch
+class InMemoryLoader:
+    """Mini-batches of an :class:`InMemoryDataset`: a random permutation per epoch, then slices.
+
+    ``torch.utils.data.DataLoader`` is the wrong tool for data already held as
+    tensors: its sampler yields one Python index per example per epoch and its
+    collate stacks examples one by one. Here an epoch costs one ``randperm``
+    (drawn from ``generator``, so the order is reproducible) and one indexing
+    per batch; the last batch may be partial, as in the authors' code.
+    """
+
+    def __init__(self, dataset: InMemoryDataset, batch_size: int, *, shuffle: bool, generator=None):
+        self.dataset, self.batch_size, self.shuffle, self.generator = dataset, batch_size, shuffle, generator
+
+    def __len__(self) -> int:
+        return -(-len(self.dataset) // self.batch_size)
+
+    def __iter__(self):
+        tensors = self.dataset.tensors
+        n = len(self.dataset)
+        if not self.shuffle:
+            for start in range(0, n, self.batch_size):
+                yield tuple(t[start : start + self.batch_size] for t in tensors)
+            return
+        order = torch.randperm(n, generator=self.generator)
+        for start in range(0, n, self.batch_size):
+            index = order[start : start + self.batch_size]
+            yield tuple(t[index] for t in tensors)
 
 
 def _loader(dataset: Dataset, batch_size: int, *, shuffle: bool, generator=None, num_workers: int = 0, pin_memory=False):
-    in_memory = isinstance(dataset, InMemoryDataset)
+    if isinstance(dataset, InMemoryDataset):
+        return InMemoryLoader(dataset, batch_size, shuffle=shuffle, generator=generator)
     return DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle,
         generator=generator,
-        num_workers=0 if in_memory else num_workers,
-        collate_fn=_batched if in_memory else None,
-        pin_memory=pin_memory and not in_memory,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
         drop_last=False,
-        persistent_workers=num_workers > 0 and not in_memory,
+        persistent_workers=num_workers > 0,
     )
 
 
@@ -112,4 +135,5 @@ def build_data(
         num_test=len(splits.test),
         num_classes=splits.num_classes,
         input_shape=splits.input_shape,
+        source=splits.source,
     )

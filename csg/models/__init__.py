@@ -6,6 +6,7 @@ Each architecture is a small module that registers a factory with
 """
 
 from csg.models.registry import create_model, list_models, register_model
+from csg.models import logreg as _logreg  # noqa: F401  (registers "logreg")
 from csg.models import mlp as _mlp  # noqa: F401  (registers "mlp")
 
 __all__ = ["create_model", "list_models", "register_model"]

