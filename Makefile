@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test clean table4 table5 table5-report cyclical-mcmc bench-synthetic
+.PHONY: help install demo test clean table4 table5 table5-report fig4 fig4-report cyclical-mcmc bench-synthetic
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
@@ -13,6 +13,7 @@ help:
 	@echo "make test     run the test suite (installs first if needed)"
 	@echo "make table4   cSG-MCMC Table 4, Figures 2 and 5 (25 Gaussians; CPU, under a minute)"
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, a few minutes); table5-report: aggregate only"
+	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
 	@echo "make cyclical-mcmc   Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets (CPU, a few minutes)"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
@@ -43,6 +44,26 @@ table5: $(STAMP)
 
 table5-report: $(STAMP)
 	$(BIN)/python scripts/report.py table5 $(RUNS) --out results/csgmcmc
+
+SCALE ?= full
+FIG4_METHODS := sampler=sgd,sgdm,snapshot_sgdm,sgld,sghmc,csgld,csghmc
+ifeq ($(SCALE),smoke)
+FIG4_PRESET := fig4_smoke
+FIG4_OUT := results/csgmcmc/smoke
+else
+FIG4_PRESET := fig4
+FIG4_OUT := results/csgmcmc
+endif
+
+fig4: $(STAMP)
+ifeq ($(SCALE),smoke)
+	test -d data/generated_notmnist/J || $(BIN)/python scripts/make_letters.py data/generated_notmnist
+endif
+	$(BIN)/python train.py -m experiment=$(FIG4_PRESET) $(FIG4_METHODS) hydra.sweep.dir=multirun/$(FIG4_PRESET)/$(NOW)
+	$(BIN)/python scripts/report.py fig4 multirun/$(FIG4_PRESET)/$(NOW) --out $(FIG4_OUT)
+
+fig4-report: $(STAMP)
+	$(BIN)/python scripts/report.py fig4 $(RUNS) --out $(FIG4_OUT)
 
 cyclical-mcmc: $(STAMP)
 	$(BIN)/python train.py synthetic=wang_mixture1d synthetic.output_dir=results/on_cyclical_mcmc hydra.run.dir=runs/wang_mixture1d/$(NOW)

@@ -71,14 +71,19 @@ def one_of(cfg: DictConfig, key: str, choices: tuple[str, ...] | list[str]) -> s
 
 def validate(cfg: DictConfig) -> None:
     """Check every key a run reads; raise :class:`ConfigError` at the first bad one."""
-    from csg.data import list_datasets
+    from csg.data import OOD_SETS, list_datasets
     from csg.loggers import LOGGERS, WANDB_MODES
-    from csg.models import list_models
+    from csg.models import is_known_model, list_models
     from csg.samplers import UPDATE_RULES
     from csg.schedules import SCHEDULES
 
     one_of(cfg, "data.name", list_datasets())
-    one_of(cfg, "model.name", list_models())
+    if not is_known_model(str(_get(cfg, "model.name"))):
+        raise ConfigError("model.name", _get(cfg, "model.name"), f"one of {', '.join(list_models())}, or a timm model name")
+    one_of(cfg, "ood.name", OOD_SETS)
+    resident = _get(cfg, "data.device_resident")
+    if resident is not None and resident not in (True, False, "auto"):
+        raise ConfigError("data.device_resident", resident, "auto, true or false")
     update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
     schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
 

@@ -61,13 +61,21 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
     data = build_data(
         cfg.data.name,
         generator=torch.Generator().manual_seed(data_seed),
-        pin_memory=device.type == "cuda",
+        device=device,
         **_options(cfg.data, drop=("name", "recipe")),
     )
     model = create_model(
         cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **_options(cfg.model)
     )
     return data, model.to(device)
+
+
+def build_ood_loader(cfg: DictConfig, data):
+    """The out-of-distribution loader of ``cfg.ood`` (None for ``ood=none``) and its source."""
+    from csg.data import build_ood
+
+    built = build_ood(cfg.ood.name, like=data, batch_size=cfg.data.eval_batch_size, **_options(cfg.ood))
+    return built if built is not None else (None, None)
 
 
 def build_schedule(cfg: DictConfig, total_steps: int):
@@ -129,6 +137,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     torch.manual_seed(seeds["init"])
 
     data, model = build_data_and_model(cfg, device, data_seed=seeds["data"])
+    ood_loader, ood_source = build_ood_loader(cfg, data)
     total_steps = cfg.trainer.epochs * len(data.train)
     schedule = build_schedule(cfg, total_steps)
     plan = plan_collection(cfg, schedule, len(data.train))
@@ -173,7 +182,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             on_step=trace,
         )
         evaluation_start = time.perf_counter()
-        metrics = evaluate_store(cfg, model, store, data, device, precision)
+        metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source)
         metrics.update(
             method=cfg.sampler.name,
             data=cfg.data.name,
@@ -205,7 +214,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     return metrics
 
 
-def evaluate_store(cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision) -> dict[str, Any]:
+def evaluate_store(
+    cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None
+) -> dict[str, Any]:
     """Metrics of the weighted ensemble and of every sample, loading one sample at a time."""
     paths = store.paths()
     if not paths:
@@ -229,12 +240,22 @@ def evaluate_store(cfg: DictConfig, model, store: SampleStore, data, device, pre
         device,
         n_bins=cfg.evaluation.ece_bins,
         autocast=precision.autocast,
+        ood_loader=ood_loader,
     )
     per_sample = [
         {"file": path.name, "weight": weight, **sample_metrics}
         for path, weight, sample_metrics in zip(paths, weights, result.per_sample)
     ]
-    return {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": str(cfg.evaluation.cycle_weights)}
+    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": str(cfg.evaluation.cycle_weights)}
+    if result.ood is not None:
+        from csg.evaluation.ood import entropy_grid
+
+        metrics["ood"] = {
+            "name": str(cfg.ood.name), "source": ood_source, "entropy_grid": entropy_grid(data.num_classes).tolist(),
+            "ensemble": result.ood,
+            "per_sample": [{"file": p.name, **m} for p, m in zip(paths, result.ood_per_sample)],
+        }
+    return metrics
 
 
 def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
@@ -251,8 +272,9 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dic
     checks.validate(cfg)
     device = resolve_device(str(cfg.trainer.device))
     data, model = build_data_and_model(cfg, device)
+    ood_loader, ood_source = build_ood_loader(cfg, data)
     precision = Precision(str(cfg.trainer.precision), device)
-    metrics = evaluate_store(cfg, model, SampleStore(run_dir / "samples"), data, device, precision)
+    metrics = evaluate_store(cfg, model, SampleStore(run_dir / "samples"), data, device, precision, ood_loader, ood_source)
     metrics.update(method=cfg.sampler.name, data=cfg.data.name, model=cfg.model.name, seed=int(cfg.seed))
     atomic_write_json(run_dir / f"evaluation_{cfg.evaluation.cycle_weights}.json", metrics)
     return metrics
@@ -270,6 +292,12 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     rows.append(row(f"ensemble of {ensemble['num_samples']} ({metrics['cycle_weights']} weights)", ensemble))
     rows += [row(f"  {Path(sample['file']).stem}", sample) for sample in metrics["per_sample"]]
     rows.append(row("best single sample (by NLL)", min(metrics["per_sample"], key=lambda s: s["nll"])))
+    if "ood" in metrics:
+        ood = metrics["ood"]
+        rows.append(f"OOD ({ood['name']}): ensemble entropy {ood['ensemble']['entropy_mean']:.3f} nats, "
+                     f"AUROC {ood['ensemble']['auroc']:.3f}; single samples: entropy "
+                     f"{sum(s['entropy_mean'] for s in ood['per_sample']) / len(ood['per_sample']):.3f}, AUROC "
+                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
     title = f"{metrics['method']} on {metrics['data']} ({metrics['model']}), seed {metrics['seed']}"
     if "wall_time_s" in metrics:
         title += (

@@ -13,9 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from csg.experiments import table5  # noqa: E402
+from csg.experiments import fig4, table5  # noqa: E402
 
-TABLES = {"table5": table5.report}
+TABLES = {"table5": table5.report, "fig4": fig4.report}
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = args.runs
     if runs is None:
-        candidates = sorted((ROOT / "multirun" / args.table).glob("*"))
+        candidates = sorted((ROOT / "multirun" / args.table).glob("*"))  # fig4 SCALE=smoke: pass the folder
         if not candidates:
             parser.error(f"no runs under multirun/{args.table}/: run `make {args.table}` first")
         runs = candidates[-1]

@@ -57,3 +57,26 @@ def test_table5_report_puts_ours_beside_the_paper_and_lists_missing_runs(tmp_pat
     assert "Missing runs" in text and "german/csgld" in text and "australian/sgld" in text
     assert "without metrics.json" in text and str(runs / "3") in text
     assert (tmp_path / "out" / "table5.csv").exists()
+
+
+def test_fig4_report_collects_the_entropy_curves(tmp_path):
+    from csg.experiments.fig4 import report as fig4_report
+
+    grid = [0.0, 1.0, 2.0]
+    for i, (sampler, ecdf) in enumerate([("sgd", [0.0, 0.8, 1.0]), ("csghmc", [0.0, 0.3, 1.0])]):
+        run = tmp_path / "runs" / str(i)
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"sampler": {"name": sampler}, "data": {"name": "mnist5k"}}))
+        metrics = {"method": sampler, "seed": 0, "data": "mnist5k", "epochs": 80,
+                   "ensemble": {"num_samples": 1, "test_error_pct": 5.0},
+                   "ood": {"name": "notmnist", "source": "letters", "entropy_grid": grid,
+                           "ensemble": {"entropy_ecdf": ecdf, "entropy_mean": 1.0 - ecdf[1] / 2, "auroc": 0.9}}}
+        (run / "metrics.json").write_text(json.dumps(metrics))
+    summary = fig4_report(tmp_path / "runs", tmp_path / "out")
+    assert summary.method.tolist() == ["SGD", "cSGHMC"]
+    curves = pd.read_csv(tmp_path / "out" / "fig4.csv")
+    assert curves[curves.method == "cSGHMC"].ecdf.tolist() == [0.0, 0.3, 1.0]
+    text = (tmp_path / "out" / "fig4.md").read_text()
+    assert "SMOKE SCALE" in text and "most uncertain first: cSGHMC, SGD" in text
+    assert "Missing runs: SGDM, SGHMC, SGLD, Snapshot, cSGLD" in text
+    assert (tmp_path / "out" / "fig4.png").stat().st_size > 1000

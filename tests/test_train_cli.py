@@ -61,6 +61,10 @@ BAD_INPUTS = {
         ["sampler.samples_per_cycle=2", "1..1"],
     ),
     "unknown precision": (["trainer.precision=fp8"], ["trainer.precision='fp8'", "bf16-mixed"]),
+    "missing CIFAR-10": (["data=cifar10", "data.root=/nonexistent", "data.download=false"],
+                         ["data.root='/nonexistent'", "/nonexistent/cifar-10-batches-py", "data.download=true"]),
+    "missing OOD set": (["ood=svhn", "ood.root=/nonexistent"], ["ood.root='/nonexistent'", "test_32x32.mat"]),
+    "unknown model name": (["model.name=no_such_net"], ["model.name='no_such_net'", "timm model name"]),
 }
 
 
@@ -137,3 +141,34 @@ def test_group_choices_are_checked_with_hydras_parsers():
 def test_bad_synthetic_study_input_is_one_line(run_train, args, fragments):
     process, _ = run_train(*args)
     _assert_one_line_error(process, *fragments)
+
+
+def test_one_epoch_of_resnet18_on_cifar_format_files(run_train, tmp_path):
+    from tests.formats import write_cifar
+
+    write_cifar(tmp_path / "data", train_per_batch=8, test=8)
+    process, run_dir = run_train("data=cifar10", f"data.root={tmp_path / 'data'}", "data.download=false",
+                                 "model=resnet18", "trainer.epochs=1", "sampler.cycles=1", "sampler.explore=0",
+                                 "sampler.samples_per_cycle=1", "data.batch_size=20", "logger=none")
+    assert process.returncode == 0, process.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["model"] == "resnet18" and metrics["data"] == "cifar10" and metrics["num_data"] == 40
+    assert metrics["gradient_evaluations"] == 2 and metrics["ensemble"]["num_samples"] == 1
+    assert "python-pickle" in metrics["data_source"]
+
+
+def test_out_of_distribution_metrics_through_train_py(run_train, tmp_path):
+    from csg.data.notmnist import render_letters
+
+    render_letters(tmp_path / "letters", per_letter=20)
+    process, run_dir = run_train("ood=notmnist", f"ood.root={tmp_path / 'letters'}", "trainer.epochs=8",
+                                 "sampler.cycles=2", "sampler.samples_per_cycle=1", "logger=none")
+    assert process.returncode == 0, process.stderr
+    ood = json.loads((run_dir / "metrics.json").read_text())["ood"]
+    assert ood["name"] == "notmnist" and len(ood["entropy_grid"]) == len(ood["ensemble"]["entropy_ecdf"]) == 101
+    assert 0.5 < ood["ensemble"]["auroc"] <= 1.0 and len(ood["per_sample"]) == 2
+    ecdf = ood["ensemble"]["entropy_ecdf"]
+    assert all(a <= b for a, b in zip(ecdf, ecdf[1:])) and ecdf[-1] == 1.0
+    # letters are more uncertain than digits: mean entropy on the OOD set above the in-distribution one
+    assert ood["ensemble"]["entropy_mean"] > ood["ensemble"]["entropy_mean_in_distribution"]
+    assert "OOD (notmnist)" in process.stdout

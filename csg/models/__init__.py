@@ -1,12 +1,17 @@
 """Models behind one call, in timm's convention: ``create_model(name, num_classes, **kwargs)``.
 
 Each architecture is a small module that registers a factory with
-:func:`register_model`. Every factory accepts ``num_classes`` and
-``input_shape`` (channels, height, width) plus its own options.
+:func:`register_model`; every factory accepts ``num_classes`` and
+``input_shape`` (channels, height, width) plus its own options. Registered:
+``resnet18`` (the authors' CIFAR ResNet-18), ``resnet50`` (torchvision's
+ImageNet ResNet-50), ``mlp`` (the MNIST MLP) and ``logreg`` (logistic
+regression); any other timm architecture name is built by timm.
 """
 
-from csg.models.registry import create_model, list_models, register_model
 from csg.models import logreg as _logreg  # noqa: F401  (registers "logreg")
 from csg.models import mlp as _mlp  # noqa: F401  (registers "mlp")
+from csg.models import resnet_cifar as _resnet_cifar  # noqa: F401  (registers "resnet18")
+from csg.models import resnet_imagenet as _resnet_imagenet  # noqa: F401  (registers "resnet50")
+from csg.models.registry import create_model, is_known_model, list_models, register_model
 
-__all__ = ["create_model", "list_models", "register_model"]
+__all__ = ["create_model", "is_known_model", "list_models", "register_model"]

@@ -1,4 +1,4 @@
-"""The model registry."""
+"""The model registry, with timm as the fallback for any other architecture name."""
 
 from __future__ import annotations
 
@@ -25,8 +25,29 @@ def list_models() -> list[str]:
     return sorted(_MODELS)
 
 
+def _timm_knows(name: str) -> bool:
+    import timm
+
+    return bool(timm.is_model(name))
+
+
+def is_known_model(name: str) -> bool:
+    """Registered here, or a timm architecture name."""
+    return name in _MODELS or _timm_knows(name)
+
+
 def create_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
-    """Build the registered model ``name`` with a ``num_classes``-way output."""
-    if name not in _MODELS:
-        raise ConfigError("model.name", name, f"one of {', '.join(list_models())}")
-    return _MODELS[name](num_classes=num_classes, **kwargs)
+    """Build the registered model ``name`` with a ``num_classes``-way output.
+
+    A name that is not registered here but is a timm architecture (e.g.
+    ``resnet50d``, ``wide_resnet50_2``) is built by ``timm.create_model`` without
+    pretrained weights, with ``in_chans`` from ``input_shape``.
+    """
+    if name in _MODELS:
+        return _MODELS[name](num_classes=num_classes, **kwargs)
+    if _timm_knows(name):
+        import timm
+
+        input_shape = kwargs.pop("input_shape", (3,))
+        return timm.create_model(name, pretrained=False, num_classes=num_classes, in_chans=input_shape[0], **kwargs)
+    raise ConfigError("model.name", name, f"one of {', '.join(list_models())}, or a timm model name")
