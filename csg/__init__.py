@@ -16,3 +16,40 @@ __version__ = "0.1.0"
 from csg import _torchvision_compat
 
 _torchvision_compat.install()  # lets torchvision (and timm, torchmetrics) import next to a CPU-only torch
+
+
+def _register_resolvers() -> None:
+    """OmegaConf resolvers of the configs: which file logs, which process saves Hydra's .hydra folder."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    def rank() -> int:
+        return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+
+    OmegaConf.register_new_resolver("csg_log_file", lambda name: f"{name}.log" if rank() == 0 else f"{name}_rank{rank()}.log",
+                                    replace=True)
+    OmegaConf.register_new_resolver("csg_rank0", lambda value: value if rank() == 0 else None, replace=True)
+    OmegaConf.register_new_resolver("csg_run_stamp", _run_stamp, replace=True)
+
+
+def _run_stamp() -> str:
+    """``<date>/<time>`` for a run directory; under torchrun ``<date>/torchrun-<id>``, the same in every process."""
+    import os
+    from datetime import datetime
+
+    global _STAMP
+    if _STAMP is None:
+        now = datetime.now()
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1 and run_id:
+            _STAMP = f"{now:%Y-%m-%d}/torchrun-{run_id[:12]}"
+        else:
+            _STAMP = f"{now:%Y-%m-%d}/{now:%H-%M-%S}"
+    return _STAMP
+
+
+_STAMP: str | None = None
+
+
+_register_resolvers()

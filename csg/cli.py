@@ -62,13 +62,24 @@ def exit_on_unknown_choice(argv: list[str], config_dir: Path) -> None:
 
 
 def run_or_exit(function: Callable[[], Any]) -> Any:
-    """Call ``function``; a :class:`CsgError` ends the process with a one-line message and its exit code."""
+    """Call ``function``; a :class:`CsgError` ends the process with a one-line message and its exit code.
+
+    A preemption signal (SIGTERM, SIGUSR1, SIGUSR2), once the checkpoint is written, is handed back
+    to its previous owner: the process ends as the signal would have ended it, or submitit requeues it.
+    """
+    from csg.checkpoint import Preempted, let_signal_act
+
     try:
         return function()
     except CsgError as error:
         _to_log_files(f"error: {error}")
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(error.exit_code) from None
+    except Preempted as stop:
+        message = f"{stop}; run the same command in the same run directory to resume"
+        _to_log_files(message)
+        print(message, file=sys.stderr)
+        let_signal_act(stop)
 
 
 def _to_log_files(message: str) -> None:

@@ -11,7 +11,8 @@ with 1 sample keeps the final model. Iterations past the last full cycle (the
 ``total_steps mod cycles`` remainder of :class:`csg.schedules.Cyclical`) never
 yield samples.
 
-Samples are written atomically to ``samples/`` as ``torch.save``d dicts:
+Samples are written atomically to ``samples/`` (``samples/chainNN/`` for several
+parallel chains) as ``torch.save``d dicts:
 ``{"state_dict", "index", "cycle", "epoch", "iteration", "lr", "temperature",
 "train_loss"}``, named ``sample_0000_cycle00_epoch0047.pt`` so that names sort
 in collection order.
@@ -82,7 +83,8 @@ class SampleStore:
         return path
 
     def paths(self) -> list[Path]:
-        return sorted(self.directory.glob("sample_*.pt"))
+        """Every sample file below the directory, chain folders included, in (chain, collection) order."""
+        return sorted(self.directory.glob("**/sample_*.pt"))
 
     def __len__(self) -> int:
         return len(self.paths())

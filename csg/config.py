@@ -118,6 +118,15 @@ def validate(cfg: DictConfig) -> None:
         one_of(cfg, "logger.mode", WANDB_MODES)
     one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
     positive_int(cfg, "evaluation.ece_bins")
+    positive_int(cfg, "sampler.chains")
+    non_negative_int(cfg, "trainer.checkpoint.every_n_epochs")
+    for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
+        if not isinstance(_get(cfg, key), bool):
+            raise ConfigError(key, _get(cfg, key), "true or false")
+    signals = _get(cfg, "trainer.checkpoint.signals")
+    allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
+    if signals is None or any(str(name) not in allowed_signals for name in signals):
+        raise ConfigError("trainer.checkpoint.signals", signals, f"a list of {', '.join(allowed_signals)}")
     if not isinstance(_get(cfg, "trace.enabled"), bool):
         raise ConfigError("trace.enabled", _get(cfg, "trace.enabled"), "true or false")
     if cfg.trace.enabled:

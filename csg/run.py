@@ -1,9 +1,9 @@
-"""One run from a composed config: check, build, train one chain, evaluate, write ``metrics.json``.
+"""One run from a composed config: check, build, train the chain(s), evaluate, write ``metrics.json``.
 
-``train.py`` calls :func:`run` under Hydra; tests and scripts may call it with
-any DictConfig and an explicit ``run_dir``. :func:`evaluate_run` evaluates the
-samples of a finished run again (e.g. with other cycle weights) without
-training.
+``train.py`` calls :func:`run` under Hydra (one process, or every process of a
+``torchrun`` / SLURM job); tests and scripts may call it with any DictConfig
+and an explicit ``run_dir``. :func:`evaluate_run` evaluates the samples of a
+finished run again (e.g. with other cycle weights) without training.
 """
 
 from __future__ import annotations
@@ -19,31 +19,40 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg import config as checks
+from csg import distributed
 from csg.atomic import atomic_torch_save, atomic_write_json
+from csg.checkpoint import PreemptionSignals, load_checkpoint, save_checkpoint
 from csg.collection import SampleStore, capacity, collection_points, eligible_epochs
 from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.ess import ParameterTrace, ess_summary
-from csg.loggers import build_logger
-from csg.training import Precision, train_chain
+from csg.loggers import NullLogger, build_logger
+from csg.training import Hooks, Precision, train_chain
 
 log = logging.getLogger(__name__)
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, layout: distributed.Layout | None = None) -> torch.device:
+    local_rank = layout.local_rank if layout is not None else 0
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("trainer.device", name, "cpu or auto: CUDA is not available on this machine")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("trainer.device", name, "cpu or auto: MPS is not available on this machine")
+    if device.type == "cuda" and device.index is None and layout is not None and layout.distributed:
+        device = torch.device("cuda", local_rank)
     return device
 
 
-def seed_streams(seed: int) -> dict[str, int]:
-    """Independent 63-bit seeds for model initialisation, data order and sampler noise."""
-    children = np.random.SeedSequence(seed).spawn(3)
+def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
+    """Independent 63-bit seeds for model initialisation, data order and sampler noise of one chain.
+
+    Chain 0 of a run with seed s uses the same seeds as a one-chain run with seed s.
+    """
+    entropy = seed if chain == 0 else [seed, chain]
+    children = np.random.SeedSequence(entropy).spawn(3)
     init, data, noise = (int(child.generate_state(1, np.uint64)[0] >> np.uint64(1)) for child in children)
     return {"init": init, "data": data, "noise": noise}
 
@@ -53,15 +62,21 @@ def _options(node: DictConfig, drop: tuple[str, ...] = ("name",)) -> dict[str, A
     return {key: value for key, value in options.items() if key not in drop}
 
 
-def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0):
-    """The run's data bundle and a freshly initialised model on ``device``."""
+def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
+                         layout: distributed.Layout | None = None):
+    """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``."""
     from csg.data import build_data
     from csg.models import create_model
 
+    layout = layout or distributed.Layout()
     data = build_data(
         cfg.data.name,
-        generator=torch.Generator().manual_seed(data_seed),
+        seed=data_seed,
         device=device,
+        rank=layout.chain_rank,
+        world_size=layout.chain_size,
+        eval_rank=layout.rank,
+        eval_world_size=layout.world_size,
         **_options(cfg.data, drop=("name", "recipe")),
     )
     model = create_model(
@@ -70,11 +85,13 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
     return data, model.to(device)
 
 
-def build_ood_loader(cfg: DictConfig, data):
+def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):
     """The out-of-distribution loader of ``cfg.ood`` (None for ``ood=none``) and its source."""
     from csg.data import build_ood
 
-    built = build_ood(cfg.ood.name, like=data, batch_size=cfg.data.eval_batch_size, **_options(cfg.ood))
+    layout = layout or distributed.Layout()
+    built = build_ood(cfg.ood.name, like=data, batch_size=cfg.data.eval_batch_size, rank=layout.rank,
+                      world_size=layout.world_size, **_options(cfg.ood))
     return built if built is not None else (None, None)
 
 
@@ -123,25 +140,132 @@ def plan_trace(cfg: DictConfig, schedule, total_steps: int, model) -> ParameterT
     return ParameterTrace(model, burnin=cfg.trace.burnin, samples=cfg.trace.samples, keep=schedule.sampling)
 
 
-def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train one chain as ``cfg`` says and return the metrics written to ``run_dir/metrics.json``."""
-    from csg.samplers import create_sampler
+_NOT_IN_FINGERPRINT = {"trainer.progress", "trainer.log_every_n_steps", "trainer.log_every_n_epochs",
+                       "trainer.checkpoint", "logger", "hydra"}
 
+
+def config_fingerprint(cfg: DictConfig) -> dict[str, Any]:
+    """The settings a checkpoint must share with the run that resumes it (all but logging and checkpointing)."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if prefix in _NOT_IN_FINGERPRINT or prefix.split(".")[0] in _NOT_IN_FINGERPRINT:
+            return
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        else:
+            flat[prefix] = value
+
+    walk("", OmegaConf.to_container(cfg, resolve=True))
+    return flat
+
+
+def _check_same_config(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
+    for key in sorted(set(saved) | set(current)):
+        if saved.get(key) != current.get(key):
+            raise ConfigError(
+                "trainer.checkpoint.resume", True,
+                f"a checkpoint made with this config; {path} has {key}={saved.get(key)!r}, this run {current.get(key)!r} "
+                "(use another hydra.run.dir, or trainer.checkpoint.resume=false to start over)",
+            )
+
+
+def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train the chain(s) as ``cfg`` says; return the metrics written to ``run_dir/metrics.json``."""
     started = time.perf_counter()
     checks.validate(cfg)
     run_dir = Path(run_dir if run_dir is not None else _hydra_output_dir())
-    device = resolve_device(str(cfg.trainer.device))
-    seeds = seed_streams(int(cfg.seed))
+    layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
+    try:
+        return _run(cfg, run_dir, layout, started)
+    finally:
+        distributed.teardown(layout)
+
+
+def _quiet_other_ranks(layout: distributed.Layout) -> None:
+    """Only global rank 0 writes the log: the other processes keep warnings on the console."""
+    if layout.is_global_zero:
+        return
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler):
+            root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: float) -> dict[str, Any]:
+    _quiet_other_ranks(layout)
+    device = resolve_device(str(cfg.trainer.device), layout)
+    precision = Precision(str(cfg.trainer.precision), device)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    logger = build_logger(cfg.logger.name, run_dir, resolved, **_options(cfg.logger)) if layout.is_global_zero else NullLogger()
+    chains = []
+    try:
+        prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir) for chain in layout.local_chains()]
+        ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
+        for chain in prepared:
+            chains.append(_fit_chain(cfg, chain, layout, device, precision, run_dir, logger))
+        distributed.barrier(layout)
+        data, model = chains[-1]["data"], chains[-1]["model"]
+        evaluation_start = time.perf_counter()
+        metrics = evaluate_store(cfg, model, SampleStore(run_dir / "samples"), data, device, precision,
+                                 ood_loader, ood_source, layout)
+        epochs = int(cfg.trainer.epochs)
+        metrics.update(
+            method=cfg.sampler.name,
+            data=cfg.data.name,
+            model=cfg.model.name,
+            seed=int(cfg.seed),
+            temperature=float(cfg.sampler.temperature),
+            num_data=data.num_train,
+            epochs=epochs,
+            chains=layout.chains,
+            cost={"epochs_per_chain": epochs, "epochs_all_chains": epochs * layout.chains},
+            processes=layout.world_size,
+            gradient_evaluations=sum(c["trained"].iterations for c in chains),
+            examples_processed=epochs * data.num_train * layout.chains,
+            wall_time_s={
+                "train": sum(c["trained"].seconds for c in chains),
+                "evaluate": time.perf_counter() - evaluation_start,
+                "total": time.perf_counter() - started,
+            },
+            device=str(device),
+            data_source=data.source,
+            samples=[s for c in chains for s in c["trained"].samples],
+        )
+        if chains[-1]["trace"] is not None:
+            trace, trained = chains[-1]["trace"], chains[-1]["trained"]
+            if layout.is_global_zero:
+                atomic_torch_save(trace.draws, run_dir / "trace.pt")
+            metrics["ess"] = ess_summary(trace.draws.numpy(), trained.seconds, trained.iterations)
+            log.info("ESS over %d draws: median %.0f, min %.0f", trace.count, metrics["ess"]["median"], metrics["ess"]["min"])
+        if layout.is_global_zero:
+            atomic_write_json(run_dir / "metrics.json", metrics)
+            logger.log_summary({f"ensemble/{k}": v for k, v in metrics["ensemble"].items()})
+    finally:
+        logger.close()
+    if layout.is_global_zero:
+        print(format_metrics(metrics))
+    return metrics
+
+
+def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, device: torch.device,
+                   precision: Precision, run_dir: Path) -> dict[str, Any]:
+    """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one."""
+    from csg.samplers import create_sampler
+
+    seeds = seed_streams(int(cfg.seed), chain)
     random.seed(seeds["init"])
     np.random.seed(seeds["init"] % 2**32)
     torch.manual_seed(seeds["init"])
-
-    data, model = build_data_and_model(cfg, device, data_seed=seeds["data"])
-    ood_loader, ood_source = build_ood_loader(cfg, data)
+    data, model = build_data_and_model(cfg, device, data_seed=seeds["data"], layout=layout)
     total_steps = cfg.trainer.epochs * len(data.train)
     schedule = build_schedule(cfg, total_steps)
     plan = plan_collection(cfg, schedule, len(data.train))
     trace = plan_trace(cfg, schedule, total_steps, model)
+    if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
+        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=layout.group)
     sampler = create_sampler(
         cfg.sampler.update_rule,
         model.parameters(),
@@ -150,86 +274,107 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         temperature=cfg.sampler.temperature,
         weight_decay=cfg.sampler.weight_decay,
         momentum=cfg.sampler.momentum,
-        generator=torch.Generator(device=device).manual_seed(seeds["noise"]),
+        generator=torch.Generator(device=device).manual_seed(seeds["noise"]),  # the same in every process of a chain
     )
-    precision = Precision(str(cfg.trainer.precision), device)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    logger = build_logger(cfg.logger.name, run_dir, resolved, **_options(cfg.logger))
-    if cfg.sampler.schedule == "cyclical" and total_steps % cfg.sampler.cycles:
-        log.warning(
-            "%d iterations do not split into %d equal cycles: the last %d start a partial cycle (no samples there)",
-            total_steps, cfg.sampler.cycles, total_steps % cfg.sampler.cycles,
+    trained_model = model
+    if layout.chain_size > 1:
+        trained_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None, process_group=layout.group
         )
+    suffix = f"_chain{chain:02d}" if layout.chains > 1 else ""
+    store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples")
+    checkpoint_path = run_dir / f"checkpoint{suffix}.pt"
+    fingerprint = config_fingerprint(cfg)
+
+    state = None
+    if cfg.trainer.checkpoint.resume and checkpoint_path.exists():
+        state, saved = load_checkpoint(checkpoint_path, model=model, sampler=sampler, scaler=precision.scaler)
+        _check_same_config(saved["config"], fingerprint, checkpoint_path)
+        if trace is not None and saved.get("trace") is not None:
+            draws, trace.count = saved["trace"]
+            trace.buffer[: trace.count] = draws
+        log.info("resumed chain %d from %s at epoch %d, batch %d", chain, checkpoint_path, state.epoch + 1, state.batch)
+
+    def checkpoint(loop_state) -> None:
+        if layout.is_chain_leader:
+            extra = {"config": fingerprint, "trace": (trace.draws.clone(), trace.count) if trace is not None else None}
+            save_checkpoint(checkpoint_path, model=model, sampler=sampler, state=loop_state,
+                            scaler=precision.scaler, extra=extra)
+
+    return {"chain": chain, "data": data, "model": model, "trained_model": trained_model, "sampler": sampler,
+            "schedule": schedule, "plan": plan, "trace": trace, "store": store, "state": state,
+            "checkpoint": checkpoint, "total_steps": total_steps}
+
+
+def _fit_chain(cfg: DictConfig, prepared: dict[str, Any], layout: distributed.Layout, device: torch.device,
+               precision: Precision, run_dir: Path, logger) -> dict[str, Any]:
+    """Train one prepared chain; a preemption signal saves a checkpoint and raises Preempted."""
+    chain, data, model, trace, plan = (prepared[k] for k in ("chain", "data", "model", "trace", "plan"))
+    total_steps = prepared["total_steps"]
+    if layout.is_global_zero and chain == layout.local_chains()[0]:
+        if cfg.sampler.schedule == "cyclical" and total_steps % cfg.sampler.cycles:
+            log.warning("%d iterations do not split into %d equal cycles: the last %d start a partial cycle "
+                        "(no samples there)", total_steps, cfg.sampler.cycles, total_steps % cfg.sampler.cycles)
     log.info(
-        "%s on %s (%s, %d parameters): %d epochs x %d iterations, %d samples planned, device %s, run dir %s",
-        cfg.sampler.name, cfg.data.name, cfg.model.name, sum(p.numel() for p in model.parameters()),
-        cfg.trainer.epochs, len(data.train), len(plan), device, run_dir,
+        "%s on %s (%s, %d parameters), chain %d of %d on %d process(es): %d epochs x %d iterations, "
+        "%d samples planned, device %s, run dir %s",
+        cfg.sampler.name, cfg.data.name, cfg.model.name, sum(p.numel() for p in model.parameters()), chain + 1,
+        layout.chains, layout.chain_size, cfg.trainer.epochs, len(data.train), len(plan), device, run_dir,
     )
-    store = SampleStore(run_dir / "samples")
-    try:
+    with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
+        hooks = Hooks(
+            on_step=trace,
+            checkpoint=prepared["checkpoint"],
+            checkpoint_every=int(cfg.trainer.checkpoint.every_n_epochs),
+            should_stop=lambda: distributed.any_true(signals.received is not None, layout, device),
+            stop_error=signals.preempted,
+        )
         trained = train_chain(
-            model, sampler, schedule, data.train,
+            prepared["trained_model"], prepared["sampler"], prepared["schedule"], data.train,
             epochs=cfg.trainer.epochs,
             temperature=cfg.sampler.temperature,
             plan=plan,
-            store=store,
+            store=prepared["store"] if layout.is_chain_leader else None,
             device=device,
             precision=precision,
-            logger=logger,
+            logger=logger if layout.is_global_zero else None,
             log_every_n_steps=cfg.trainer.log_every_n_steps,
             log_every_n_epochs=cfg.trainer.log_every_n_epochs,
-            progress=cfg.trainer.progress,
-            on_step=trace,
+            progress=cfg.trainer.progress and layout.is_global_zero,
+            hooks=hooks,
+            state=prepared["state"],
+            world_size=layout.chain_size,
+            sample_model=model,
         )
-        evaluation_start = time.perf_counter()
-        metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source)
-        metrics.update(
-            method=cfg.sampler.name,
-            data=cfg.data.name,
-            model=cfg.model.name,
-            seed=int(cfg.seed),
-            temperature=float(cfg.sampler.temperature),
-            num_data=data.num_train,
-            epochs=trained.epochs,
-            gradient_evaluations=trained.iterations,
-            examples_processed=trained.epochs * data.num_train,
-            wall_time_s={
-                "train": trained.seconds,
-                "evaluate": time.perf_counter() - evaluation_start,
-                "total": time.perf_counter() - started,
-            },
-            device=str(device),
-            data_source=data.source,
-            samples=trained.samples,
-        )
-        if trace is not None:
-            atomic_torch_save(trace.draws, run_dir / "trace.pt")
-            metrics["ess"] = ess_summary(trace.draws.numpy(), trained.seconds, trained.iterations)
-            log.info("ESS over %d draws: median %.0f, min %.0f", trace.count, metrics["ess"]["median"], metrics["ess"]["min"])
-        atomic_write_json(run_dir / "metrics.json", metrics)
-        logger.log_summary({f"ensemble/{k}": v for k, v in metrics["ensemble"].items()})
-    finally:
-        logger.close()
-    print(format_metrics(metrics))
-    return metrics
+    for record in trained.samples:
+        record["chain"] = chain
+    return {"data": data, "model": model, "trained": trained, "trace": trace}
 
 
 def evaluate_store(
-    cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None
+    cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None,
+    layout: distributed.Layout | None = None,
 ) -> dict[str, Any]:
-    """Metrics of the weighted ensemble and of every sample, loading one sample at a time."""
+    """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
+
+    One sample is loaded at a time. Under DDP every process evaluates its shard of the test set.
+    """
+    layout = layout or distributed.Layout()
     paths = store.paths()
     if not paths:
         raise ConfigError("samples", str(store.directory), "a run directory with at least one sample")
+    chain_of = [int(p.parent.name.removeprefix("chain")) if p.parent.name.startswith("chain") else 0 for p in paths]
     if cfg.evaluation.cycle_weights == "harmonic":
         log_likelihoods, cycles = [], []
-        for path in paths:
+        for path, chain in zip(paths, chain_of):
             record = store.load(path)
             model.load_state_dict(record["state_dict"])
             probs, targets = predict_probs(model, data.train_eval, device, precision.autocast)
+            probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
             log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
-            cycles.append(record["cycle"])
-        weights = harmonic_mean_weights(log_likelihoods, cycles)
+            cycles.append((chain, record["cycle"]))
+        index = {key: i for i, key in enumerate(sorted(set(cycles)))}  # a cycle of one chain is one mode
+        weights = harmonic_mean_weights(log_likelihoods, [index[c] for c in cycles])
     else:
         weights = equal_weights(len(paths))
     result = evaluate_samples(
@@ -241,19 +386,23 @@ def evaluate_store(
         n_bins=cfg.evaluation.ece_bins,
         autocast=precision.autocast,
         ood_loader=ood_loader,
+        groups=chain_of,
+        gather=lambda t: distributed.gather_rows(t, layout),
     )
     per_sample = [
-        {"file": path.name, "weight": weight, **sample_metrics}
-        for path, weight, sample_metrics in zip(paths, weights, result.per_sample)
+        {"file": str(path.relative_to(store.directory)), "chain": chain, "weight": weight, **sample_metrics}
+        for path, chain, weight, sample_metrics in zip(paths, chain_of, weights, result.per_sample)
     ]
     metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": str(cfg.evaluation.cycle_weights)}
+    if result.group_ensembles:
+        metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
     if result.ood is not None:
         from csg.evaluation.ood import entropy_grid
 
         metrics["ood"] = {
             "name": str(cfg.ood.name), "source": ood_source, "entropy_grid": entropy_grid(data.num_classes).tolist(),
             "ensemble": result.ood,
-            "per_sample": [{"file": p.name, **m} for p, m in zip(paths, result.ood_per_sample)],
+            "per_sample": [{"file": str(p.relative_to(store.directory)), **m} for p, m in zip(paths, result.ood_per_sample)],
         }
     return metrics
 
@@ -281,23 +430,24 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dic
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:
-    """A short table: the ensemble against every single sample."""
+    """A short table: the ensemble against every single sample (and every chain)."""
 
     def row(label: str, values: dict[str, float]) -> str:
         cells = [f"{values[key]:>9.2f}" if key == "test_error_pct" else f"{values[key]:>9.4f}" for key in METRIC_NAMES]
-        return f"{label:<32}" + "".join(cells)
+        return f"{label:<40}" + "".join(cells)
 
     ensemble = metrics["ensemble"]
-    rows = [f"{'':<32}{'error %':>9}{'NLL':>9}{'ECE':>9}{'Brier':>9}"]
+    rows = [f"{'':<40}{'error %':>9}{'NLL':>9}{'ECE':>9}{'Brier':>9}"]
     rows.append(row(f"ensemble of {ensemble['num_samples']} ({metrics['cycle_weights']} weights)", ensemble))
-    rows += [row(f"  {Path(sample['file']).stem}", sample) for sample in metrics["per_sample"]]
+    rows += [row(f"  chain {c['chain']} alone ({c['num_samples']} samples)", c) for c in metrics.get("per_chain", [])]
+    rows += [row(f"  {str(Path(sample['file']).with_suffix(''))}", sample) for sample in metrics["per_sample"]]
     rows.append(row("best single sample (by NLL)", min(metrics["per_sample"], key=lambda s: s["nll"])))
     if "ood" in metrics:
         ood = metrics["ood"]
         rows.append(f"OOD ({ood['name']}): ensemble entropy {ood['ensemble']['entropy_mean']:.3f} nats, "
-                     f"AUROC {ood['ensemble']['auroc']:.3f}; single samples: entropy "
-                     f"{sum(s['entropy_mean'] for s in ood['per_sample']) / len(ood['per_sample']):.3f}, AUROC "
-                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
+                    f"AUROC {ood['ensemble']['auroc']:.3f}; single samples: entropy "
+                    f"{sum(s['entropy_mean'] for s in ood['per_sample']) / len(ood['per_sample']):.3f}, AUROC "
+                    f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
     title = f"{metrics['method']} on {metrics['data']} ({metrics['model']}), seed {metrics['seed']}"
     if "wall_time_s" in metrics:
         title += (

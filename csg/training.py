@@ -1,10 +1,11 @@
-"""The loop around a sampler: schedule, stages, mini-batches, sample collection.
+"""The loop around a sampler: schedule, stages, mini-batches, sample collection, checkpoints.
 
 The sampler (:mod:`csg.samplers`) is a pure update rule; this loop sets its
 ``lr`` and ``temperature`` for every iteration from the schedule, as an LR
 scheduler would (the temperature is 0 in exploration stages, so no noise is
 drawn there), and saves the model at the collection points of
-:mod:`csg.collection`.
+:mod:`csg.collection`. It can start from a :class:`csg.checkpoint.LoopState`
+(a resumed run) and hand its state to a checkpoint callback.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
 
+from csg.checkpoint import LoopState
 from csg.collection import CollectionPoint, SampleStore
 from csg.errors import DivergenceError
 from csg.schedules import Schedule
@@ -64,12 +65,29 @@ class Precision:
         return torch.autocast(self.device.type, dtype=self.dtype)
 
 
-def _check_finite(loss_sum: torch.Tensor, epoch: int, epochs: int, iteration: int, lr: float, store: SampleStore) -> None:
-    value = float(loss_sum)
-    if not math.isfinite(value):
+@dataclass
+class Hooks:
+    """Optional callbacks of the loop.
+
+    - ``on_step(k)``: after the update of iteration k;
+    - ``checkpoint(state)``: at the end of every ``checkpoint_every`` epochs (0: never) and before a stop;
+    - ``should_stop()``: polled after every step; True saves a checkpoint and raises ``stop_error()``.
+    """
+
+    on_step: Callable[[int], None] | None = None
+    checkpoint: Callable[[LoopState], None] | None = None
+    checkpoint_every: int = 0
+    should_stop: Callable[[], bool] | None = None
+    stop_error: Callable[[], BaseException] | None = None
+
+
+def _check_finite(loss_sum: float, epoch: int, epochs: int, iteration: int, lr: float, state: LoopState,
+                  store: SampleStore | None) -> None:
+    if not math.isfinite(loss_sum):
+        where = f" in {store.directory}" if store is not None else ""
         raise DivergenceError(
-            f"training loss became {value} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, lr={lr:.4g}); "
-            f"stopped; the {len(store)} samples already written in {store.directory} are kept"
+            f"training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, lr={lr:.4g}); "
+            f"stopped; the {len(state.samples)} samples already written{where} are kept"
         )
 
 
@@ -77,12 +95,12 @@ def train_chain(
     model: nn.Module,
     sampler: torch.optim.Optimizer,
     schedule: Schedule,
-    loader: DataLoader,
+    loader,
     *,
     epochs: int,
     temperature: float,
     plan: Sequence[CollectionPoint],
-    store: SampleStore,
+    store: SampleStore | None,
     device: torch.device,
     precision: Precision | None = None,
     logger: Logger | None = None,
@@ -90,15 +108,22 @@ def train_chain(
     log_every_n_epochs: int = 1,
     progress: bool | None = None,
     on_step: Callable[[int], None] | None = None,
+    hooks: Hooks | None = None,
+    state: LoopState | None = None,
+    world_size: int = 1,
+    sample_model: nn.Module | None = None,
 ) -> TrainResult:
     """Run one chain for ``epochs`` epochs, saving a sample at each point of ``plan``.
 
     Every iteration k: ``lr = schedule.lr(k)``; the temperature is
     ``temperature`` if ``schedule.sampling(k)`` else 0. The loss is the mean
-    cross-entropy of the mini-batch. A NaN or infinite loss (checked every
-    ``log_every_n_steps`` iterations and before every sample) raises
-    :class:`csg.errors.DivergenceError`; samples already written stay.
-    ``on_step(k)`` (optional) is called after the update of iteration k.
+    cross-entropy of the global mini-batch (with ``world_size`` > 1 each process
+    weights its shard so that DDP's gradient average is that mean exactly). A
+    NaN or infinite loss (checked every ``log_every_n_steps`` iterations and
+    before every sample) raises :class:`csg.errors.DivergenceError`; samples
+    already written stay. ``state`` resumes a run; ``store=None`` writes no
+    samples (a DDP process other than the chain's first); ``sample_model`` is
+    what a sample saves (the model inside a DDP wrapper).
     """
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -107,18 +132,28 @@ def train_chain(
 
     precision = precision or Precision("32", device)
     logger = logger or NullLogger()
+    hooks = hooks or Hooks()
+    on_step = on_step or hooks.on_step
+    sample_model = sample_model or model
     collect_at = {point.epoch: point for point in plan}
-    samples: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    k = 0
-    bar = tqdm(total=epochs * len(loader), unit="it", disable=None if progress in (None, True) else True, dynamic_ncols=True)
+    state = state or LoopState()
+    batches = len(loader)
+    started = time.perf_counter() - state.seconds
+    k = state.iteration
+    bar = tqdm(total=epochs * batches, initial=k, unit="it", disable=None if progress in (None, True) else True,
+               dynamic_ncols=True)
+    lr, stage, current_temperature = schedule.lr(k), "exploration", 0.0
     with bar, logging_redirect_tqdm():
-        for epoch in range(epochs):
+        for epoch in range(state.epoch, epochs):
+            start_batch = state.batch if epoch == state.epoch else 0
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(epoch, start_batch)
+            if start_batch == 0:
+                state.loss_sum, state.correct, state.seen = 0.0, 0, 0
             model.train()
-            loss_sum = torch.zeros((), device=device)
-            correct = torch.zeros((), device=device, dtype=torch.long)
-            seen = 0
-            for x, y in loader:
+            loss_sum = torch.tensor(state.loss_sum, device=device)
+            correct = torch.tensor(state.correct, device=device)
+            for b, (x, y) in enumerate(loader, start=start_batch):
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 lr = schedule.lr(k)
                 stage = "sampling" if schedule.sampling(k) else "exploration"
@@ -126,22 +161,29 @@ def train_chain(
                 for group in sampler.param_groups:
                     group["lr"] = lr
                     group["temperature"] = current_temperature
-                loss, logits = _step(model, sampler, precision, x, y)
+                scale = world_size / loader.global_batch_size(b) if world_size > 1 else None
+                loss, logits = _step(model, sampler, precision, x, y, scale)
                 if on_step is not None:
                     on_step(k)
                 loss_sum += loss * y.shape[0]
                 correct += (logits.argmax(1) == y).sum()
-                seen += y.shape[0]
+                state.seen += y.shape[0]
                 k += 1
                 bar.update()
                 if k % log_every_n_steps == 0:
-                    _check_finite(loss_sum, epoch, epochs, k - 1, lr, store)
+                    _check_finite(float(loss_sum), epoch, epochs, k - 1, lr, state, store)
                     logger.log_step(k, {"loss": float(loss), "lr": lr, "temperature": current_temperature, "stage": stage})
-            _check_finite(loss_sum, epoch, epochs, k - 1, lr, store)
+                if hooks.should_stop is not None and hooks.should_stop():
+                    _sync(state, epoch, b + 1, k, loss_sum, correct, started)
+                    if hooks.checkpoint is not None:
+                        hooks.checkpoint(state)
+                    raise hooks.stop_error()
+            _check_finite(float(loss_sum), epoch, epochs, k - 1, lr, state, store)
+            _sync(state, epoch, batches, k, loss_sum, correct, started)
             values = {
                 "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": lr,
-                "temperature": current_temperature, "train_loss": float(loss_sum) / seen,
-                "train_acc_pct": 100.0 * float(correct) / seen, "seconds": time.perf_counter() - start,
+                "temperature": current_temperature, "train_loss": state.loss_sum / max(state.seen, 1),
+                "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
             }
             if (epoch + 1) % log_every_n_epochs == 0 or epoch + 1 == epochs:
                 log.info(
@@ -149,26 +191,42 @@ def train_chain(
                     values["cycle"], stage, lr, current_temperature, values["train_loss"], values["train_acc_pct"],
                 )
             if not bar.disable:
-                bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(samples))
+                bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(state.samples))
             logger.log_epoch(epoch, values)
             if epoch in collect_at:
                 point = collect_at[epoch]
                 meta = {"iteration": point.iteration, "lr": lr, "temperature": current_temperature,
                         "train_loss": values["train_loss"]}
-                index = len(samples)
-                path = store.save(model, index=index, cycle=point.cycle, epoch=epoch, **meta)
-                record = {"index": index, "cycle": point.cycle, "epoch": epoch, "path": str(path), **meta}
-                samples.append(record)
-                log.info("saved %s", path.name)
+                index = len(state.samples)
+                record = {"index": index, "cycle": point.cycle, "epoch": epoch, **meta}
+                if store is not None:
+                    path = store.save(sample_model, index=index, cycle=point.cycle, epoch=epoch, **meta)
+                    record["path"] = str(path)
+                    log.info("saved %s", path.name)
+                state.samples.append(record)
                 logger.log_sample(index, record)
-    return TrainResult(iterations=k, epochs=epochs, seconds=time.perf_counter() - start, samples=samples)
+            state.epoch, state.batch = epoch + 1, 0
+            state.loss_sum, state.correct, state.seen = 0.0, 0, 0
+            if hooks.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
+                hooks.checkpoint(state)
+    return TrainResult(iterations=k, epochs=epochs, seconds=time.perf_counter() - started, samples=state.samples)
 
 
-def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision, x, y):
-    """One update on the mean cross-entropy of (x, y); returns the detached loss and logits."""
+def _sync(state: LoopState, epoch: int, batch: int, k: int, loss_sum, correct, started: float) -> None:
+    state.epoch, state.batch, state.iteration = epoch, batch, k
+    state.loss_sum, state.correct = float(loss_sum), int(correct)
+    state.seconds = time.perf_counter() - started
+
+
+def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision, x, y, scale: float | None = None):
+    """One update on the cross-entropy of (x, y); returns the detached mean loss and logits.
+
+    ``scale`` (DDP): the loss is sum(ce) * scale, with scale = world size / global batch size,
+    so that averaging the processes' gradients gives the gradient of the global mean.
+    """
     with precision.autocast():
         logits = model(x)
-        loss = F.cross_entropy(logits, y)
+        loss = F.cross_entropy(logits, y) if scale is None else F.cross_entropy(logits, y, reduction="sum") * scale
     sampler.zero_grad(set_to_none=True)
     if precision.scaler is not None:
         precision.scaler.scale(loss).backward()
@@ -177,4 +235,5 @@ def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision
     else:
         loss.backward()
         sampler.step()
-    return loss.detach(), logits.detach()
+    mean = loss.detach() if scale is None else loss.detach() / (scale * y.shape[0])
+    return mean, logits.detach()

@@ -14,12 +14,12 @@ from csg.errors import ConfigError, DataNotFoundError
 
 
 def test_mnist5k_is_a_fixed_stratified_split():
-    data = build_data("mnist5k", batch_size=64, generator=torch.Generator().manual_seed(0))
+    data = build_data("mnist5k", batch_size=64, seed=0)
     assert (data.num_train, data.num_test, data.num_classes, data.input_shape) == (4000, 1000, 10, (1, 28, 28))
     assert len(data.train) == 63  # ceil(4000 / 64), the last batch partial as in the authors' code
     test_labels = torch.cat([y for _, y in data.test])
     assert torch.equal(torch.bincount(test_labels), torch.full((10,), 100))
-    again = build_data("mnist5k", batch_size=64, generator=torch.Generator().manual_seed(1))
+    again = build_data("mnist5k", batch_size=64, seed=1)
     assert torch.equal(torch.cat([x for x, _ in data.test]), torch.cat([x for x, _ in again.test]))
     x, y = next(iter(data.train))
     assert x.shape == (64, 1, 28, 28) and x.dtype == torch.float32 and y.dtype == torch.long
@@ -27,9 +27,9 @@ def test_mnist5k_is_a_fixed_stratified_split():
     assert abs(pixels.mean().item()) < 0.1 and abs(pixels.std().item() - 1.0) < 0.1
 
 
-def test_training_order_follows_the_generator():
+def test_training_order_follows_the_seed():
     def first_labels(seed):
-        data = build_data("mnist5k", batch_size=64, generator=torch.Generator().manual_seed(seed))
+        data = build_data("mnist5k", batch_size=64, seed=seed)
         return next(iter(data.train))[1]
 
     assert torch.equal(first_labels(3), first_labels(3))
@@ -93,3 +93,32 @@ def test_failed_download_is_a_one_line_data_error(tmp_path, monkeypatch):
         build_data("mnist", root=str(tmp_path), download=True, batch_size=8)
     message = str(error.value)
     assert "\n" not in message and "download failed" in message and str(tmp_path / "MNIST" / "raw") in message
+
+
+def test_epoch_batches_shard_and_skip_ahead():
+    from csg.data.bundle import EpochBatches
+
+    whole = EpochBatches(10, 4, shuffle=True, seed=3)
+    shards = [EpochBatches(10, 4, shuffle=True, seed=3, rank=r, world_size=2) for r in (0, 1)]
+    for (b, batch), (_, first), (_, second) in zip(whole.batches(5), shards[0].batches(5), shards[1].batches(5)):
+        assert torch.equal(torch.cat([first, second]), batch) and whole.global_batch_size(b) == len(batch)
+    assert [len(batch) for _, batch in whole.batches(5)] == [4, 4, 2]
+    assert sorted(torch.cat([batch for _, batch in whole.batches(5)]).tolist()) == list(range(10))
+    assert not torch.equal(whole.permutation(5), whole.permutation(6))  # a new order every epoch
+    skipped = list(whole.batches(5, start_batch=1))
+    assert [b for b, _ in skipped] == [1, 2] and torch.equal(skipped[0][1], list(whole.batches(5))[1][1])
+
+
+def test_augmented_batches_are_a_function_of_seed_epoch_and_batch(tmp_path):
+    from tests.formats import write_cifar
+
+    write_cifar(tmp_path, train_per_batch=10)
+    data = build_data("cifar10", root=str(tmp_path), batch_size=16, device_resident=True, seed=7)
+    data.train.set_epoch(2)
+    from_start = [x for x, _ in data.train]
+    data.train.set_epoch(2, start_batch=2)
+    resumed = [x for x, _ in data.train]
+    assert len(from_start) == 4 and len(resumed) == 2
+    assert all(torch.equal(a, b) for a, b in zip(from_start[2:], resumed))
+    data.train.set_epoch(3)
+    assert not torch.equal(next(iter(data.train))[0], from_start[0])

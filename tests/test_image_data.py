@@ -17,7 +17,7 @@ from tests.formats import write_cifar, write_image_folder, write_mnist
 def test_cifar10_pickles_load_through_both_loader_paths(tmp_path, resident):
     write_cifar(tmp_path)
     data = build_data("cifar10", root=str(tmp_path), download=False, batch_size=32, eval_batch_size=8,
-                      device_resident=resident, generator=torch.Generator().manual_seed(0))
+                      device_resident=resident, seed=0)
     assert (data.num_train, data.num_test, data.num_classes, data.input_shape) == (100, 16, 10, (3, 32, 32))
     assert len(data.train) == 4  # ceil(100 / 32)
     x, y = next(iter(data.train))
@@ -52,7 +52,7 @@ def test_batch_augment_is_torchvision_crop_and_flip():
 
     images = torch.randint(0, 256, (64, 3, 32, 32), dtype=torch.uint8)
     identity = Normalize([0.0, 0.0, 0.0], [1 / 255] * 3)  # leaves pixel values as floats
-    out = BatchAugment(identity, padding=4, generator=torch.Generator().manual_seed(0))(images)
+    out = BatchAugment(identity, padding=4)(images, torch.Generator().manual_seed(0))
     padded = functional.pad(images, [4, 4, 4, 4])
     offsets, flips = [], 0
     for i in range(64):  # each output is some crop of the zero-padded image, maybe flipped
@@ -86,7 +86,7 @@ def test_mnist_idx_plain_and_gzipped(tmp_path):
 def test_imagenet_folder_tree(tmp_path):
     write_image_folder(tmp_path)
     data = build_data("imagenet", root=str(tmp_path), size=32, resize=36, batch_size=4, eval_batch_size=4,
-                      generator=torch.Generator().manual_seed(0))
+                      seed=0)
     assert (data.num_train, data.num_test, data.num_classes) == (6, 6, 2)
     x, y = next(iter(data.train))
     assert x.shape == (4, 3, 32, 32) and set(y.tolist()) <= {0, 1}

@@ -1,10 +1,19 @@
-"""The data-set registry and the loaders built from it."""
+"""The data-set registry and the loaders built from it.
+
+Training order and augmentation are counter-based: epoch e's permutation and
+batch b's crops and flips come from generators seeded by (seed, e[, b]), not
+from a generator whose state runs on. Any process can therefore produce any
+batch: the DDP ranks agree on the global batch and each takes its shard, and a
+run resumed in the middle of an epoch (``start_batch``) sees exactly the
+batches an uninterrupted run would have seen.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, TensorDataset
@@ -39,22 +48,6 @@ class Splits:
     padding: int = 4
 
 
-@dataclass
-class DataBundle:
-    """Loaders and facts of one data set for one run."""
-
-    name: str
-    train: DataLoader | InMemoryLoader
-    test: DataLoader | InMemoryLoader
-    train_eval: DataLoader | InMemoryLoader
-    num_train: int
-    num_test: int
-    num_classes: int
-    input_shape: tuple[int, ...]
-    source: str = ""
-    normalize: Normalize | None = None
-
-
 _DATASETS: dict[str, Callable[..., Splits]] = {}
 
 
@@ -78,34 +71,119 @@ def load_splits(name: str, key: str = "data.name", **options: Any) -> Splits:
     return _DATASETS[name](**options)
 
 
+def derive_seed(*counters: int) -> int:
+    """A 63-bit seed from a tuple of integers (seed, epoch, batch, ...)."""
+    return int(np.random.SeedSequence(list(counters)).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+class EpochBatches:
+    """Which example indices make up each batch of an epoch, for one shard of the processes.
+
+    The global batch b of epoch e is ``perm[b * batch_size : (b + 1) * batch_size]`` with
+    ``perm`` the permutation seeded by (seed, e) (or the identity without shuffling); the
+    process of rank r among w takes the r-th of w near-equal contiguous parts of it.
+    """
+
+    def __init__(self, n: int, batch_size: int, *, shuffle: bool, seed: int = 0, rank: int = 0, world_size: int = 1):
+        self.n, self.batch_size, self.shuffle, self.seed = n, batch_size, shuffle, seed
+        self.rank, self.world_size = rank, world_size
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def permutation(self, epoch: int) -> Tensor:
+        if not self.shuffle:
+            return torch.arange(self.n)
+        return torch.randperm(self.n, generator=torch.Generator().manual_seed(derive_seed(self.seed, epoch)))
+
+    def global_batch_size(self, b: int) -> int:
+        """Examples in global batch b, over all processes."""
+        return min(self.batch_size, self.n - b * self.batch_size)
+
+    def shard(self, global_batch: Tensor) -> Tensor:
+        return global_batch.tensor_split(self.world_size)[self.rank]
+
+    def batches(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[int, Tensor]]:
+        order = self.permutation(epoch)
+        for b in range(start_batch, len(self)):
+            yield b, self.shard(order[b * self.batch_size : (b + 1) * self.batch_size])
+
+
 class InMemoryLoader:
-    """Mini-batches of an :class:`InMemoryDataset`: a random permutation per epoch, then slices.
+    """Mini-batches of an :class:`InMemoryDataset`, straight from its tensors.
 
     ``torch.utils.data.DataLoader`` is the wrong tool for data already held as
     tensors: its sampler yields one Python index per example per epoch and its
-    collate stacks examples one by one. Here an epoch costs one ``randperm``
-    (drawn from ``generator``, so the order is reproducible) and one indexing
-    per batch; the last batch may be partial, as in the authors' code. The
-    tensors may live on the accelerator; ``transform`` (a batched callable,
-    e.g. :class:`BatchAugment`) then runs there too.
+    collate stacks examples one by one. Here an epoch costs one permutation and
+    one indexing per batch; the last batch may be partial, as in the authors'
+    code. The tensors may live on the accelerator; the batched ``augment``
+    (e.g. :class:`BatchAugment`, seeded per batch) and ``normalize`` run there too.
+    Call :meth:`set_epoch` before iterating; ``start_batch`` skips ahead.
     """
 
-    def __init__(self, dataset: InMemoryDataset, batch_size: int, *, shuffle: bool, generator=None,
-                 transform: Callable[[Tensor], Tensor] | None = None):
-        self.dataset, self.batch_size, self.shuffle = dataset, batch_size, shuffle
-        self.generator, self.transform = generator, transform
+    def __init__(self, dataset: InMemoryDataset, batches: EpochBatches, *, augment: BatchAugment | None = None,
+                 normalize: Callable[[Tensor], Tensor] | None = None):
+        self.dataset, self.sampler, self.augment, self.normalize = dataset, batches, augment, normalize
+        self.epoch, self.start_batch = 0, 0
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.epoch, self.start_batch = epoch, start_batch
 
     def __len__(self) -> int:
-        return -(-len(self.dataset) // self.batch_size)
+        return len(self.sampler)
+
+    def global_batch_size(self, b: int) -> int:
+        return self.sampler.global_batch_size(b)
 
     def __iter__(self):
         inputs, targets = self.dataset.tensors
-        n = len(self.dataset)
-        order = torch.randperm(n, generator=self.generator, device=inputs.device) if self.shuffle else None
-        for start in range(0, n, self.batch_size):
-            index = slice(start, start + self.batch_size) if order is None else order[start : start + self.batch_size]
+        for b, index in self.sampler.batches(self.epoch, self.start_batch):
+            index = index.to(inputs.device)
             x = inputs[index]
-            yield (self.transform(x) if self.transform is not None else x), targets[index]
+            if self.augment is not None:
+                generator = torch.Generator(device=inputs.device).manual_seed(derive_seed(self.sampler.seed, self.epoch, b))
+                x = self.augment(x, generator)
+            elif self.normalize is not None:
+                x = self.normalize(x)
+            yield x, targets[index]
+
+
+class _BatchIndices(torch.utils.data.Sampler):
+    """A ``batch_sampler`` over :class:`EpochBatches`, for ``DataLoader`` (set_epoch / start_batch as above)."""
+
+    def __init__(self, batches: EpochBatches):
+        self.batches, self.epoch, self.start_batch = batches, 0, 0
+
+    def __len__(self) -> int:
+        return len(self.batches) - self.start_batch
+
+    def __iter__(self):
+        for _, index in self.batches.batches(self.epoch, self.start_batch):
+            yield index.tolist()
+
+
+class EpochDataLoader(DataLoader):
+    """A ``DataLoader`` whose batches follow :class:`EpochBatches`, for data sets with per-example transforms.
+
+    The order is exact and resumable mid-epoch; per-example random augmentation
+    in the workers is seeded per epoch, so after a mid-epoch resume the
+    remaining batches are augmented differently (their images and order are not).
+    """
+
+    def __init__(self, dataset: Dataset, batches: EpochBatches, **kwargs: Any):
+        self.sampler_batches = _BatchIndices(batches)
+        self._seed = batches.seed
+        super().__init__(dataset, batch_sampler=self.sampler_batches, **kwargs)
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.sampler_batches.epoch, self.sampler_batches.start_batch = epoch, start_batch
+        self.generator = torch.Generator().manual_seed(derive_seed(self._seed, epoch, 1))
+
+    def __len__(self) -> int:
+        return len(self.sampler_batches.batches)
+
+    def global_batch_size(self, b: int) -> int:
+        return self.sampler_batches.batches.global_batch_size(b)
 
 
 class PerExampleImages(Dataset):
@@ -127,6 +205,7 @@ def _torchvision_train_transform(splits: Splits):
 
     ensure_torchvision()
     from torchvision.transforms import v2
+
     size = splits.input_shape[-2:]
     return v2.Compose([
         v2.RandomCrop(size, padding=splits.padding),
@@ -136,8 +215,21 @@ def _torchvision_train_transform(splits: Splits):
     ])
 
 
-def _move(dataset: InMemoryDataset, device: torch.device) -> InMemoryDataset:
-    return InMemoryDataset(*(t.to(device) for t in dataset.tensors))
+@dataclass
+class DataBundle:
+    """Loaders and facts of one data set for one run."""
+
+    name: str
+    train: InMemoryLoader | EpochDataLoader
+    test: InMemoryLoader | EpochDataLoader
+    train_eval: InMemoryLoader | EpochDataLoader
+    num_train: int
+    num_test: int
+    num_classes: int
+    input_shape: tuple[int, ...]
+    source: str = ""
+    normalize: Normalize | None = None
+    batch_size: int = 0  # the global training batch
 
 
 def build_data(
@@ -146,18 +238,26 @@ def build_data(
     batch_size: int,
     eval_batch_size: int = 1000,
     num_workers: int = 0,
-    generator: torch.Generator | None = None,
+    seed: int = 0,
     device: torch.device | str = "cpu",
     device_resident: bool | str = "auto",
+    rank: int = 0,
+    world_size: int = 1,
+    eval_rank: int | None = None,
+    eval_world_size: int | None = None,
     **options: Any,
 ) -> DataBundle:
-    """Load data set ``name`` and build its loaders; the training order follows ``generator``.
+    """Load data set ``name`` and build its loaders.
 
-    Data held as tensors is served by :class:`InMemoryLoader`; with
-    ``device_resident`` (``"auto"``: when ``device`` is a GPU) the tensors move to
-    ``device`` once and batches are augmented there. Otherwise augmented image
-    sets go through a ``DataLoader`` with per-example torchvision transforms.
-    ``options`` (``root``, ``download``, ...) go to the registered loader.
+    ``batch_size`` is the global batch: with ``world_size`` processes, rank r
+    gets the r-th shard of every training batch; evaluation batches are sharded
+    over ``eval_world_size`` processes (default: the same). ``seed`` fixes
+    the order and augmentation of every epoch. Data held as tensors is served by
+    :class:`InMemoryLoader`; with ``device_resident`` (``"auto"``: when ``device``
+    is a GPU) the tensors move to ``device`` once and batches are augmented
+    there; otherwise augmented image sets go through a ``DataLoader`` with
+    per-example torchvision transforms. ``options`` (``root``, ``download``, ...)
+    go to the registered loader.
     """
     device = torch.device(device)
     splits = load_splits(name, **options)
@@ -166,21 +266,19 @@ def build_data(
     pin = device.type == "cuda"
 
     def loader(dataset: Dataset, size: int, *, train: bool):
-        if not isinstance(dataset, InMemoryDataset):
-            return DataLoader(dataset, batch_size=size, shuffle=train, generator=generator if train else None,
-                              num_workers=num_workers, pin_memory=pin, persistent_workers=num_workers > 0)
+        shard = (rank, world_size) if train else (
+            rank if eval_rank is None else eval_rank, world_size if eval_world_size is None else eval_world_size)
+        batches = EpochBatches(len(dataset), size, shuffle=train, seed=seed, rank=shard[0], world_size=shard[1])
         augment = train and splits.augment
-        if augment and not resident:
-            return DataLoader(PerExampleImages(dataset, _torchvision_train_transform(splits)), batch_size=size,
-                              shuffle=True, generator=generator, num_workers=num_workers, pin_memory=pin,
-                              persistent_workers=num_workers > 0)
-        if resident:
-            dataset = _move(dataset, device)
-        order = None
-        if train:  # one generator draws the order and the augmentation, on the tensors' device
-            order = _device_generator(generator, device) if resident and device.type != "cpu" else generator
-        transform = BatchAugment(splits.normalize, splits.padding, generator=order) if augment else splits.normalize
-        return InMemoryLoader(dataset, size, shuffle=train, generator=order, transform=transform)
+        if isinstance(dataset, InMemoryDataset) and (resident or not augment):
+            if resident:
+                dataset = InMemoryDataset(*(t.to(device) for t in dataset.tensors))
+            augmenter = BatchAugment(splits.normalize, splits.padding) if augment else None
+            return InMemoryLoader(dataset, batches, augment=augmenter, normalize=splits.normalize)
+        if isinstance(dataset, InMemoryDataset):
+            dataset = PerExampleImages(dataset, _torchvision_train_transform(splits))
+        return EpochDataLoader(dataset, batches, num_workers=num_workers, pin_memory=pin,
+                               persistent_workers=num_workers > 0)
 
     return DataBundle(
         name=name,
@@ -193,9 +291,5 @@ def build_data(
         input_shape=splits.input_shape,
         source=splits.source,
         normalize=splits.normalize,
+        batch_size=batch_size,
     )
-
-
-def _device_generator(generator: torch.Generator | None, device: torch.device) -> torch.Generator:
-    seed = int(torch.randint(2**62, (1,), generator=generator))
-    return torch.Generator(device=device).manual_seed(seed)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from csg.data.bundle import DataBundle, InMemoryDataset, InMemoryLoader
+from csg.data.bundle import DataBundle, EpochBatches, InMemoryDataset, InMemoryLoader
 from csg.errors import ConfigError
 
 OOD_SETS = ("none", "notmnist", "fashion_mnist", "svhn")
 
 
 def build_ood(name: str, *, like: DataBundle, root: str = "data", download: bool = False,
-              batch_size: int = 1000, **_: object) -> tuple[InMemoryLoader, str] | None:
+              batch_size: int = 1000, rank: int = 0, world_size: int = 1, **_: object) -> tuple[InMemoryLoader, str] | None:
     """The OOD loader and its source description, or None for ``none``."""
     if name == "none":
         return None
@@ -43,5 +43,5 @@ def build_ood(name: str, *, like: DataBundle, root: str = "data", download: bool
             f"an image set shaped like data={like.name} {tuple(like.input_shape)}; {name} images are "
             f"{tuple(images.shape[1:])} (notmnist and fashion_mnist suit MNIST models, svhn CIFAR models)",
         )
-    loader = InMemoryLoader(InMemoryDataset(images, labels), batch_size, shuffle=False, transform=like.normalize)
-    return loader, source
+    batches = EpochBatches(len(labels), batch_size, shuffle=False, rank=rank, world_size=world_size)
+    return InMemoryLoader(InMemoryDataset(images, labels), batches, normalize=like.normalize), source

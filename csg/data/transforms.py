@@ -29,25 +29,25 @@ class Normalize:
 class BatchAugment:
     """Random crop with zero padding and horizontal flip of a uint8 batch, then normalisation.
 
-    ``generator`` draws the offsets and flips (it must live on the images' device).
+    ``generator`` (at the call) draws the offsets and flips; it must live on the images' device.
     """
 
-    def __init__(self, normalize: Normalize, padding: int = 4, flip: bool = True, generator: torch.Generator | None = None):
-        self.normalize, self.padding, self.flip, self.generator = normalize, padding, flip, generator
+    def __init__(self, normalize: Normalize, padding: int = 4, flip: bool = True):
+        self.normalize, self.padding, self.flip = normalize, padding, flip
 
-    def __call__(self, images: Tensor) -> Tensor:
+    def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Tensor:
         n, _, h, w = images.shape
         p = self.padding
         if p:
             padded = torch.nn.functional.pad(images, (p, p, p, p))
-            dy = torch.randint(0, 2 * p + 1, (n,), generator=self.generator, device=images.device)
-            dx = torch.randint(0, 2 * p + 1, (n,), generator=self.generator, device=images.device)
+            dy = torch.randint(0, 2 * p + 1, (n,), generator=generator, device=images.device)
+            dx = torch.randint(0, 2 * p + 1, (n,), generator=generator, device=images.device)
             rows = (dy[:, None] + torch.arange(h, device=images.device))[:, None, :, None]  # (n, 1, h, 1)
             cols = (dx[:, None] + torch.arange(w, device=images.device))[:, None, None, :]  # (n, 1, 1, w)
             batch = torch.arange(n, device=images.device)[:, None, None, None]
             channel = torch.arange(images.shape[1], device=images.device)[None, :, None, None]
             images = padded[batch, channel, rows, cols]
         if self.flip:
-            flip = torch.rand(n, generator=self.generator, device=images.device) < 0.5
+            flip = torch.rand(n, generator=generator, device=images.device) < 0.5
             images = torch.where(flip[:, None, None, None], images.flip(-1), images)
         return self.normalize(images)

@@ -33,7 +33,8 @@ def predict_probs(
 class EnsembleResult:
     """Metrics of the weighted average and of each sample, and the averaged probabilities.
 
-    With an OOD loader, ``ood`` holds the ensemble's OOD metrics and ``ood_per_sample`` each sample's.
+    With an OOD loader, ``ood`` holds the ensemble's OOD metrics and ``ood_per_sample`` each sample's;
+    with ``groups``, ``group_ensembles`` maps each group (a chain) to the metrics of its own average.
     """
 
     ensemble: dict[str, float]
@@ -41,6 +42,7 @@ class EnsembleResult:
     probs: Tensor | None = None
     ood: dict[str, object] | None = None
     ood_per_sample: list[dict[str, object]] = field(default_factory=list)
+    group_ensembles: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
 def evaluate_samples(
@@ -53,34 +55,54 @@ def evaluate_samples(
     n_bins: int = 15,
     autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
     ood_loader=None,
+    groups: Sequence[int] | None = None,
+    gather: Callable[[Tensor], Tensor] | None = None,
 ) -> EnsembleResult:
     """Load each sample into ``model`` in turn and average the predictions with ``weights``.
 
     The average is :math:`\\sum_i w_i\\,p(y\\mid x, \\theta_i)` (weights summing to 1): the
     posterior predictive of the paper. Each sample is evaluated in eval mode,
     one pass over ``loader`` (and over ``ood_loader`` if given); memory holds
-    one model and the running averages.
+    one model and the running averages. ``groups`` (one label per sample, e.g.
+    its chain) adds the average of each group alone. Under DDP every process
+    evaluates its shard of the loaders and ``gather`` joins the shards.
     """
     from csg.evaluation.ood import ood_metrics
 
+    gather = gather or (lambda t: t)
+
+    def predict(data):
+        probs, targets = predict_probs(model, data, device, autocast)
+        return gather(probs), gather(targets)
+
+    weights = list(weights)
+    groups = list(groups) if groups is not None else [0] * len(weights)
     total = float(sum(weights))
+    group_totals = {g: sum(w for w, h in zip(weights, groups) if h == g) for g in set(groups)}
     average: Tensor | None = None
     ood_average: Tensor | None = None
+    group_averages: dict[int, Tensor] = {}
     targets: Tensor | None = None
     result = EnsembleResult(ensemble={})
-    for state_dict, weight in zip(state_dicts, weights, strict=True):
+    for state_dict, weight, group in zip(state_dicts, weights, groups, strict=True):
         model.load_state_dict(state_dict)
-        probs, targets = predict_probs(model, loader, device, autocast)
+        probs, targets = predict(loader)
         result.per_sample.append(classification_metrics(probs, targets, n_bins))
         average = _accumulate(average, probs, weight / total)
+        if len(group_totals) > 1:
+            group_averages[group] = _accumulate(group_averages.get(group), probs, weight / group_totals[group])
         if ood_loader is not None:
-            ood_probs, _ = predict_probs(model, ood_loader, device, autocast)
+            ood_probs, _ = predict(ood_loader)
             result.ood_per_sample.append(ood_metrics(probs, ood_probs))
             ood_average = _accumulate(ood_average, ood_probs, weight / total)
     if average is None:
         raise ValueError("no samples to evaluate")
     result.ensemble = {**classification_metrics(average, targets, n_bins), "num_samples": len(result.per_sample)}
     result.probs = average
+    result.group_ensembles = {
+        g: {**classification_metrics(a, targets, n_bins), "num_samples": groups.count(g)}
+        for g, a in sorted(group_averages.items())
+    }
     if ood_average is not None:
         result.ood = ood_metrics(average, ood_average)
     return result

@@ -1,0 +1,138 @@
+"""Scale-out: DDP under torchrun, parallel chains, checkpoint and resume after SIGTERM, the SLURM launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+SHORT = ["trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0", "sampler.samples_per_cycle=1", "logger=none",
+         "trainer.progress=false"]
+
+
+def _samples(run_dir):
+    return {str(p.relative_to(run_dir / "samples")): torch.load(p) for p in sorted((run_dir / "samples").glob("**/*.pt"))}
+
+
+def _torchrun(tmp_path, run_dir, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}"]
+    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_two_processes_reproduce_one_process(run_train, tmp_path):
+    single, one_dir = run_train(*SHORT, run_dir=tmp_path / "one")
+    assert single.returncode == 0, single.stderr
+    double = _torchrun(tmp_path, tmp_path / "two", *SHORT)
+    assert double.returncode == 0, double.stderr
+    one, two = _samples(one_dir), _samples(tmp_path / "two")
+    assert list(one) == list(two) == ["sample_0000_cycle00_epoch0000.pt", "sample_0001_cycle01_epoch0001.pt"]
+    for name in one:
+        for key, tensor in one[name]["state_dict"].items():
+            assert torch.allclose(tensor, two[name]["state_dict"][key], atol=1e-5, rtol=0), (name, key)
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert metrics["processes"] == 2 and metrics["ensemble"]["num_samples"] == 2
+    assert (tmp_path / "two" / "train_rank1.log").exists()  # rank 1 logs apart; only rank 0 writes results
+
+
+def test_parallel_chains_pool_their_samples(run_train, tmp_path):
+    process, run_dir = run_train("trainer.epochs=8", "sampler.cycles=2", "sampler.samples_per_cycle=1",
+                                 "sampler.chains=2", "logger=none")
+    assert process.returncode == 0, process.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert sorted(_samples(run_dir)) == [f"chain0{c}/sample_000{i}_cycle0{i}_epoch000{4 * i + 3}.pt"
+                                         for c in (0, 1) for i in (0, 1)]
+    assert metrics["ensemble"]["num_samples"] == 4 and {s["chain"] for s in metrics["per_sample"]} == {0, 1}
+    assert [c["num_samples"] for c in metrics["per_chain"]] == [2, 2]
+    assert metrics["cost"] == {"epochs_per_chain": 8, "epochs_all_chains": 16}
+    # different seeds: the chains' samples differ, and the pool is better than either chain alone
+    chain0, chain1 = (torch.load(p) for p in sorted((run_dir / "samples").glob("chain0*/sample_0001*")))
+    assert not torch.equal(chain0["state_dict"]["1.weight"], chain1["state_dict"]["1.weight"])
+    assert metrics["ensemble"]["nll"] < min(c["nll"] for c in metrics["per_chain"])
+
+
+def test_parallel_chains_as_process_groups_under_torchrun(tmp_path):
+    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "sampler.chains=2", "logger=none",
+            "trainer.progress=false"]
+    process = _torchrun(tmp_path, tmp_path / "run", *args)
+    assert process.returncode == 0, process.stderr
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["processes"] == 2 and metrics["chains"] == 2 and metrics["ensemble"]["num_samples"] == 2
+    assert sorted(_samples(tmp_path / "run")) == ["chain00/sample_0000_cycle00_epoch0003.pt",
+                                                  "chain01/sample_0000_cycle00_epoch0003.pt"]
+
+
+def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
+    args = ["trainer.epochs=40", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=none",
+            "trainer.progress=false"]
+    full, full_dir = run_train(*args, run_dir=tmp_path / "full")
+    assert full.returncode == 0, full.stderr
+
+    cut_dir = tmp_path / "cut"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
+    command = [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={cut_dir}"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    deadline = time.monotonic() + 240
+    while not list(cut_dir.glob("samples/*.pt")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGTERM, stderr  # ended by the signal: 143 to a shell, what SLURM expects
+    assert "stopped by SIGTERM after saving a checkpoint" in stderr and "Traceback" not in stderr
+    written = sorted(p.name for p in cut_dir.glob("samples/*.pt"))
+    assert 1 <= len(written) < 4 and (cut_dir / "checkpoint.pt").exists()
+
+    resumed, _ = run_train(*args, run_dir=cut_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed chain 0" in (cut_dir / "train.log").read_text()
+    expected, got = _samples(full_dir), _samples(cut_dir)
+    assert list(expected) == list(got) and len(got) == 4
+    for name in expected:
+        assert expected[name]["train_loss"] == got[name]["train_loss"]
+        for key, tensor in expected[name]["state_dict"].items():
+            assert torch.equal(tensor, got[name]["state_dict"][key]), (name, key)
+
+
+def test_resume_refuses_a_checkpoint_of_another_config(run_train, tmp_path):
+    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "logger=none"]
+    first, run_dir = run_train(*args)
+    assert first.returncode == 0, first.stderr
+    second, _ = run_train(*args, "seed=1", run_dir=run_dir)
+    assert second.returncode == 2
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "trainer.checkpoint.resume" in lines[0] and "seed=0" in lines[0]
+
+
+def test_slurm_launcher_config_lands_in_the_sbatch_script(tmp_path, monkeypatch):
+    """Compose hydra/launcher=slurm and hand it to submitit the way Hydra's submitit launcher does."""
+    submitit = pytest.importorskip("submitit")
+    monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # no srun here; nothing is submitted
+    from hydra import compose, initialize_config_dir
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from omegaconf import OmegaConf
+
+    overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.nodes=2",
+                 f"hydra.sweep.dir={tmp_path}"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+    assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (launcher["gpus_per_node"], launcher["tasks_per_node"], launcher["nodes"]) == (8, 8, 2)
+    params = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder", "max_num_timeout", "name")}
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor = submitit.AutoExecutor(folder=tmp_path, cluster="slurm", slurm_max_num_timeout=launcher["max_num_timeout"])
+    executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()})
+    script = executor._executor._make_submission_file_text("python train.py", "uid")
+    for line in ("#SBATCH --gpus-per-node=8", "#SBATCH --ntasks-per-node=8", "#SBATCH --nodes=2",
+                 "#SBATCH --partition=gpu", "#SBATCH --time=2880", "#SBATCH --signal=USR2@120",
+                 "#SBATCH --cpus-per-task=10"):
+        assert line in script, line
