@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test clean table4 table5 table5-report fig4 fig4-report cyclical-mcmc bench-synthetic
+.PHONY: help install demo test clean table4 table5 table5-report fig4 fig4-report cyclical-mcmc bench bench-synthetic
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
@@ -15,6 +15,7 @@ help:
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, a few minutes); table5-report: aggregate only"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
 	@echo "make cyclical-mcmc   Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets (CPU, a few minutes)"
+	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
 
@@ -71,6 +72,13 @@ cyclical-mcmc: $(STAMP)
 
 bench-synthetic: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[bench]"
+	$(BIN)/python scripts/bench_step.py
+	$(BIN)/python scripts/bench_epoch.py
+	$(BIN)/python scripts/bench_synthetic.py
+	$(BIN)/python scripts/bench_summary.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

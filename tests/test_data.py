@@ -109,6 +109,28 @@ def test_epoch_batches_shard_and_skip_ahead():
     assert [b for b, _ in skipped] == [1, 2] and torch.equal(skipped[0][1], list(whole.batches(5))[1][1])
 
 
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_unshuffled_batches_are_contiguous_slices_covering_every_example_once(world_size):
+    from csg.data.bundle import EpochBatches
+
+    shards = [EpochBatches(10, 4, shuffle=False, rank=r, world_size=world_size) for r in range(world_size)]
+    covered = [list(range(10))[index] for shard in shards for _, index in shard.batches(0)]
+    assert all(isinstance(index, slice) for shard in shards for _, index in shard.batches(0))
+    by_batch = [sum((covered[r * 3 + b] for r in range(world_size)), []) for b in range(3)]
+    assert by_batch == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+
+
+def test_normalize_matches_the_textbook_formula():
+    from csg.data.transforms import Normalize
+
+    images = torch.randint(0, 256, (5, 3, 4, 4), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+    expected = (images.float() / 255 - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    out = Normalize(mean, std)(images)
+    assert out.dtype == torch.float32 and torch.allclose(out, expected, atol=1e-5)
+    assert images.dtype == torch.uint8 and int(images.max()) > 1  # the input is left as it was
+
+
 def test_augmented_batches_are_a_function_of_seed_epoch_and_batch(tmp_path):
     from tests.formats import write_cifar
 

@@ -30,9 +30,12 @@ def _torchrun(tmp_path, run_dir, *args):
 
 
 def test_two_processes_reproduce_one_process(run_train, tmp_path):
-    single, one_dir = run_train(*SHORT, run_dir=tmp_path / "one")
+    # At the recipe's lr0 = 0.2 the restart of cycle 2 is chaotic enough that round-off (~1e-7) can grow to
+    # ~1e-2 within an epoch on some trajectories; lr0 = 0.1 keeps the comparison about round-off alone.
+    args = (*SHORT, "data.recipe.lr0=0.1")
+    single, one_dir = run_train(*args, run_dir=tmp_path / "one")
     assert single.returncode == 0, single.stderr
-    double = _torchrun(tmp_path, tmp_path / "two", *SHORT)
+    double = _torchrun(tmp_path, tmp_path / "two", *args)
     assert double.returncode == 0, double.stderr
     one, two = _samples(one_dir), _samples(tmp_path / "two")
     assert list(one) == list(two) == ["sample_0000_cycle00_epoch0000.pt", "sample_0001_cycle01_epoch0001.pt"]

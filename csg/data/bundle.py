@@ -103,7 +103,14 @@ class EpochBatches:
     def shard(self, global_batch: Tensor) -> Tensor:
         return global_batch.tensor_split(self.world_size)[self.rank]
 
-    def batches(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[int, Tensor]]:
+    def batches(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[int, Tensor | slice]]:
+        """(b, indices of batch b for this shard); a slice when the order is the identity (no copy)."""
+        if not self.shuffle:
+            for b in range(start_batch, len(self)):
+                start, stop = b * self.batch_size, min((b + 1) * self.batch_size, self.n)
+                bounds = torch.arange(start, stop).tensor_split(self.world_size)[self.rank]
+                yield b, slice(int(bounds[0]), int(bounds[-1]) + 1) if len(bounds) else slice(start, start)
+            return
         order = self.permutation(epoch)
         for b in range(start_batch, len(self)):
             yield b, self.shard(order[b * self.batch_size : (b + 1) * self.batch_size])
@@ -138,7 +145,8 @@ class InMemoryLoader:
     def __iter__(self):
         inputs, targets = self.dataset.tensors
         for b, index in self.sampler.batches(self.epoch, self.start_batch):
-            index = index.to(inputs.device)
+            if isinstance(index, Tensor):
+                index = index.to(inputs.device)
             x = inputs[index]
             if self.augment is not None:
                 generator = torch.Generator(device=inputs.device).manual_seed(derive_seed(self.sampler.seed, self.epoch, b))
@@ -159,7 +167,7 @@ class _BatchIndices(torch.utils.data.Sampler):
 
     def __iter__(self):
         for _, index in self.batches.batches(self.epoch, self.start_batch):
-            yield index.tolist()
+            yield list(range(index.start, index.stop)) if isinstance(index, slice) else index.tolist()
 
 
 class EpochDataLoader(DataLoader):

@@ -20,10 +20,12 @@ class Normalize:
     def __init__(self, mean: Sequence[float], std: Sequence[float]):
         self.mean = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
         self.std = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+        self._shift, self._scale = 255.0 * self.mean, 1.0 / (255.0 * self.std)
 
     def __call__(self, images: Tensor) -> Tensor:
-        mean, std = self.mean.to(images.device), self.std.to(images.device)
-        return (images.to(torch.float32) / 255.0 - mean) / std
+        # (x / 255 - mean) / std, as one cast and two in-place operations
+        shift, scale = self._shift.to(images.device), self._scale.to(images.device)
+        return images.to(torch.float32, copy=True).sub_(shift).mul_(scale)
 
 
 class BatchAugment:

@@ -24,14 +24,15 @@ def classification_metrics(probs: Tensor, targets: Tensor, n_bins: int = 15) -> 
     probs = probs.to(torch.float64)
     targets = targets.to(torch.long)
     num_classes = probs.shape[1]
-    onehot = torch.nn.functional.one_hot(targets, num_classes).to(probs.dtype)
     picked = probs.gather(1, targets[:, None]).squeeze(1)
     ece = multiclass_calibration_error(
         probs.float(), targets, num_classes=num_classes, n_bins=n_bins, norm="l1", validate_args=False
     )
+    # sum_c (p_c - 1{c = y})^2 = sum_c p_c^2 - 2 p_y + 1
+    brier = probs.pow(2).sum(1) - 2.0 * picked + 1.0
     return {
         "test_error_pct": 100.0 * (probs.argmax(1) != targets).double().mean().item(),
         "nll": -picked.clamp_min(torch.finfo(probs.dtype).tiny).log().mean().item(),
         "ece": float(ece),
-        "brier": (probs - onehot).pow(2).sum(1).mean().item(),
+        "brier": brier.mean().item(),
     }
