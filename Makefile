@@ -5,16 +5,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test clean table4 table5 table5-report fig4 fig4-report cyclical-mcmc bench bench-synthetic
+.PHONY: help install demo test clean table1 table2 table3 table4 table5 fig1 fig2 fig3 fig4 cyclical-mcmc icsgld-sim bench bench-synthetic \
+	table1-report table2-report table3-report table5-report fig3-report fig4-report
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
 	@echo "make demo     cSGHMC on the embedded MNIST subset with the MLP (CPU, about a minute)"
 	@echo "make test     run the test suite (installs first if needed)"
+	@echo "make table1|table2|table3|fig3 [SCALE=smoke] [LAUNCHER=slurm]  cSG-MCMC Tables 1-3, Figure 3: sweep + table"
+	@echo "make table1-report ... [RUNS=multirun/table1/<date>]  aggregate existing runs only (missing runs listed)"
+	@echo "make fig1     cSG-MCMC Figure 1: the two step-size schedules (seconds); make fig2 = make table4"
 	@echo "make table4   cSG-MCMC Table 4, Figures 2 and 5 (25 Gaussians; CPU, under a minute)"
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, a few minutes); table5-report: aggregate only"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
 	@echo "make cyclical-mcmc   Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets (CPU, a few minutes)"
+	@echo "make icsgld-sim   ICSGLD paper Section 5.2: 5 samplers on the 25-mode landscape, KL curves (CPU)"
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
@@ -37,16 +42,31 @@ demo: $(STAMP)
 table4: $(STAMP)
 	$(BIN)/python train.py synthetic=table4 synthetic.output_dir=results/csgmcmc hydra.run.dir=runs/table4/$(NOW)
 
+SCALE ?= full
+LAUNCHER ?= local
+LAUNCH := $(if $(filter slurm,$(LAUNCHER)),hydra/launcher=slurm)
+REPRODUCE := $(BIN)/python scripts/reproduce.py --scale $(SCALE) --launcher $(LAUNCHER)
+
+table1 table2 table3 fig3: $(STAMP)
+	$(REPRODUCE) $@
+
+table1-report table2-report table3-report fig3-report: $(STAMP)
+	$(REPRODUCE) $(@:-report=) --report-only $(if $(RUNS),--runs $(RUNS))
+
+fig1: $(STAMP)
+	$(REPRODUCE) fig1
+
+fig2: table4  # Figures 2 and 5 come from the Table 4 study
+
 TABLE5 := experiment=table5_sgld,table5_sghmc,table5_csgld,table5_csghmc,table5_sgld_constant,table5_sghmc_constant
 
 table5: $(STAMP)
-	$(BIN)/python train.py -m $(TABLE5) data=heart,german,australian seed=0,1,2 hydra.sweep.dir=multirun/table5/$(NOW)
+	$(BIN)/python train.py -m $(TABLE5) data=heart,german,australian seed=0,1,2 hydra.sweep.dir=multirun/table5/$(NOW) $(LAUNCH)
 	$(BIN)/python scripts/report.py table5 multirun/table5/$(NOW) --out results/csgmcmc
 
 table5-report: $(STAMP)
 	$(BIN)/python scripts/report.py table5 $(RUNS) --out results/csgmcmc
 
-SCALE ?= full
 FIG4_METHODS := sampler=sgd,sgdm,snapshot_sgdm,sgld,sghmc,csgld,csghmc
 ifeq ($(SCALE),smoke)
 FIG4_PRESET := fig4_smoke
@@ -60,7 +80,7 @@ fig4: $(STAMP)
 ifeq ($(SCALE),smoke)
 	test -d data/generated_notmnist/J || $(BIN)/python scripts/make_letters.py data/generated_notmnist
 endif
-	$(BIN)/python train.py -m experiment=$(FIG4_PRESET) $(FIG4_METHODS) hydra.sweep.dir=multirun/$(FIG4_PRESET)/$(NOW)
+	$(BIN)/python train.py -m experiment=$(FIG4_PRESET) $(FIG4_METHODS) hydra.sweep.dir=multirun/$(FIG4_PRESET)/$(NOW) $(LAUNCH)
 	$(BIN)/python scripts/report.py fig4 multirun/$(FIG4_PRESET)/$(NOW) --out $(FIG4_OUT)
 
 fig4-report: $(STAMP)
@@ -69,6 +89,9 @@ fig4-report: $(STAMP)
 cyclical-mcmc: $(STAMP)
 	$(BIN)/python train.py synthetic=wang_mixture1d synthetic.output_dir=results/on_cyclical_mcmc hydra.run.dir=runs/wang_mixture1d/$(NOW)
 	$(BIN)/python train.py synthetic=wang_mog25 synthetic.output_dir=results/on_cyclical_mcmc hydra.run.dir=runs/wang_mog25/$(NOW)
+
+icsgld-sim: $(STAMP)
+	$(BIN)/python train.py synthetic=icsgld_sim synthetic.output_dir=results/icsgld hydra.run.dir=runs/icsgld_sim/$(NOW)
 
 bench-synthetic: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py

@@ -57,6 +57,15 @@ def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
     return {"init": init, "data": data, "noise": noise}
 
 
+def _experiment_preset() -> str | None:
+    """The ``experiment=`` preset this run was composed with (None outside Hydra or without one)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    return HydraConfig.get().runtime.choices.get("experiment")
+
+
 def _options(node: DictConfig, drop: tuple[str, ...] = ("name",)) -> dict[str, Any]:
     options = OmegaConf.to_container(node, resolve=True)
     return {key: value for key, value in options.items() if key not in drop}
@@ -213,7 +222,11 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
                                  ood_loader, ood_source, layout)
         epochs = int(cfg.trainer.epochs)
         metrics.update(
+            study=str(cfg.get("study", "adhoc")),
+            preset=_experiment_preset(),
             method=cfg.sampler.name,
+            schedule=str(cfg.sampler.schedule),
+            cycles=int(cfg.sampler.cycles),
             data=cfg.data.name,
             model=cfg.model.name,
             seed=int(cfg.seed),

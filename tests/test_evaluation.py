@@ -28,6 +28,14 @@ def test_metrics_match_hand_computed_values():
     assert m["ece"] == pytest.approx((0.3 + 0.4 + 0.4 + 0.5) / 4, abs=1e-6)
 
 
+def test_top5_error_counts_true_classes_outside_the_five_most_probable():
+    probs = torch.tensor([[0.30, 0.20, 0.15, 0.12, 0.10, 0.08, 0.05],    # true class 4: 5th most probable
+                          [0.30, 0.20, 0.15, 0.12, 0.10, 0.08, 0.05]])   # true class 6: last
+    m = classification_metrics(probs, torch.tensor([4, 6]))
+    assert m["top5_error_pct"] == pytest.approx(50.0) and m["test_error_pct"] == pytest.approx(100.0)
+    assert classification_metrics(PROBS, TARGETS)["top5_error_pct"] == 0.0  # three classes: always in the top 5
+
+
 def test_ece_pools_examples_that_share_a_bin():
     probs = torch.tensor([[0.91, 0.09], [0.92, 0.08], [0.10, 0.90]])
     targets = torch.tensor([0, 1, 1])

@@ -12,6 +12,8 @@ def classification_metrics(probs: Tensor, targets: Tensor, n_bins: int = 15) -> 
     r"""Metrics of predictive probabilities ``probs`` (n, C) against integer ``targets`` (n,).
 
     - ``test_error_pct``: 100 x the fraction of examples whose arg-max class is wrong;
+    - ``top5_error_pct``: 100 x the fraction whose class is not among the 5 most probable
+      (ImageNet's top-5; 0 with 5 classes or fewer);
     - ``nll``: mean negative log-likelihood, :math:`-\frac1n\sum_i \log p_i(y_i)`;
     - ``ece``: expected calibration error with ``n_bins`` equal-width confidence
       bins (Guo et al. 2017), :math:`\sum_b \frac{|B_b|}{n} |\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|`,
@@ -32,7 +34,13 @@ def classification_metrics(probs: Tensor, targets: Tensor, n_bins: int = 15) -> 
     brier = probs.pow(2).sum(1) - 2.0 * picked + 1.0
     return {
         "test_error_pct": 100.0 * (probs.argmax(1) != targets).double().mean().item(),
+        "top5_error_pct": 100.0 * _top5_miss(probs, picked).double().mean().item(),
         "nll": -picked.clamp_min(torch.finfo(probs.dtype).tiny).log().mean().item(),
         "ece": float(ece),
         "brier": brier.mean().item(),
     }
+
+
+def _top5_miss(probs: Tensor, picked: Tensor) -> Tensor:
+    """True where at least 5 classes are strictly more probable than the true one."""
+    return (probs > picked[:, None]).sum(1) >= 5

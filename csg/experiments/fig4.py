@@ -93,4 +93,4 @@ def _figure(curves: pd.DataFrame, summary: pd.DataFrame, path: Path, plots) -> N
     ax.set_title(f"cSG-MCMC Figure 4 ({scale}MLP trained on {summary.data.iloc[0]})")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    plots.save(fig, path)
+    plots.save_png_pdf(fig, path)

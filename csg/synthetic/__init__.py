@@ -2,7 +2,8 @@
 
 - ``table4``: cSG-MCMC Table 4 and Figures 2, 5 (mode coverage on 25 Gaussians);
 - ``wang_mixture1d``: Wang et al. 2024 Figure 1 (cyclical MCMC on a 1-D mixture);
-- ``wang_mog25``: Wang et al. 2024 Figure 2, plus cSGLD on the same targets.
+- ``wang_mog25``: Wang et al. 2024 Figure 2, plus cSGLD on the same targets;
+- ``icsgld_sim``: the ICSGLD paper's 2-D simulation (Section 5.2, Figure 6).
 
 Each study writes its CSV, Markdown and PNG files into ``synthetic.output_dir``
 (the make targets point it at ``results/``) or else the run directory.
@@ -22,15 +23,16 @@ log = logging.getLogger(__name__)
 
 
 def _studies():
-    from csg.synthetic import mode_coverage, tempering_bias
+    from csg.synthetic import icsgld_simulation, mode_coverage, tempering_bias
 
     return {"table4": mode_coverage.run, "wang_mixture1d": tempering_bias.run_mixture1d,
-            "wang_mog25": tempering_bias.run_mog25}
+            "wang_mog25": tempering_bias.run_mog25, "icsgld_sim": icsgld_simulation.run}
 
 
 _POSITIVE_INTS = {
     "table4": ("steps", "repeats", "parallel_chains", "coverage.min_samples"),
     "wang_mixture1d": ("cycle_length", "cycles", "chains", "repeats"),
+    "icsgld_sim": ("steps", "repeats", "checkpoints"),
     "wang_mog25": ("rwm.cycle_length", "rwm.cycles", "rwm.chains", "csgld.cycles", "csgld.cycle_length", "csgld.chains"),
 }
 _SPLITS = {"wang_mixture1d": ("cycles", "chains"), "wang_mog25": ("rwm.cycles", "rwm.chains")}

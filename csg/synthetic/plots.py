@@ -22,6 +22,16 @@ def save(fig, path: str | Path) -> Path:
     return path
 
 
+def save_png_pdf(fig, path: str | Path) -> Path:
+    """Save ``fig`` as ``path`` (.png) and beside it as .pdf (both atomically); returns the PNG's path."""
+    path = Path(path).with_suffix(".png")
+    for suffix in (".pdf", ".png"):
+        with atomic_open(path.with_suffix(suffix)) as handle:
+            fig.savefig(handle, format=suffix.lstrip("."), dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def density_panels(panels, path, title: str, limit: float = 6.0, bins: int = 150) -> Path:
     """One row of 2-D densities; each panel is (title, samples (n, 2)) or (title, (xs, ys, density grid))."""
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4.2))

@@ -1,0 +1,282 @@
+"""cSG-MCMC Tables 1-3 as sweeps of train.py and as paper-vs-reproduced tables.
+
+A table is a :class:`TableSpec`: the experiment preset of each scale, the Hydra multiruns
+that produce its runs (comma lists expand as in ``python train.py -m``), how a run maps to a
+row label of the paper's table, and the metrics. :func:`report` aggregates the runs under a
+directory with pandas: mean, standard error and number of seeds per (data set, method,
+metric), the paper's value and the difference, the preset; every run of the sweeps that is
+absent or unfinished is listed, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from csg.atomic import atomic_write_text
+from csg.experiments.aggregate import load_runs, mean_and_stderr
+from csg.paper import paper_tables
+
+PAPER = "csgmcmc-iclr2020"
+SCALES = ("full", "smoke")
+GROUPS = ("sampler", "data", "model")  # config groups: a run records the choice as <group>.name
+
+LABELS = {"sgd": "SGD", "sgdm": "SGDM", "snapshot_sgd": "Snapshot-SGD", "snapshot_sgdm": "Snapshot-SGDM",
+          "sgld": "SGLD", "csgld": "cSGLD", "sghmc": "SGHMC", "csghmc": "cSGHMC"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A column of the paper's table: its name there, and how to read it from a run's ensemble metrics."""
+
+    paper_name: str
+    label: str
+    read: Callable[[pd.Series], pd.Series]
+    digits: int = 2
+
+
+ERROR = Metric("test_error_pct", "test error %", lambda r: r["metrics.ensemble.test_error_pct"])
+NLL = Metric("test_nll", "NLL", lambda r: r["metrics.ensemble.nll"], digits=4)
+TOP1 = Metric("top1_pct", "top-1 %", lambda r: 100.0 - r["metrics.ensemble.test_error_pct"], digits=3)
+TOP5 = Metric("top5_pct", "top-5 %", lambda r: 100.0 - r["metrics.ensemble.top5_error_pct"], digits=3)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One paper table. ``sweeps`` are lists of train.py overrides with ``{data}``, ``{seeds}``,
+    ``{epochs}`` and ``{half_epochs}`` filled in per scale (``epochs``: the preset's budget)."""
+
+    name: str
+    title: str
+    presets: dict[str, str]
+    data: dict[str, str]
+    paper_data: tuple[str, ...]
+    seeds: dict[str, str]
+    sweeps: tuple[tuple[str, ...], ...]
+    label: Callable[[pd.Series, int], str]
+    metrics: tuple[Metric, ...]
+    paper_method: Callable[[str], str] = field(default=lambda label: label)
+    note: str = ""
+
+
+def _table2_label(run: pd.Series, budget: int) -> str:
+    schedule = "Cyclical" if run["metrics.schedule"] == "cyclical" else "Decreasing"
+    chains, epochs = int(run["metrics.chains"]), int(run["metrics.epochs"])
+    kind = "Parallel" if chains > 1 else "Single"
+    sampler = "SGHMC" if str(run["sampler.update_rule"]) == "sghmc" else "SGLD"
+    return f"{schedule}+{kind} {sampler} ({_cost(epochs, chains, budget)})"
+
+
+def _cost(epochs: int, chains: int, budget: int) -> str:
+    """The paper's cost column at full scale ("#epochs per chain / #epochs in all chains", 200 epochs)."""
+    per_chain = round(200 * epochs / budget)
+    return f"{per_chain}/{per_chain * chains}"
+
+
+def _table2_paper_method(label: str) -> tuple[str, str]:
+    method, cost = label.rsplit(" (", 1)
+    return method, cost.rstrip(")")
+
+
+TABLES: dict[str, TableSpec] = {
+    "table1": TableSpec(
+        name="table1",
+        title="cSG-MCMC Table 1: test error (%) of ResNet-18 on CIFAR-10 and CIFAR-100",
+        presets={"full": "table1", "smoke": "table1_smoke"},
+        data={"full": "cifar10,cifar100", "smoke": "mnist5k"},
+        paper_data=("cifar10", "cifar100"),
+        seeds={"full": "0,1,2", "smoke": "0,1,2"},
+        sweeps=(("sampler=sgd,sgdm,snapshot_sgd,snapshot_sgdm,sgld,csgld,sghmc,csghmc", "data={data}", "seed={seeds}"),),
+        label=lambda run, budget: LABELS[run["sampler.name"]],
+        metrics=(ERROR, NLL),
+    ),
+    "table2": TableSpec(
+        name="table2",
+        title="cSG-MCMC Table 2: test error (%) of 4 parallel chains against one, cyclical against decreasing",
+        presets={"full": "table2", "smoke": "table2_smoke"},
+        data={"full": "cifar10,cifar100", "smoke": "mnist5k"},
+        paper_data=("cifar10", "cifar100"),
+        seeds={"full": "0,1,2", "smoke": "0"},
+        sweeps=(
+            ("sampler=csgld,csghmc,sgld,sghmc", "sampler.chains=4", "data={data}", "seed={seeds}"),
+            ("sampler=sgld,sghmc", "sampler.chains=4", "trainer.epochs={half_epochs}", "data={data}", "seed={seeds}"),
+            ("sampler=csgld,csghmc", "sampler.chains=1", "data={data}", "seed={seeds}"),
+        ),
+        label=_table2_label,
+        metrics=(ERROR, NLL),
+        paper_method=lambda label: _table2_paper_method(label)[0],
+        note="Cost: epochs per chain / epochs in all chains, in the paper's 200-epoch units at every scale.",
+    ),
+    "table3": TableSpec(
+        name="table3",
+        title="cSG-MCMC Table 3: ResNet-50 on ImageNet, NLL, top-1 and top-5 accuracy",
+        presets={"full": "table3", "smoke": "table3_smoke"},
+        data={"full": "imagenet", "smoke": "mnist5k"},
+        paper_data=("imagenet",),
+        seeds={"full": "0", "smoke": "0"},
+        sweeps=(
+            ("sampler=sgdm", "data={data}", "seed={seeds}"),
+            ("sampler=sghmc", "sampler.samples_per_cycle=9", "data={data}", "seed={seeds}"),  # as many as cSGHMC
+            ("sampler=snapshot_sgdm,csghmc", "sampler.cycles=3", "sampler.samples_per_cycle=3", "data={data}",
+             "seed={seeds}"),
+        ),
+        label=lambda run, budget: LABELS[run["sampler.name"]],
+        metrics=(NLL, TOP1, TOP5),
+    ),
+}
+
+
+def expand(spec: TableSpec, scale: str, epochs: int, seeds: str | None = None) -> list[list[str]]:
+    """The overrides of each multirun of ``spec`` at ``scale`` (comma lists left for Hydra to expand)."""
+    values = {"data": spec.data[scale], "seeds": seeds or spec.seeds[scale], "epochs": epochs,
+              "half_epochs": max(1, epochs // 2)}
+    return [[override.format(**values) for override in sweep] for sweep in spec.sweeps]
+
+
+def expected_runs(sweeps: list[list[str]]) -> list[dict[str, str]]:
+    """Every run the multiruns make: one dict of key -> value per combination."""
+    runs = []
+    for sweep in sweeps:
+        keys, choices = zip(*(override.split("=", 1) for override in sweep))
+        for combination in itertools.product(*(choice.split(",") for choice in choices)):
+            runs.append(dict(zip(keys, combination)))
+    return runs
+
+
+def _run_value(run: pd.Series, key: str) -> str:
+    column = f"{key}.name" if key in GROUPS else key
+    value = run.get(column)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def missing_runs(runs: pd.DataFrame, expected: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The expected runs without a finished run (a metrics.json) that matches all their keys."""
+    done = runs[runs.status == "done"] if not runs.empty else runs
+    missing = []
+    for wanted in expected:
+        if not any(all(_run_value(run, k) == v for k, v in wanted.items()) for _, run in done.iterrows()):
+            missing.append(wanted)
+    return missing
+
+
+def _paper_values(spec: TableSpec) -> pd.DataFrame:
+    frame = paper_tables()
+    return frame[(frame.paper == PAPER) & (frame.table == spec.name)]
+
+
+def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str) -> pd.DataFrame:
+    """One row per (data set, method, metric): ours (mean, stderr, seeds) beside the paper's value."""
+    done = runs[runs.status == "done"].copy()
+    paper = _paper_values(spec)
+    if done.empty:
+        return pd.DataFrame()
+    done["method"] = [spec.label(run, budget) for _, run in done.iterrows()]
+    rows = []
+    for metric in spec.metrics:
+        done["value"] = metric.read(done)
+        summary = mean_and_stderr(done, ["data.name", "method"], "value")
+        for row in summary.itertuples():
+            seeds = sorted(int(s) for s in done[(done["data.name"] == row[1]) & (done.method == row[2])].seed)
+            paper_rows = paper[(paper.method == spec.paper_method(row[2])) & (paper.metric == metric.paper_name)]
+            if spec.name == "table2":
+                cost = _table2_paper_method(row[2])[1]
+                paper_rows = paper_rows[paper_rows.note.str.contains(f"total {cost}", regex=False)]
+            for paper_data in (spec.paper_data if scale == "smoke" else (row[1],)):
+                match = paper_rows[paper_rows.dataset == paper_data]
+                value = float(match.value.iloc[0]) if len(match) else float("nan")
+                rows.append({
+                    "table": spec.name, "scale": scale, "preset": preset, "data": row[1], "paper_data": paper_data,
+                    "method": row[2], "metric": metric.paper_name, "mean": row.mean, "stderr": row.stderr,
+                    "seeds": int(row.n), "seed_list": " ".join(map(str, seeds)), "paper": value,
+                    # a difference only where the setting is the paper's (full scale, same data set)
+                    "difference": row.mean - value if scale == "full" else float("nan"),
+                })
+    order = {label: i for i, label in enumerate(dict.fromkeys(done.sort_values("run_dir").method))}
+    table = pd.DataFrame(rows)
+    table["_order"] = table.method.map(lambda m: _method_order(spec, m, order))
+    return table.sort_values(["data", "paper_data", "metric", "_order"], kind="stable").drop(columns="_order")
+
+
+def _method_order(spec: TableSpec, method: str, seen: dict[str, int]) -> tuple[int, str]:
+    paper = list(dict.fromkeys(_paper_values(spec).method))
+    base = spec.paper_method(method)
+    return (paper.index(base) if base in paper else len(paper) + seen.get(method, 0), method)
+
+
+def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int,
+           seeds: str | None = None, preset: str | None = None) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """Write ``out_dir/<name>.csv`` and ``.md`` from the runs under ``runs_dir``; returns (table, missing runs)."""
+    spec = TABLES[name]
+    runs = load_runs(runs_dir)
+    preset = preset or spec.presets[scale]
+    missing = missing_runs(runs, expected_runs(expand(spec, scale, epochs, seeds)))
+    table = aggregate(spec, runs, scale, epochs, preset) if not runs.empty else pd.DataFrame()
+    unfinished = sorted(runs[runs.status != "done"].run_dir) if not runs.empty else []
+    out_dir = Path(out_dir)
+    atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
+    atomic_write_text(out_dir / f"{name}.md", markdown(spec, table, scale, preset, runs_dir, missing, unfinished))
+    return table, missing
+
+
+def _cell(mean: float, stderr: float, digits: int) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.{digits}f}" + (f" +- {stderr:.{digits}f}" if not math.isnan(stderr) else "")
+
+
+def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished) -> str:
+    command = f"make {spec.name}" + (" SCALE=smoke" if scale == "smoke" else "")
+    lines = [f"# {spec.title}" + (" (SMOKE SCALE)" if scale == "smoke" else ""), ""]
+    if scale == "smoke":
+        lines.append(
+            f"Scale: **smoke**: the paper's methods, schedules and sweep on data these CPU machines hold (the 5000 "
+            f"shipped MNIST digits, MLP 784-200-200-200-10, preset `experiment={preset}`), not the paper's data and "
+            "model: our numbers prove the pipeline and compare the methods with each other; beside them stands the "
+            "paper's number on each of its data sets, for reading the ranking, not for a difference.")
+    else:
+        lines.append(f"Scale: **full** (preset `experiment={preset}`): the paper's data, model and budget.")
+    seeds = sorted({s for cell in table.get("seed_list", pd.Series(dtype=str)) for s in cell.split()}, key=int)
+    lines += ["", f"Seeds: {', '.join(seeds) or 'none'}; mean +- standard error over seeds (one seed: no error), the "
+              "number of seeds in brackets; the paper's columns appear for the metrics it publishes. "
+              f"Runs: `{runs_dir}`. Command: `{command}`." + (f" {spec.note}" if spec.note else ""), ""]
+    if table.empty:
+        lines.append("No finished runs.")
+    for data, block in (table.groupby("data", sort=False) if not table.empty else []):
+        paper_sets = list(dict.fromkeys(block.paper_data))
+        published = {m.paper_name: bool(block[block.metric == m.paper_name].paper.notna().any()) for m in spec.metrics}
+        header = ["method"]
+        for metric in spec.metrics:
+            header.append(f"{metric.label}, ours")
+            if published[metric.paper_name]:  # the paper's columns only where it published the metric
+                header += [f"{metric.label}, paper ({p})" for p in paper_sets]
+                if scale == "full":
+                    header.append(f"{metric.label}, difference")
+        lines += [f"## {data}", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+        for method in dict.fromkeys(block.method):
+            cells = [method]
+            for metric in spec.metrics:
+                rows = block[(block.method == method) & (block.metric == metric.paper_name)]
+                first = rows.iloc[0]
+                cells.append(_cell(first["mean"], first["stderr"], metric.digits) + f" ({int(first.seeds)})")
+                if not published[metric.paper_name]:
+                    continue
+                cells += [_cell(rows[rows.paper_data == p]["paper"].iloc[0], float("nan"), metric.digits)
+                          if (rows.paper_data == p).any() else "-" for p in paper_sets]
+                if scale == "full":
+                    cells.append(_cell(first["difference"], float("nan"), metric.digits))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    if missing:
+        lines += [f"Missing runs ({len(missing)} of the sweep have no metrics.json):", ""]
+        lines += ["- " + " ".join(f"{k}={v}" for k, v in run.items()) for run in missing]
+        lines.append("")
+    if unfinished:
+        lines += ["Unfinished run directories (no metrics.json): " + ", ".join(f"`{d}`" for d in unfinished), ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,222 @@
+r"""Contour SGLD / SGHMC (Deng et al. 2020) and their interacting form, ICSGLD (Deng et al. 2022).
+
+The energy range is cut into ``m`` partitions :math:`[u_{i}, u_{i+1})` of width :math:`\Delta u`; a
+self-adapting vector :math:`\theta` (one value per partition, summing to 1) flattens the target
+:math:`\pi(x) \propto e^{-U(x)/T}` into :math:`\varpi_\theta(x) \propto \pi(x) / \theta^\zeta(J(x))`,
+:math:`J(x)` the partition of :math:`U(x)` (ICSGLD paper, Eq. 2 and Appendix B.1):
+
+- the sampler moves along the gradient scaled by the multiplier
+  :math:`1 + \zeta T\,(\log\theta(J) - \log\theta(J-1))/\Delta u` (negative where a partition is
+  over-visited: the chain climbs out of it);
+- :math:`\theta` follows stochastic approximation with the random field
+  :math:`H_i(\theta, x) = \theta(J(x))\,(1\{i = J(x)\} - \theta(i))` (ICSGLD Eq. 8) and step sizes
+  :math:`\omega_k`; its fixed point is :math:`\theta(i) \propto \pi(X_i)^{1/\zeta}`, the partition
+  masses for :math:`\zeta = 1`;
+- ICSGLD: P chains share ONE :math:`\theta`, updated with the average of their random fields (Eq. 16);
+  only the P partition indices need to cross processes (``gather``), never the parameters;
+- a sample :math:`x` is weighted by :math:`\theta(J(x))^\zeta` in averages (importance sampling).
+
+The energy :math:`\hat U` (on the full-data scale, e.g. N x the mean mini-batch loss, plus the prior)
+is passed to :meth:`ContourSGLD.step`. The multiplier and the update of :math:`\theta` both use the
+partition of this step's energy (the authors' code lags the multiplier by one iteration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from csg.samplers.sghmc import SGHMC
+from csg.samplers.sgld import SGLD
+
+
+def default_sa_step(k: int) -> float:
+    """The stochastic-approximation step of the authors' simulation: min(3e-3, 1 / (k^0.6 + 100))."""
+    return min(3e-3, 1.0 / (k**0.6 + 100.0))
+
+
+class EnergyPartition:
+    r"""The partitions of the energy axis and the self-adapting :math:`\theta` of each chain group.
+
+    Args:
+        low: :math:`u_0`, the lower edge of the first partition (energies below fall into it).
+        width: :math:`\Delta u`.
+        partitions: m (energies above :math:`u_0 + m\Delta u` fall into the last).
+        zeta: :math:`\zeta > 0`.
+        groups: independent :math:`\theta` vectors; the chains are laid out group by group
+            (``chains = groups x chains_per_group``), the chains of a group share their :math:`\theta`.
+        sa_step: :math:`\omega_k` as a function of the update count k = 1, 2, ...
+        multiplier_clip: the multiplier is clipped to this interval (the authors' code: [-5, 5]).
+    """
+
+    def __init__(self, low: float, width: float, partitions: int, *, zeta: float, groups: int = 1,
+                 sa_step: Callable[[int], float] = default_sa_step, multiplier_clip: tuple[float, float] = (-5.0, 5.0),
+                 dtype: torch.dtype = torch.float64, device: torch.device | str | None = None):
+        if width <= 0 or partitions < 2 or zeta <= 0 or groups < 1:
+            raise ValueError("need width > 0, partitions >= 2, zeta > 0 and groups >= 1")
+        self.low, self.width, self.partitions, self.zeta = float(low), float(width), int(partitions), float(zeta)
+        self.sa_step, self.multiplier_clip = sa_step, multiplier_clip
+        self.theta = torch.full((groups, partitions), 1.0 / partitions, dtype=dtype, device=device)
+        self.updates = 0
+
+    @property
+    def groups(self) -> int:
+        return self.theta.shape[0]
+
+    def index(self, energy: Tensor) -> Tensor:
+        """J: the partition of each energy (long tensor of the energies' shape)."""
+        j = torch.floor((energy.to(self.theta.dtype) - self.low) / self.width)
+        return j.clamp(0, self.partitions - 1).long()
+
+    def _by_group(self, values: Tensor) -> Tensor:
+        return values.reshape(self.groups, -1)
+
+    def multiplier(self, j: Tensor, temperature: float) -> Tensor:
+        r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0)."""
+        j = self._by_group(j)
+        log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
+        here, below = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
+        factor = (1.0 + self.zeta * temperature * (here - below) / self.width).clamp(*self.multiplier_clip)
+        return factor.reshape(-1)
+
+    def multiplier_of(self, energy: Tensor, temperature: float) -> Tensor:
+        """The multiplier at these energies: 1 above the partitioned range (the plain gradient keeps the
+        chain from drifting off where the flattened density would be improper)."""
+        factor = self.multiplier(self.index(energy), temperature)
+        return torch.where(energy.reshape(-1).to(factor.dtype) >= self.low + self.partitions * self.width,
+                           torch.ones_like(factor), factor)
+
+    def random_field(self, j: Tensor) -> Tensor:
+        r"""The average over each group's chains of :math:`H_i = \theta(J)(1\{i=J\} - \theta(i))`: (groups, m)."""
+        j = self._by_group(j)
+        theta_j = self.theta.gather(1, j)  # (groups, P)
+        visits = torch.zeros_like(self.theta).scatter_add_(1, j, theta_j)  # sum_p theta(J_p) 1{i = J_p}
+        return (visits - self.theta * theta_j.sum(1, keepdim=True)) / j.shape[1]
+
+    def update(self, j: Tensor) -> None:
+        r""":math:`\theta \leftarrow \theta + \omega_k \bar H(\theta, x)` (Eq. 16); the sum stays 1."""
+        self.updates += 1
+        self.theta.add_(self.random_field(j), alpha=self.sa_step(self.updates))
+        self.theta.clamp_(min=torch.finfo(self.theta.dtype).tiny)
+
+    def importance_weights(self, j: Tensor) -> Tensor:
+        r""":math:`\theta(J)^\zeta` of each chain's current sample."""
+        return self.theta.gather(1, self._by_group(j)).pow(self.zeta).reshape(-1)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"theta": self.theta.clone(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.theta.copy_(state["theta"])
+        self.updates = int(state["updates"])
+
+
+class _Contour:
+    """The contour step around an SGLD / SGHMC update: scale the gradient, then adapt theta."""
+
+    partition: EnergyPartition
+
+    def _setup_contour(self, partition: EnergyPartition, chains: int, gather: Callable[[Tensor], Tensor] | None):
+        if chains % partition.groups:
+            raise ValueError(f"chains={chains} is not a multiple of the partition's groups={partition.groups}")
+        self.partition, self.chains, self.gather = partition, chains, gather
+        self._multiplier: Tensor | None = None
+        self.last_index: Tensor | None = None
+
+    @torch.no_grad()
+    def step(self, closure=None, *, energy: Tensor):
+        """One step. ``energy``: the current energy estimate of each chain (shape (chains,) or a scalar)."""
+        energy = torch.as_tensor(energy).detach().reshape(-1)
+        j = self.partition.index(energy.to(self.partition.theta.device))
+        if self.gather is not None:  # ICSGLD across processes: only the partition indices travel
+            j = self.gather(j)
+        temperature = self.param_groups[0]["temperature"]
+        local = self._local_rows(j)
+        self._multiplier = self.partition.multiplier_of(energy.to(self.partition.theta.device), temperature)
+        loss = super().step(closure)
+        self.partition.update(j)
+        self.last_index = j[local]
+        return loss
+
+    def _local_rows(self, j: Tensor) -> slice:
+        """Which of the gathered chains are this process's (all of them without ``gather``)."""
+        if self.gather is None:
+            return slice(None)
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        per = self.chains
+        return slice(rank * per, (rank + 1) * per)
+
+    def _scaled(self, group, params, grads) -> list[Tensor]:
+        multiplier = self._multiplier.to(params[0].dtype)
+        scaled = []
+        for p, g in zip(params, grads):
+            d = g if group["weight_decay"] == 0 else g + group["weight_decay"] * p
+            factor = multiplier.reshape(-1, *[1] * (p.dim() - 1)) if self.chains > 1 else multiplier.reshape(())
+            scaled.append(d * factor)
+        return scaled
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["contour"] = self.partition.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        contour = state_dict.pop("contour", None)
+        super().load_state_dict(state_dict)
+        if contour is not None:
+            self.partition.load_state_dict(contour)
+
+
+class ContourSGLD(_Contour, SGLD):
+    r"""CSGLD, and ICSGLD when several chains share a :class:`EnergyPartition` group.
+
+    The SGLD step of :class:`csg.samplers.SGLD` on the multiplied gradient:
+
+    .. math::
+        \theta \leftarrow \theta - \mathrm{lr}\,m(J)\,(g + \mathrm{wd}\,\theta) + \mathcal{N}(0, 2\,\mathrm{lr}\,T/N),
+
+    then the stochastic-approximation update of the partition's :math:`\theta`. With ``chains > 1``
+    every parameter holds one chain per row of its first dimension (vectorised simulations).
+
+    Args:
+        partition: the :class:`EnergyPartition` (its ``groups`` divide ``chains``).
+        chains: chains held by these parameters (1 for a network).
+        gather: for ICSGLD over processes, a function all-gathering the chains' partition indices.
+        lr, num_data, temperature, weight_decay, generator: as :class:`csg.samplers.SGLD`.
+
+    Example::
+
+        partition = EnergyPartition(low=0.0, width=10.0, partitions=100, zeta=3e4)
+        sampler = ContourSGLD(model.parameters(), lr=1e-6, num_data=N, partition=partition)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        sampler.step(energy=N * loss.detach())
+    """
+
+    def __init__(self, params, lr: float = 1e-2, *, num_data: float, partition: EnergyPartition, chains: int = 1,
+                 temperature: float = 1.0, weight_decay: float = 0.0, gather=None,
+                 generator: torch.Generator | None = None):
+        super().__init__(params, lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay,
+                         generator=generator)
+        self._setup_contour(partition, chains, gather)
+
+    def _update(self, group, params, grads):
+        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
+
+
+class ContourSGHMC(_Contour, SGHMC):
+    r"""Contour SGHMC (ICSGHMC with shared groups): :class:`csg.samplers.SGHMC` on the multiplied gradient."""
+
+    def __init__(self, params, lr: float = 1e-2, *, num_data: float, partition: EnergyPartition, chains: int = 1,
+                 momentum: float = 0.9, temperature: float = 1.0, weight_decay: float = 0.0, gather=None,
+                 generator: torch.Generator | None = None):
+        super().__init__(params, lr, num_data=num_data, momentum=momentum, temperature=temperature,
+                         weight_decay=weight_decay, generator=generator)
+        self._setup_contour(partition, chains, gather)
+
+    def _update(self, group, params, grads):
+        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))

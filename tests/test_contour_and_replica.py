@@ -1,0 +1,144 @@
+"""Contour SGLD (CSGLD / ICSGLD) and replica exchange: the ICSGLD paper's samplers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition
+from csg.samplers.replica import bias_correction, replica_exchange, swap_log_ratio
+
+
+def test_interacting_chains_update_theta_with_their_averaged_random_field():
+    partition = EnergyPartition(0.0, 1.0, 6, zeta=0.75, groups=1, sa_step=lambda k: 0.1)
+    partition.theta.copy_(torch.tensor([[0.3, 0.25, 0.2, 0.15, 0.06, 0.04]], dtype=torch.float64))
+    theta = partition.theta[0].clone()
+    j = partition.index(torch.tensor([2.5, 0.2, 2.9]))  # partitions 2, 0, 2
+    assert j.tolist() == [2, 0, 2]
+    fields = [theta[k] * (torch.nn.functional.one_hot(torch.tensor(k), 6).double() - theta) for k in j.tolist()]
+    partition.update(j)
+    assert torch.allclose(partition.theta[0], theta + 0.1 * torch.stack(fields).mean(0))
+    assert partition.theta.sum().item() == pytest.approx(1.0)
+    # three independent groups (CSGLD chains side by side) each follow their own chain's field
+    independent = EnergyPartition(0.0, 1.0, 6, zeta=0.75, groups=3, sa_step=lambda k: 0.1)
+    independent.theta.copy_(theta.expand(3, 6))
+    independent.update(j)
+    for row, field in zip(independent.theta, fields):
+        assert torch.allclose(row, theta + 0.1 * field)
+
+
+def test_gradient_multiplier_and_importance_weights():
+    partition = EnergyPartition(0.0, 0.5, 4, zeta=2.0)
+    partition.theta.copy_(torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=torch.float64))
+    energy = torch.tensor([0.1, 0.7, 1.2, 5.0])  # partitions 0, 1, 2, and above the range
+    expected = [1.0, 1 + 2.0 * 1.5 * math.log(0.3 / 0.4) / 0.5, 1 + 2.0 * 1.5 * math.log(0.2 / 0.3) / 0.5, 1.0]
+    assert partition.multiplier_of(energy, temperature=1.5).tolist() == pytest.approx(expected)
+    assert partition.importance_weights(partition.index(energy)).tolist() == pytest.approx([0.16, 0.09, 0.04, 0.01])
+
+
+def test_contour_step_scales_the_sgld_gradient():
+    partition = EnergyPartition(0.0, 1.0, 3, zeta=1.0, sa_step=lambda k: 0.0)
+    partition.theta.copy_(torch.tensor([[0.5, 0.25, 0.25]], dtype=torch.float64))
+    x = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    # T = 1 sets the multiplier; N = 1e12 makes the noise (sd sqrt(2 lr T / N)) negligible
+    sampler = ContourSGLD([x], lr=0.1, num_data=1e12, temperature=1.0, weight_decay=0.5, partition=partition)
+    x.grad = torch.tensor([[0.2, -0.4]], dtype=torch.float64)
+    sampler.step(energy=torch.tensor([1.5]))  # partition 1: multiplier 1 + log(0.25 / 0.5) / 1 = 0.3069
+    multiplier = 1 + math.log(0.25 / 0.5)
+    expected = torch.tensor([[1.0, 2.0]]) - 0.1 * multiplier * (torch.tensor([[0.2, -0.4]]) + 0.5 * torch.tensor([[1.0, 2.0]]))
+    assert torch.allclose(x, expected.double(), atol=1e-5)
+
+
+def _gaussian_contour(chains: int, steps: int, sampler_cls=ContourSGLD, **kwargs):
+    """Contour chains sharing one theta on a standard 2-D Gaussian (U = |x|^2 / 2, so U ~ Exponential(1)).
+
+    Returns the partition, the importance-weighted mean of |x|^2 over the second half, and the
+    fraction of that half spent in the lowest partition."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(chains, 2, generator=generator, dtype=torch.float64)
+    partition = EnergyPartition(0.0, 0.25, 32, zeta=1.0, groups=1, sa_step=lambda k: min(1e-2, 3.0 / (k**0.6 + 100)))
+    sampler = sampler_cls([x], lr=0.01, num_data=1, temperature=1.0, partition=partition, chains=chains,
+                          generator=generator, **kwargs)
+    weighted, total, lowest = 0.0, 0.0, 0
+    with torch.no_grad():
+        for k in range(steps):
+            x.grad = x.clone()
+            sampler.step(energy=x.pow(2).sum(1) / 2)
+            if k >= steps // 2:
+                w = partition.importance_weights(sampler.last_index)
+                weighted, total = weighted + (w * x.pow(2).sum(1)).sum(), total + w.sum()
+                lowest += int((sampler.last_index == 0).sum())
+    return partition, float(weighted / total), lowest / (chains * (steps - steps // 2))
+
+
+def test_theta_converges_to_the_energy_partition_masses():
+    """With zeta = 1, theta(i) -> the target's mass of partition i: e^-a - e^-b for [a, b)."""
+    partition, second_moment, lowest = _gaussian_contour(chains=200, steps=6000)
+    edges = [0.25 * i for i in range(33)]
+    masses = torch.tensor([math.exp(-edges[i]) - math.exp(-edges[i + 1]) for i in range(31)] + [math.exp(-7.75)],
+                          dtype=torch.float64)
+    theta = partition.theta[0]
+    assert 0.5 * (theta - masses).abs().sum() < 0.08
+    assert torch.allclose(theta[:10], masses[:10], rtol=0.2)
+    assert second_moment == pytest.approx(2.0, rel=0.1)  # importance weights undo the flattening: E|x|^2 = 2
+    assert lowest < 0.1  # the flattened chains leave the lowest partition (the target holds 0.22 there)
+
+
+def test_contour_sghmc_runs_and_keeps_its_momentum_state():
+    partition, _, _ = _gaussian_contour(chains=20, steps=200, sampler_cls=ContourSGHMC, momentum=0.9)
+    assert partition.updates == 200 and partition.theta.sum().item() == pytest.approx(1.0)
+
+
+def test_state_dict_carries_theta():
+    partition = EnergyPartition(0.0, 1.0, 4, zeta=1.0)
+    x = torch.zeros(1, 2, dtype=torch.float64)
+    sampler = ContourSGLD([x], lr=0.1, num_data=1, partition=partition)
+    x.grad = torch.ones_like(x)
+    sampler.step(energy=torch.tensor([2.2]))
+    state = sampler.state_dict()
+    other = ContourSGLD([x.clone()], lr=0.1, num_data=1, partition=EnergyPartition(0.0, 1.0, 4, zeta=1.0))
+    other.load_state_dict(state)
+    assert torch.equal(other.partition.theta, partition.theta) and other.partition.updates == 1
+
+
+def test_replica_swap_is_accepted_with_the_stated_probability():
+    """Chains at T = 1 (energy 0.2) and T = 2 (energy 1.0): log S = (1 - 1/2)(0.2 - 1.0) - c."""
+    repeats = 40_000
+    generator = torch.Generator().manual_seed(0)
+    positions = torch.tensor([[-1.0], [1.0]], dtype=torch.float64).expand(repeats, 2, 1).clone()
+    energies = torch.tensor([0.2, 1.0], dtype=torch.float64).expand(repeats, 2).clone()
+    for correction in (0.0, 0.1):
+        p, e = positions.clone(), energies.clone()
+        accepted = replica_exchange(p, e, [1.0, 2.0], correction=correction, generator=generator)[:, 0]
+        expected = math.exp(0.5 * (0.2 - 1.0) - correction)
+        assert accepted.double().mean().item() == pytest.approx(expected, abs=0.01)
+        assert torch.equal(p[accepted, 0, 0], torch.ones(int(accepted.sum()), dtype=torch.float64))  # swapped
+        assert torch.equal(p[~accepted, 0, 0], -torch.ones(int((~accepted).sum()), dtype=torch.float64))
+    # a swap that lowers the cold chain's energy is always accepted
+    assert swap_log_ratio(torch.tensor(1.0), torch.tensor(0.2), 1.0, 2.0).item() > 0
+    assert bias_correction(1.0, 2.0, 0.0625) == pytest.approx(0.25 * 0.0625)
+
+
+def test_simulation_metrics_on_exact_and_shifted_histograms():
+    from csg.synthetic import icsgld_simulation as sim
+    from csg.targets import ICSGLDLandscape
+
+    truth = sim.true_bin_masses(ICSGLDLandscape())
+    assert truth.sum().item() == pytest.approx(1.0) and sim.kl_divergence(truth[None], truth).item() == pytest.approx(0.0)
+    modes = sim.mode_masses(truth[None])[0]
+    assert modes.sum().item() == pytest.approx(1.0, abs=1e-6) and modes.argmax().item() == 12  # the centre mode
+    one_mode = torch.zeros_like(truth)
+    one_mode[sim.bin_index(torch.tensor([[0.0, 0.0]]))[0]] = 1.0
+    assert sim.kl_divergence(one_mode[None], truth).item() > 3.0  # all mass in one bin: far from the target
+
+
+def test_simulation_runs_every_method_at_a_tiny_budget():
+    from csg.synthetic.icsgld_simulation import METHODS, run_simulation
+
+    result = run_simulation(steps=100, repeats=2, checkpoints=4)
+    assert list(result.final.method) == list(METHODS)
+    assert result.final.kl.notna().all() and (result.final.kl > 0).all()
+    assert result.curves.groupby("method").gradient_evaluations.max().eq(500).all()
+    assert len(result.modes) == 25 * len(METHODS)
