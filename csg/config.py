@@ -106,6 +106,17 @@ def validate(cfg: DictConfig) -> None:
     if schedule == "decreasing":
         number(cfg, "sampler.lr_final", minimum=0, strict=True, below=lr0)
         number(cfg, "sampler.gamma", minimum=0, strict=True)
+    if cfg.sampler.get("swag") is not None:
+        draws = _get(cfg, "sampler.swag.draws_per_cycle")
+        if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
+            raise ConfigError("sampler.swag.draws_per_cycle", draws, "an integer >= 0 (0: evaluate the snapshots)")
+        rank = _get(cfg, "sampler.swag.rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 2:
+            raise ConfigError("sampler.swag.rank", rank, "an integer >= 2")
+        number(cfg, "sampler.swag.scale", minimum=0, strict=True)
+        if draws and cfg.sampler.samples_per_cycle < 2:
+            raise ConfigError("sampler.samples_per_cycle", cfg.sampler.samples_per_cycle,
+                              ">= 2 with sampler.swag (a Gaussian needs 2 snapshots per cycle)")
 
     device = str(_get(cfg, "trainer.device"))
     if not _DEVICE.match(device):

@@ -57,6 +57,42 @@ def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
     return {"init": init, "data": data, "noise": noise}
 
 
+def _evaluate_swag(cfg, swag, model, store: SampleStore, paths, chain_of, data, device, precision, ood_loader,
+                   ood_source, layout) -> dict[str, Any]:
+    """Cyclical SWAG: a Gaussian fitted to each cycle's snapshots (per chain), ``draws_per_cycle`` draws of each,
+    all draws averaged with equal weights. Snapshots are read one at a time."""
+    import re
+
+    from csg.data.bundle import derive_seed
+    from csg.evaluation.swag import cyclical_swag
+
+    cycle_of = [int(re.search(r"cycle(\d+)", p.name).group(1)) for p in paths]
+    groups = list(dict.fromkeys(zip(chain_of, cycle_of)))
+    draws = int(swag.draws_per_cycle)
+    snapshots = (((chain, cycle), store.load(path)["state_dict"]) for path, chain, cycle in zip(paths, chain_of, cycle_of))
+    generator = torch.Generator().manual_seed(derive_seed(int(cfg.seed), 7919))
+    stream = cyclical_swag(snapshots, draws, rank=int(swag.rank), scale=float(swag.scale), generator=generator)
+    labels = [(chain, cycle, d) for chain, cycle in groups for d in range(draws)]
+    result = evaluate_samples(
+        model, (state for _, state in stream), equal_weights(len(labels)), data.test, device,
+        n_bins=cfg.evaluation.ece_bins, autocast=precision.autocast, ood_loader=ood_loader,
+        groups=[chain for chain, _, _ in labels], gather=lambda t: distributed.gather_rows(t, layout),
+    )
+    per_sample = [{"file": f"swag_chain{chain:02d}_cycle{cycle:02d}_draw{d:02d}", "chain": chain,
+                   "weight": 1.0 / len(labels), **m} for (chain, cycle, d), m in zip(labels, result.per_sample)]
+    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": "equal",
+               "swag": {"draws_per_cycle": draws, "rank": int(swag.rank), "scale": float(swag.scale),
+                        "snapshots": len(paths)}}
+    if result.group_ensembles:
+        metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
+    if result.ood is not None:
+        from csg.evaluation.ood import entropy_grid
+
+        metrics["ood"] = {"name": str(cfg.ood.name), "source": ood_source,
+                          "entropy_grid": entropy_grid(data.num_classes).tolist(), "ensemble": result.ood}
+    return metrics
+
+
 def _experiment_preset() -> str | None:
     """The ``experiment=`` preset this run was composed with (None outside Hydra or without one)."""
     from hydra.core.hydra_config import HydraConfig
@@ -115,6 +151,7 @@ def build_schedule(cfg: DictConfig, total_steps: int):
         explore=cfg.sampler.explore,
         lr_final=cfg.sampler.get("lr_final"),
         gamma=cfg.sampler.get("gamma", 0.55),
+        hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)),
     )
 
 
@@ -377,6 +414,10 @@ def evaluate_store(
     if not paths:
         raise ConfigError("samples", str(store.directory), "a run directory with at least one sample")
     chain_of = [int(p.parent.name.removeprefix("chain")) if p.parent.name.startswith("chain") else 0 for p in paths]
+    swag = cfg.sampler.get("swag")
+    if swag is not None and int(swag.draws_per_cycle) > 0:
+        return _evaluate_swag(cfg, swag, model, store, paths, chain_of, data, device, precision, ood_loader,
+                              ood_source, layout)
     if cfg.evaluation.cycle_weights == "harmonic":
         log_likelihoods, cycles = [], []
         for path, chain in zip(paths, chain_of):

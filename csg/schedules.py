@@ -75,7 +75,8 @@ class Cyclical(Schedule):
     r(k) >= beta.
     """
 
-    def __init__(self, lr0: float, total_steps: int, cycles: int, explore: float, *, exact_length: bool = False):
+    def __init__(self, lr0: float, total_steps: int, cycles: int, explore: float, *, exact_length: bool = False,
+                 hold_sampling_lr: bool = False):
         if lr0 <= 0:
             raise ValueError(f"lr0 must be > 0, got {lr0}")
         if cycles < 1 or total_steps < cycles:
@@ -84,13 +85,18 @@ class Cyclical(Schedule):
         self.lr0 = lr0
         self.cycles = cycles
         self.cycle_length = total_steps / cycles if exact_length else total_steps // cycles
+        self.hold_sampling_lr = hold_sampling_lr
 
     def proportion(self, k: int) -> float:
         """r(k): the completed proportion of the current cycle, in [0, 1)."""
         return (k % self.cycle_length) / self.cycle_length
 
     def lr(self, k: int) -> float:
-        return self.lr0 / 2.0 * (math.cos(math.pi * self.proportion(k)) + 1.0)
+        """Eq. (1); with ``hold_sampling_lr`` the sampling stage keeps the step size of its start (cyclical SWAG)."""
+        r = self.proportion(k)
+        if self.hold_sampling_lr and r >= self.explore:
+            r = self.explore
+        return self.lr0 / 2.0 * (math.cos(math.pi * r) + 1.0)
 
     def cycle(self, k: int) -> int:
         return int(k // self.cycle_length)
@@ -160,16 +166,18 @@ def create_schedule(
     explore: float = 0.0,
     lr_final: float | None = None,
     gamma: float = 0.55,
+    hold_sampling_lr: bool = False,
 ) -> Schedule:
     """The schedule of a run of ``total_steps`` iterations.
 
-    - ``cyclical``: :class:`Cyclical` (lr0, cycles, explore = beta);
+    - ``cyclical``: :class:`Cyclical` (lr0, cycles, explore = beta; ``hold_sampling_lr``: constant
+      step size in the sampling stage);
     - ``decreasing``: :class:`Decreasing` from lr0 down to ``lr_final`` at the last
       iteration, exponent ``gamma``; the first ``explore`` fraction is burn-in;
     - ``constant``: :class:`Constant` lr0; the first ``explore`` fraction is burn-in.
     """
     if kind == "cyclical":
-        return Cyclical(lr0, total_steps, cycles, explore)
+        return Cyclical(lr0, total_steps, cycles, explore, hold_sampling_lr=hold_sampling_lr)
     if kind == "decreasing":
         if lr_final is None:
             raise ValueError("the decreasing schedule needs lr_final")

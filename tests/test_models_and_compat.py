@@ -60,6 +60,24 @@ def test_cifar_resnet18_is_the_authors_architecture():
     assert sum(p.numel() for p in create_model("resnet18", num_classes=100).parameters()) == 11_173_962 + 90 * 513
 
 
+@pytest.mark.parametrize("name, depth, params", [("resnet20", 20, 269_722), ("resnet32", 32, 464_154),
+                                                 ("resnet56", 56, 853_018)])
+def test_he_cifar_resnets_have_option_a_shortcuts_and_the_published_sizes(name, depth, params):
+    model = create_model(name, num_classes=10)
+    assert sum(p.numel() for p in model.parameters()) == params  # 0.27M / 0.46M / 0.85M in He et al. Table 6
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) + 1 == depth and all(m.kernel_size == (3, 3) for m in convs)  # no 1x1 shortcut convolutions
+    assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_wrn16_8_widths_and_size():
+    model = create_model("wrn16_8", num_classes=100)
+    widths = sorted({m.out_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)})
+    assert widths == [16, 128, 256, 512]
+    assert sum(p.numel() for p in model.parameters()) == 10_961_370 + 90 * 513
+    assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 100)
+
+
 def test_resnet50_is_torchvisions():
     from csg._torchvision_compat import ensure_torchvision
 

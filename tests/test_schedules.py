@@ -72,3 +72,12 @@ def test_constant_and_factory():
     assert isinstance(create_schedule("constant", lr0=0.1, total_steps=100), Constant)
     with pytest.raises(ValueError, match="unknown schedule"):
         create_schedule("step", lr0=0.1, total_steps=100)
+
+
+def test_cyclical_can_hold_the_sampling_stage_step_size():
+    held = Cyclical(1.0, total_steps=100, cycles=2, explore=0.8, hold_sampling_lr=True)
+    plain = Cyclical(1.0, total_steps=100, cycles=2, explore=0.8)
+    start = 0.5 * (math.cos(math.pi * 0.8) + 1)  # the step size where the sampling stage begins
+    assert [held.lr(k) for k in range(40)] == [plain.lr(k) for k in range(40)]  # exploration unchanged
+    assert all(held.lr(k) == pytest.approx(start) for k in range(40, 50)) and plain.lr(49) < start
+    assert held.lr(50) == pytest.approx(1.0)  # the next cycle restarts

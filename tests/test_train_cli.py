@@ -172,3 +172,19 @@ def test_out_of_distribution_metrics_through_train_py(run_train, tmp_path):
     # letters are more uncertain than digits: mean entropy on the OOD set above the in-distribution one
     assert ood["ensemble"]["entropy_mean"] > ood["ensemble"]["entropy_mean_in_distribution"]
     assert "OOD (notmnist)" in process.stdout
+
+
+def test_cyclical_swag_evaluates_draws_from_each_cycles_gaussian(run_train):
+    process, run_dir = run_train("sampler=cycswag", "trainer.epochs=8", "sampler.cycles=2", "sampler.explore=0.5",
+                                 "sampler.samples_per_cycle=2", "sampler.swag.draws_per_cycle=3", "logger=none")
+    assert process.returncode == 0, process.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["ensemble"]["num_samples"] == 6 and metrics["swag"]["snapshots"] == 4
+    assert [s["file"] for s in metrics["per_sample"]][:2] == ["swag_chain00_cycle00_draw00", "swag_chain00_cycle00_draw01"]
+    assert metrics["ensemble"]["test_error_pct"] < 20
+
+
+def test_swag_needs_two_snapshots_per_cycle(run_train):
+    process, _ = run_train("sampler=cycswag", "sampler.samples_per_cycle=1")
+    assert process.returncode == 2 and process.stderr.strip().splitlines()[-1].startswith(
+        "error: sampler.samples_per_cycle=1 is not allowed: >= 2 with sampler.swag")

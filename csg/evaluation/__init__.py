@@ -5,6 +5,8 @@
   average (the posterior predictive), one pass per sample, memory of one model
   plus the running average.
 - :func:`harmonic_mean_weights`: the cycle weights of the paper's Appendix F.
+- :mod:`csg.evaluation.swag`: cyclical SWAG (a Gaussian per cycle, draws from it);
+  :mod:`csg.evaluation.ess`: effective sample size; :mod:`csg.evaluation.ood`: entropy and AUROC.
 """
 
 from csg.evaluation.ensemble import EnsembleResult, evaluate_samples, predict_probs

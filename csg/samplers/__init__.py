@@ -2,6 +2,8 @@
 
 - :class:`SGLD`: stochastic gradient Langevin dynamics.
 - :class:`SGHMC`: stochastic gradient Hamiltonian Monte Carlo (velocity form).
+- :class:`PSGLD`: SGLD with an RMSprop preconditioner (Li et al. 2016).
+- :mod:`csg.samplers.contour`: CSGLD / ICSGLD; :mod:`csg.samplers.replica`: replica exchange.
 
 Both take the gradient of the MEAN mini-batch loss and sample
 exp(-U/T), U = N * mean_loss + (N * wd / 2) |theta|^2. Temperature 0 makes
@@ -10,10 +12,11 @@ them SGD and heavy-ball SGD. The update rules themselves live in
 """
 
 from csg.samplers.base import SGMCMCOptimizer
+from csg.samplers.psgld import PSGLD
 from csg.samplers.sghmc import SGHMC
 from csg.samplers.sgld import SGLD
 
-__all__ = ["SGLD", "SGHMC", "SGMCMCOptimizer", "UPDATE_RULES", "create_sampler"]
+__all__ = ["PSGLD", "SGLD", "SGHMC", "SGMCMCOptimizer", "UPDATE_RULES", "create_sampler"]
 
 UPDATE_RULES = {"sgld": SGLD, "sghmc": SGHMC}
 
