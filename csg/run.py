@@ -57,40 +57,23 @@ def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
     return {"init": init, "data": data, "noise": noise}
 
 
-def _evaluate_swag(cfg, swag, model, store: SampleStore, paths, chain_of, data, device, precision, ood_loader,
-                   ood_source, layout) -> dict[str, Any]:
-    """Cyclical SWAG: a Gaussian fitted to each cycle's snapshots (per chain), ``draws_per_cycle`` draws of each,
-    all draws averaged with equal weights. Snapshots are read one at a time."""
+def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
+    """Cyclical SWAG: a Gaussian fitted to each cycle's snapshots (per chain) and ``draws_per_cycle`` draws of
+    each, read one snapshot at a time. Returns (state-dict stream, draw names, their chains, run metadata)."""
     import re
 
     from csg.data.bundle import derive_seed
     from csg.evaluation.swag import cyclical_swag
 
     cycle_of = [int(re.search(r"cycle(\d+)", p.name).group(1)) for p in paths]
-    groups = list(dict.fromkeys(zip(chain_of, cycle_of)))
     draws = int(swag.draws_per_cycle)
     snapshots = (((chain, cycle), store.load(path)["state_dict"]) for path, chain, cycle in zip(paths, chain_of, cycle_of))
     generator = torch.Generator().manual_seed(derive_seed(int(cfg.seed), 7919))
     stream = cyclical_swag(snapshots, draws, rank=int(swag.rank), scale=float(swag.scale), generator=generator)
-    labels = [(chain, cycle, d) for chain, cycle in groups for d in range(draws)]
-    result = evaluate_samples(
-        model, (state for _, state in stream), equal_weights(len(labels)), data.test, device,
-        n_bins=cfg.evaluation.ece_bins, autocast=precision.autocast, ood_loader=ood_loader,
-        groups=[chain for chain, _, _ in labels], gather=lambda t: distributed.gather_rows(t, layout),
-    )
-    per_sample = [{"file": f"swag_chain{chain:02d}_cycle{cycle:02d}_draw{d:02d}", "chain": chain,
-                   "weight": 1.0 / len(labels), **m} for (chain, cycle, d), m in zip(labels, result.per_sample)]
-    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": "equal",
-               "swag": {"draws_per_cycle": draws, "rank": int(swag.rank), "scale": float(swag.scale),
-                        "snapshots": len(paths)}}
-    if result.group_ensembles:
-        metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
-    if result.ood is not None:
-        from csg.evaluation.ood import entropy_grid
-
-        metrics["ood"] = {"name": str(cfg.ood.name), "source": ood_source,
-                          "entropy_grid": entropy_grid(data.num_classes).tolist(), "ensemble": result.ood}
-    return metrics
+    labels = [(chain, cycle, d) for chain, cycle in dict.fromkeys(zip(chain_of, cycle_of)) for d in range(draws)]
+    names = [f"swag_chain{chain:02d}_cycle{cycle:02d}_draw{d:02d}" for chain, cycle, d in labels]
+    meta = {"draws_per_cycle": draws, "rank": int(swag.rank), "scale": float(swag.scale), "snapshots": len(paths)}
+    return (state for _, state in stream), names, [chain for chain, _, _ in labels], meta
 
 
 def _experiment_preset() -> str | None:
@@ -415,39 +398,31 @@ def evaluate_store(
         raise ConfigError("samples", str(store.directory), "a run directory with at least one sample")
     chain_of = [int(p.parent.name.removeprefix("chain")) if p.parent.name.startswith("chain") else 0 for p in paths]
     swag = cfg.sampler.get("swag")
+    extra: dict[str, Any] = {}
     if swag is not None and int(swag.draws_per_cycle) > 0:
-        return _evaluate_swag(cfg, swag, model, store, paths, chain_of, data, device, precision, ood_loader,
-                              ood_source, layout)
-    if cfg.evaluation.cycle_weights == "harmonic":
-        log_likelihoods, cycles = [], []
-        for path, chain in zip(paths, chain_of):
-            record = store.load(path)
-            model.load_state_dict(record["state_dict"])
-            probs, targets = predict_probs(model, data.train_eval, device, precision.autocast)
-            probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
-            log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
-            cycles.append((chain, record["cycle"]))
-        index = {key: i for i, key in enumerate(sorted(set(cycles)))}  # a cycle of one chain is one mode
-        weights = harmonic_mean_weights(log_likelihoods, [index[c] for c in cycles])
+        states, names, chains, extra["swag"] = _swag_draws(cfg, swag, store, paths, chain_of)
+        weights, cycle_weights = equal_weights(len(names)), "equal"
     else:
-        weights = equal_weights(len(paths))
+        states = (store.load(path)["state_dict"] for path in paths)
+        names, chains = [str(path.relative_to(store.directory)) for path in paths], chain_of
+        weights, cycle_weights = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout)
     result = evaluate_samples(
         model,
-        (store.load(path)["state_dict"] for path in paths),
+        states,
         weights,
         data.test,
         device,
         n_bins=cfg.evaluation.ece_bins,
         autocast=precision.autocast,
         ood_loader=ood_loader,
-        groups=chain_of,
+        groups=chains,
         gather=lambda t: distributed.gather_rows(t, layout),
     )
     per_sample = [
-        {"file": str(path.relative_to(store.directory)), "chain": chain, "weight": weight, **sample_metrics}
-        for path, chain, weight, sample_metrics in zip(paths, chain_of, weights, result.per_sample)
+        {"file": name, "chain": chain, "weight": weight, **sample_metrics}
+        for name, chain, weight, sample_metrics in zip(names, chains, weights, result.per_sample)
     ]
-    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": str(cfg.evaluation.cycle_weights)}
+    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": cycle_weights, **extra}
     if result.group_ensembles:
         metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
     if result.ood is not None:
@@ -456,9 +431,25 @@ def evaluate_store(
         metrics["ood"] = {
             "name": str(cfg.ood.name), "source": ood_source, "entropy_grid": entropy_grid(data.num_classes).tolist(),
             "ensemble": result.ood,
-            "per_sample": [{"file": str(p.relative_to(store.directory)), **m} for p, m in zip(paths, result.ood_per_sample)],
+            "per_sample": [{"file": name, **m} for name, m in zip(names, result.ood_per_sample)],
         }
     return metrics
+
+
+def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout):
+    """(weights of the stored samples, their name): equal, or the harmonic-mean estimator of Appendix F."""
+    if cfg.evaluation.cycle_weights != "harmonic":
+        return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
+    log_likelihoods, cycles = [], []
+    for path, chain in zip(paths, chain_of):
+        record = store.load(path)
+        model.load_state_dict(record["state_dict"])
+        probs, targets = predict_probs(model, data.train_eval, device, precision.autocast)
+        probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
+        log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
+        cycles.append((chain, record["cycle"]))
+    index = {key: i for i, key in enumerate(sorted(set(cycles)))}  # a cycle of one chain is one mode
+    return harmonic_mean_weights(log_likelihoods, [index[c] for c in cycles]), "harmonic"
 
 
 def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:

@@ -35,9 +35,23 @@ from csg.schedules import Constant  # noqa: E402
 from csg.training import train_chain  # noqa: E402
 
 
+def mlp() -> torch.nn.Module:
+    return create_model("mlp", num_classes=10, input_shape=(1, 28, 28))
+
+
+def sghmc(params) -> SGHMC:
+    """cSGHMC's update; the noise is on when the loop passes temperature 1."""
+    return SGHMC(params, lr=0.05, num_data=4000, temperature=1.0, momentum=0.9, weight_decay=5e-4,
+                 generator=torch.Generator().manual_seed(0))
+
+
+def sgd(params) -> torch.optim.SGD:
+    return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=5e-4, foreach=True)
+
+
 def epoch_seconds(make_sampler, data, temperature: float) -> float:
     torch.manual_seed(0)
-    model = create_model("mlp", num_classes=10, input_shape=(1, 28, 28))
+    model = mlp()
     sampler = make_sampler(model.parameters())
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -48,9 +62,6 @@ def epoch_seconds(make_sampler, data, temperature: float) -> float:
 
 def epoch_ratio(epochs: int) -> list[dict]:
     data = build_data("mnist5k", batch_size=64)
-    sghmc = lambda ps: SGHMC(ps, lr=0.05, num_data=4000, temperature=1.0, momentum=0.9, weight_decay=5e-4,  # noqa: E731
-                             generator=torch.Generator().manual_seed(0))
-    sgd = lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=5e-4, foreach=True)  # noqa: E731
     epoch_seconds(sgd, data, 0.0)  # warm-up
     times = {"csghmc_sampling": [], "csghmc_exploration": [], "sgd_momentum": []}
     for _ in range(epochs):
@@ -72,8 +83,6 @@ def epoch_ratio(epochs: int) -> list[dict]:
 def epoch_profile() -> list[dict]:
     """Where a sampling-stage cSGHMC epoch spends its CPU time (torch.profiler), and the cost of one normal draw."""
     data = build_data("mnist5k", batch_size=64)
-    sghmc = lambda ps: SGHMC(ps, lr=0.05, num_data=4000, temperature=1.0, momentum=0.9, weight_decay=5e-4,  # noqa: E731
-                             generator=torch.Generator().manual_seed(0))
     epoch_seconds(sghmc, data, 1.0)  # warm-up
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         epoch_seconds(sghmc, data, 1.0)
@@ -93,16 +102,17 @@ def epoch_profile() -> list[dict]:
              "value": 1e9 * sorted(draws)[2] / buffer.numel()}]
 
 
-def write_samples(directory: Path, count: int) -> None:
+def write_samples(directory: Path, count: int, build=mlp) -> None:
+    """``count`` differently initialised models from ``build`` as the samples of a run."""
     store = SampleStore(directory)
     for index in range(count):
         torch.manual_seed(index)
-        store.save(create_model("mlp", num_classes=10, input_shape=(1, 28, 28)), index=index, cycle=index, epoch=index)
+        store.save(build(), index=index, cycle=index, epoch=index)
 
 
 def ensemble_ratio(samples: int = 12, rounds: int = 5) -> list[dict]:
     data = build_data("mnist5k", batch_size=64)
-    model = create_model("mlp", num_classes=10, input_shape=(1, 28, 28))
+    model = mlp()
     with tempfile.TemporaryDirectory() as tmp:
         write_samples(Path(tmp), samples)
         store = SampleStore(tmp)
@@ -132,7 +142,7 @@ def ensemble_profile(samples: int = 12) -> list[dict]:
     import pstats
 
     data = build_data("mnist5k", batch_size=64)
-    model = create_model("mlp", num_classes=10, input_shape=(1, 28, 28))
+    model = mlp()
     with tempfile.TemporaryDirectory() as tmp:
         write_samples(Path(tmp), samples)
         store = SampleStore(tmp)
@@ -164,10 +174,8 @@ def resnet_ensemble_ratio(samples: int = 12, images: int = 128) -> list[dict]:
     loader = list(zip(x.split(64), y.split(64)))
     model = create_model("resnet18", num_classes=10)
     with tempfile.TemporaryDirectory() as tmp:
+        write_samples(Path(tmp), samples, build=lambda: create_model("resnet18", num_classes=10))
         store = SampleStore(tmp)
-        for index in range(samples):
-            torch.manual_seed(index)
-            store.save(create_model("resnet18", num_classes=10), index=index, cycle=index, epoch=index)
         predict_probs(model, loader[:1], torch.device("cpu"))  # warm-up
 
         def separate():
@@ -194,18 +202,16 @@ def resnet_ensemble_ratio(samples: int = 12, images: int = 128) -> list[dict]:
 PEAK = """
 import sys, tempfile, torch
 from pathlib import Path
-sys.path.insert(0, {root!r})
+sys.path[:0] = [{root!r}, {root!r} + "/scripts"]
+from bench_epoch import mlp, write_samples
 from csg.collection import SampleStore
 from csg.data import build_data
 from csg.evaluation import equal_weights, evaluate_samples
-from csg.models import create_model
 data = build_data("mnist5k", batch_size=64)
-model = create_model("mlp", num_classes=10, input_shape=(1, 28, 28))
+model = mlp()
 tmp = tempfile.mkdtemp()
+write_samples(Path(tmp), {count})
 store = SampleStore(tmp)
-for index in range({count}):
-    torch.manual_seed(index)
-    store.save(create_model("mlp", num_classes=10, input_shape=(1, 28, 28)), index=index, cycle=index, epoch=index)
 def status(key):
     return int([l for l in open("/proc/self/status") if l.startswith(key)][0].split()[1])
 evaluate_samples(model, (store.load(p)["state_dict"] for p in store.paths()[:1]), [1.0], data.test,

@@ -107,6 +107,9 @@ def _model_and_test_data(run_dir: Path, device: torch.device):
 
 
 def _pick(done: pd.DataFrame, method: str, cycles: int | None = None) -> pd.Series | None:
+    """The finished run of ``method`` (with ``cycles`` cycles) of the lowest seed, if any."""
+    if done.empty:
+        return None
     rows = done[done["sampler.name"] == method]
     if cycles is not None:
         rows = rows[rows["metrics.cycles"] == cycles]
@@ -119,11 +122,13 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
     runs = load_runs(runs_dir)
     missing = missing_runs(runs, expected_runs(expand(SPEC, scale, epochs, seeds)))
     done = runs[runs.status == "done"] if not runs.empty else runs
-    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device)
+    from csg.run import resolve_device
+
+    dev = resolve_device(device)
     out_dir = Path(out_dir)
     mds_rows, line_rows, notes = [], [], []
 
-    chosen = {"cSGLD": _pick(done, "csgld", 4) if len(done) else None, "SGLD": _pick(done, "sgld") if len(done) else None}
+    chosen = {"cSGLD": _pick(done, "csgld", 4), "SGLD": _pick(done, "sgld")}
     if all(run is not None for run in chosen.values()):
         samples = {label: _samples(Path(run.run_dir)) for label, run in chosen.items()}
         labels = [label for label, items in samples.items() for _ in items]
@@ -144,7 +149,6 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
                 notes.append(f"{label}: within a cycle {block[same].mean():.2f}, between cycles "
                              f"{block[~same & ~np.eye(len(idx), dtype=bool)].mean():.2f}")
         model, test = _model_and_test_data(Path(chosen["cSGLD"].run_dir), dev)
-        model.to(dev)
         for label, items in samples.items():
             if label == "cSGLD":  # the last sample of each cycle, neighbouring cycles paired
                 last = {}

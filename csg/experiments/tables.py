@@ -60,7 +60,8 @@ class TableSpec:
     sweeps: tuple[tuple[str, ...], ...]
     label: Callable[[pd.Series, int], str]
     metrics: tuple[Metric, ...]
-    paper_method: Callable[[str], str] = field(default=lambda label: label)
+    # a row label -> (the paper's method name, a text its note must contain, or None)
+    paper_method: Callable[[str], tuple[str, str | None]] = field(default=lambda label: (label, None))
     note: str = ""
 
 
@@ -79,8 +80,9 @@ def _cost(epochs: int, chains: int, budget: int) -> str:
 
 
 def _table2_paper_method(label: str) -> tuple[str, str]:
+    """("Cyclical+Parallel SGLD", "total 200/800"): the paper's rows differ in the cost of their note."""
     method, cost = label.rsplit(" (", 1)
-    return method, cost.rstrip(")")
+    return method, f"total {cost.rstrip(')')}"
 
 
 TABLES: dict[str, TableSpec] = {
@@ -109,7 +111,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         label=_table2_label,
         metrics=(ERROR, NLL),
-        paper_method=lambda label: _table2_paper_method(label)[0],
+        paper_method=_table2_paper_method,
         note="Cost: epochs per chain / epochs in all chains, in the paper's 200-epoch units at every scale.",
     ),
     "table3": TableSpec(
@@ -184,10 +186,10 @@ def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, pres
         summary = mean_and_stderr(done, ["data.name", "method"], "value")
         for row in summary.itertuples():
             seeds = sorted(int(s) for s in done[(done["data.name"] == row[1]) & (done.method == row[2])].seed)
-            paper_rows = paper[(paper.method == spec.paper_method(row[2])) & (paper.metric == metric.paper_name)]
-            if spec.name == "table2":
-                cost = _table2_paper_method(row[2])[1]
-                paper_rows = paper_rows[paper_rows.note.str.contains(f"total {cost}", regex=False)]
+            paper_method, note = spec.paper_method(row[2])
+            paper_rows = paper[(paper.method == paper_method) & (paper.metric == metric.paper_name)]
+            if note is not None:
+                paper_rows = paper_rows[paper_rows.note.str.contains(note, regex=False)]
             for paper_data in (spec.paper_data if scale == "smoke" else (row[1],)):
                 match = paper_rows[paper_rows.dataset == paper_data]
                 value = float(match.value.iloc[0]) if len(match) else float("nan")
@@ -198,16 +200,17 @@ def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, pres
                     # a difference only where the setting is the paper's (full scale, same data set)
                     "difference": row.mean - value if scale == "full" else float("nan"),
                 })
-    order = {label: i for i, label in enumerate(dict.fromkeys(done.sort_values("run_dir").method))}
+    # the paper's row order; methods it does not have follow, in the order their runs were made
+    paper_order = list(dict.fromkeys(paper.method))
+    seen = {label: i for i, label in enumerate(dict.fromkeys(done.sort_values("run_dir").method))}
+
+    def position(method: str) -> tuple[int, str]:
+        base = spec.paper_method(method)[0]
+        return (paper_order.index(base) if base in paper_order else len(paper_order) + seen[method], method)
+
     table = pd.DataFrame(rows)
-    table["_order"] = table.method.map(lambda m: _method_order(spec, m, order))
+    table["_order"] = table.method.map(position)
     return table.sort_values(["data", "paper_data", "metric", "_order"], kind="stable").drop(columns="_order")
-
-
-def _method_order(spec: TableSpec, method: str, seen: dict[str, int]) -> tuple[int, str]:
-    paper = list(dict.fromkeys(_paper_values(spec).method))
-    base = spec.paper_method(method)
-    return (paper.index(base) if base in paper else len(paper) + seen.get(method, 0), method)
 
 
 def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int,

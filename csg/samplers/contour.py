@@ -74,20 +74,23 @@ class EnergyPartition:
     def _by_group(self, values: Tensor) -> Tensor:
         return values.reshape(self.groups, -1)
 
-    def multiplier(self, j: Tensor, temperature: float) -> Tensor:
-        r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0)."""
+    def multiplier(self, j: Tensor, temperature: float, energy: Tensor | None = None) -> Tensor:
+        r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0).
+
+        With ``energy`` (the energies ``j`` came from), 1 above the partitioned range: the plain
+        gradient keeps the chain from drifting off where the flattened density would be improper."""
         j = self._by_group(j)
         log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
         here, below = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
-        factor = (1.0 + self.zeta * temperature * (here - below) / self.width).clamp(*self.multiplier_clip)
-        return factor.reshape(-1)
+        factor = (1.0 + self.zeta * temperature * (here - below) / self.width).clamp(*self.multiplier_clip).reshape(-1)
+        if energy is None:
+            return factor
+        above = energy.reshape(-1).to(factor.dtype) >= self.low + self.partitions * self.width
+        return torch.where(above, torch.ones_like(factor), factor)
 
     def multiplier_of(self, energy: Tensor, temperature: float) -> Tensor:
-        """The multiplier at these energies: 1 above the partitioned range (the plain gradient keeps the
-        chain from drifting off where the flattened density would be improper)."""
-        factor = self.multiplier(self.index(energy), temperature)
-        return torch.where(energy.reshape(-1).to(factor.dtype) >= self.low + self.partitions * self.width,
-                           torch.ones_like(factor), factor)
+        """The multiplier at these energies (:meth:`multiplier` of their partitions, 1 above the range)."""
+        return self.multiplier(self.index(energy), temperature, energy)
 
     def random_field(self, j: Tensor) -> Tensor:
         r"""The average over each group's chains of :math:`H_i = \theta(J)(1\{i=J\} - \theta(i))`: (groups, m)."""
@@ -129,25 +132,14 @@ class _Contour:
     @torch.no_grad()
     def step(self, closure=None, *, energy: Tensor):
         """One step. ``energy``: the current energy estimate of each chain (shape (chains,) or a scalar)."""
-        energy = torch.as_tensor(energy).detach().reshape(-1)
-        j = self.partition.index(energy.to(self.partition.theta.device))
-        if self.gather is not None:  # ICSGLD across processes: only the partition indices travel
-            j = self.gather(j)
-        temperature = self.param_groups[0]["temperature"]
-        local = self._local_rows(j)
-        self._multiplier = self.partition.multiplier_of(energy.to(self.partition.theta.device), temperature)
+        energy = torch.as_tensor(energy).detach().reshape(-1).to(self.partition.theta.device)
+        j = self.partition.index(energy)
+        self._multiplier = self.partition.multiplier(j, self.param_groups[0]["temperature"], energy)
         loss = super().step(closure)
-        self.partition.update(j)
-        self.last_index = j[local]
+        # ICSGLD across processes: only the partition indices travel, and every process applies the same field
+        self.partition.update(self.gather(j) if self.gather is not None else j)
+        self.last_index = j
         return loss
-
-    def _local_rows(self, j: Tensor) -> slice:
-        """Which of the gathered chains are this process's (all of them without ``gather``)."""
-        if self.gather is None:
-            return slice(None)
-        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-        per = self.chains
-        return slice(rank * per, (rank + 1) * per)
 
     def _scaled(self, group, params, grads) -> list[Tensor]:
         multiplier = self._multiplier.to(params[0].dtype)

@@ -47,12 +47,9 @@ class SimulationResult:
 def true_bin_masses(target: ICSGLDLandscape, refine: int = 10) -> Tensor:
     """Exact probability of each histogram bin (flattened BINS x BINS), from the density on a refined grid."""
     fine = BINS * refine
-    edges = torch.linspace(-LIMIT, LIMIT, fine + 1, dtype=torch.float64)
-    centres = (edges[:-1] + edges[1:]) / 2
-    xx, yy = torch.meshgrid(centres, centres, indexing="ij")
-    log_p = -target.energy(torch.stack([xx, yy], -1))
-    p = torch.softmax(log_p.flatten(), 0).reshape(BINS, refine, BINS, refine).sum((1, 3))
-    return p.flatten()
+    half_cell = LIMIT / fine
+    _, _, p = target.grid_density(-LIMIT + half_cell, LIMIT - half_cell, fine)  # cell centres; p[y, x]
+    return p.T.reshape(BINS, refine, BINS, refine).sum((1, 3)).flatten()
 
 
 def bin_index(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -114,7 +111,7 @@ def _run(method: str, target, truth, steps: int, repeats: int, checkpoints: int,
     partition = None
     if method.startswith("reSGLD"):
         temperatures, lrs = [1.0, 2.0, 3.0, 4.0, 5.0], [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]
-        xs = [start[:, k].clone().requires_grad_(False) for k in range(5)]
+        xs = [start[:, k].clone() for k in range(5)]
         sampler = SGLD([{"params": [x], "lr": lr, "temperature": t} for x, lr, t in zip(xs, lrs, temperatures)],
                        num_data=1, generator=generator)
         corrections = [bias_correction(temperatures[k], temperatures[k + 1], ENERGY_NOISE**2) for k in range(4)]
