@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test clean table1 table2 table3 table4 table5 fig1 fig2 fig3 fig4 cyclical-mcmc icsgld-sim bench bench-synthetic \
+.PHONY: help install demo test clean table1 table2 table3 table4 table5 fig1 fig2 fig3 fig4 cyclical-mcmc icsgld-sim icsgld-table1 icsgld-table1-report icsgld-bandit bench bench-synthetic \
 	table1-report table2-report table3-report table5-report fig3-report fig4-report
 
 help:
@@ -20,6 +20,8 @@ help:
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
 	@echo "make cyclical-mcmc   Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets (CPU, a few minutes)"
 	@echo "make icsgld-sim   ICSGLD paper Section 5.2: 5 samplers on the 25-mode landscape, KL curves (CPU)"
+	@echo "make icsgld-table1 [SCALE=smoke] [LAUNCHER=slurm]  ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, CPU)"
+	@echo "make icsgld-bandit [SCALE=smoke]  ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (CPU)"
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
@@ -92,6 +94,18 @@ cyclical-mcmc: $(STAMP)
 
 icsgld-sim: $(STAMP)
 	$(BIN)/python train.py synthetic=icsgld_sim synthetic.output_dir=results/icsgld hydra.run.dir=runs/icsgld_sim/$(NOW)
+
+icsgld-table1: $(STAMP)
+ifeq ($(SCALE),smoke)
+	test -d data/generated_notmnist/J || $(BIN)/python scripts/make_letters.py data/generated_notmnist
+endif
+	$(REPRODUCE) icsgld_table1
+
+icsgld-table1-report: $(STAMP)
+	$(REPRODUCE) icsgld_table1 --report-only $(if $(RUNS),--runs $(RUNS))
+
+icsgld-bandit: $(STAMP)
+	$(BIN)/python scripts/bandit.py --scale $(SCALE) --out results/icsgld$(if $(filter smoke,$(SCALE)),/smoke)
 
 bench-synthetic: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py

@@ -106,6 +106,17 @@ def validate(cfg: DictConfig) -> None:
     if schedule == "decreasing":
         number(cfg, "sampler.lr_final", minimum=0, strict=True, below=lr0)
         number(cfg, "sampler.gamma", minimum=0, strict=True)
+    if schedule == "step":
+        milestones = _get(cfg, "sampler.lr_milestones")
+        if milestones is None or any(not _is_number(m) or not 0 < m < 1 for m in milestones):
+            raise ConfigError("sampler.lr_milestones", milestones, "a list of fractions of the run in (0, 1)")
+        number(cfg, "sampler.lr_factor", minimum=0, strict=True)
+    if cfg.sampler.get("contour") is not None:
+        _validate_contour(cfg)
+    if cfg.sampler.get("replica") is not None:
+        _validate_replica(cfg)
+    if cfg.sampler.get("energy") is not None and _get(cfg, "sampler.energy.variance_reduction"):
+        positive_int(cfg, "sampler.energy.refresh_every_epochs")
     if cfg.sampler.get("swag") is not None:
         draws = _get(cfg, "sampler.swag.draws_per_cycle")
         if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
@@ -143,3 +154,36 @@ def validate(cfg: DictConfig) -> None:
     if cfg.trace.enabled:
         non_negative_int(cfg, "trace.burnin")
         positive_int(cfg, "trace.samples")
+
+
+def _validate_contour(cfg: DictConfig) -> None:
+    if not isinstance(_get(cfg, "sampler.contour.interacting"), bool):
+        raise ConfigError("sampler.contour.interacting", _get(cfg, "sampler.contour.interacting"), "true or false")
+    number(cfg, "sampler.contour.low", minimum=float("-inf"))
+    number(cfg, "sampler.contour.width", minimum=0, strict=True)
+    partitions = _get(cfg, "sampler.contour.partitions")
+    if not _is_int(partitions) or partitions < 2:
+        raise ConfigError("sampler.contour.partitions", partitions, "an integer >= 2")
+    number(cfg, "sampler.contour.zeta", minimum=0, strict=True)
+    if _get(cfg, "sampler.contour.sa_step") is not None:
+        number(cfg, "sampler.contour.sa_step", minimum=0, strict=True, below=1)
+    clip = _get(cfg, "sampler.contour.multiplier_clip")
+    if clip is None or len(clip) != 2 or not all(_is_number(v) for v in clip) or not clip[0] < 1 < clip[1]:
+        raise ConfigError("sampler.contour.multiplier_clip", clip, "[low, high] with low < 1 < high")
+    if _get(cfg, "sampler.contour.weight_exponent") is not None:
+        number(cfg, "sampler.contour.weight_exponent", minimum=0)
+    one_of(cfg, "sampler.contour.ensemble_weights", ("importance", "equal"))
+
+
+def _validate_replica(cfg: DictConfig) -> None:
+    chains = positive_int(cfg, "sampler.chains")
+    for key in ("sampler.replica.temperatures", "sampler.replica.step_sizes"):
+        values = _get(cfg, key)
+        if values is None or len(values) != chains or not all(_is_number(v) and v > 0 for v in values):
+            raise ConfigError(key, values, f"a list of {chains} positive numbers, one per chain (sampler.chains)")
+    temperatures = list(_get(cfg, "sampler.replica.temperatures"))
+    if chains < 2 or any(b <= a for a, b in zip(temperatures, temperatures[1:])):
+        raise ConfigError("sampler.replica.temperatures", temperatures,
+                          "at least 2 strictly increasing factors (sampler.chains >= 2)")
+    number(cfg, "sampler.replica.correction", minimum=0)
+    positive_int(cfg, "sampler.replica.swap_every")

@@ -25,6 +25,7 @@ from csg.checkpoint import PreemptionSignals, load_checkpoint, save_checkpoint
 from csg.collection import SampleStore, capacity, collection_points, eligible_epochs
 from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
+from csg.evaluation.weights import importance_weights
 from csg.evaluation.ess import ParameterTrace, ess_summary
 from csg.loggers import NullLogger, build_logger
 from csg.training import Hooks, Precision, train_chain
@@ -135,7 +136,58 @@ def build_schedule(cfg: DictConfig, total_steps: int):
         lr_final=cfg.sampler.get("lr_final"),
         gamma=cfg.sampler.get("gamma", 0.55),
         hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)),
+        milestones=tuple(cfg.sampler.get("lr_milestones", (0.5, 0.75))),
+        factor=float(cfg.sampler.get("lr_factor", 0.2)),
     )
+
+
+def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator):
+    """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set."""
+    from csg.samplers import create_sampler
+
+    options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
+                   weight_decay=cfg.sampler.weight_decay, generator=generator)
+    contour = cfg.sampler.get("contour")
+    if contour is None:
+        return create_sampler(cfg.sampler.update_rule, model.parameters(), momentum=cfg.sampler.momentum, **options)
+    from csg.interaction import ChainCollectives
+    from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition, default_sa_step
+
+    sa_step = default_sa_step if contour.sa_step is None else (lambda k, omega=float(contour.sa_step): omega)
+    partition = EnergyPartition(num_data * float(contour.low), num_data * float(contour.width), int(contour.partitions),
+                                zeta=float(contour.zeta), sa_step=sa_step,
+                                multiplier_clip=tuple(float(v) for v in contour.multiplier_clip), device=device)
+    gather = ChainCollectives(layout, device).gather_chains if interacts(cfg) == "contour" else None
+    if cfg.sampler.update_rule == "sghmc":
+        return ContourSGHMC(model.parameters(), partition=partition, momentum=cfg.sampler.momentum, gather=gather,
+                            **options)
+    return ContourSGLD(model.parameters(), partition=partition, gather=gather, **options)
+
+
+def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.Layout, device: torch.device,
+                      num_data: int, schedule, batches_per_epoch: int):
+    """The :mod:`csg.interaction` of a contour or replica-exchange sampler (None for the others)."""
+    from csg.interaction import ChainCollectives, ContourInteraction, ControlVariate, EnergyEstimator, ReplicaExchange
+
+    contour, replica = cfg.sampler.get("contour"), cfg.sampler.get("replica")
+    if contour is None and replica is None:
+        return None
+    energy = cfg.sampler.get("energy") or {}
+    control_variate = None
+    if energy.get("variance_reduction", False):
+        first = next((k for k in range(schedule.total_steps or 0) if schedule.sampling(k)), 0)
+        control_variate = ControlVariate(int(energy.refresh_every_epochs), first // batches_per_epoch)
+    estimator = EnergyEstimator(num_data, ChainCollectives(layout, device), control_variate)
+    if contour is not None:
+        return ContourInteraction(estimator, sampler, contour.get("weight_exponent"))
+    return ReplicaExchange(estimator, chain, list(replica.temperatures), list(replica.step_sizes),
+                           num_data * float(replica.correction), int(replica.swap_every), derive_seed_of(cfg, 104729))
+
+
+def derive_seed_of(cfg: DictConfig, stream: int) -> int:
+    from csg.data.bundle import derive_seed
+
+    return derive_seed(int(cfg.seed), stream)
 
 
 def plan_collection(cfg: DictConfig, schedule, batches_per_epoch: int):
@@ -207,9 +259,35 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir if run_dir is not None else _hydra_output_dir())
     layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
     try:
-        return _run(cfg, run_dir, layout, started)
-    finally:
-        distributed.teardown(layout)
+        _check_interacting_layout(cfg, layout)
+        metrics = _run(cfg, run_dir, layout, started)
+    except BaseException:
+        distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
+        raise
+    distributed.teardown(layout)
+    return metrics
+
+
+def interacts(cfg: DictConfig) -> str | None:
+    """"contour" (ICSGHMC: chains share theta), "replica" (reSGHMC), or None: chains that must step together."""
+    chains = int(cfg.sampler.get("chains", 1))
+    if cfg.sampler.get("replica") is not None:
+        return "replica"
+    if cfg.sampler.get("contour") is not None and bool(cfg.sampler.contour.interacting) and chains > 1:
+        return "contour"
+    return None
+
+
+def _check_interacting_layout(cfg: DictConfig, layout: distributed.Layout) -> None:
+    kind = interacts(cfg)
+    if kind is not None and not layout.distributed:
+        chains = int(cfg.sampler.chains)
+        what = "share one theta" if kind == "contour" else "exchange replicas"
+        raise ConfigError(
+            "sampler.chains", chains,
+            f"1 without a launcher: {chains} chains that {what} step together, one process (group) each; run "
+            f"`torchrun --standalone --nproc_per_node={chains} train.py ...` (or a SLURM job with {chains} tasks)",
+        )
 
 
 def _quiet_other_ranks(layout: distributed.Layout) -> None:
@@ -252,6 +330,7 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
             seed=int(cfg.seed),
             temperature=float(cfg.sampler.temperature),
             num_data=data.num_train,
+            num_test=data.num_test,
             epochs=epochs,
             chains=layout.chains,
             cost={"epochs_per_chain": epochs, "epochs_all_chains": epochs * layout.chains},
@@ -266,6 +345,7 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
             device=str(device),
             data_source=data.source,
             samples=[s for c in chains for s in c["trained"].samples],
+            **interaction_summary(chains),
         )
         if chains[-1]["trace"] is not None:
             trace, trained = chains[-1]["trace"], chains[-1]["trained"]
@@ -286,8 +366,6 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
 def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, device: torch.device,
                    precision: Precision, run_dir: Path) -> dict[str, Any]:
     """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one."""
-    from csg.samplers import create_sampler
-
     seeds = seed_streams(int(cfg.seed), chain)
     random.seed(seeds["init"])
     np.random.seed(seeds["init"] % 2**32)
@@ -299,16 +377,9 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
     trace = plan_trace(cfg, schedule, total_steps, model)
     if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=layout.group)
-    sampler = create_sampler(
-        cfg.sampler.update_rule,
-        model.parameters(),
-        lr=cfg.sampler.lr0,
-        num_data=data.num_train,
-        temperature=cfg.sampler.temperature,
-        weight_decay=cfg.sampler.weight_decay,
-        momentum=cfg.sampler.momentum,
-        generator=torch.Generator(device=device).manual_seed(seeds["noise"]),  # the same in every process of a chain
-    )
+    sampler = build_sampler(cfg, model, data.num_train, layout, device,
+                            torch.Generator(device=device).manual_seed(seeds["noise"]))  # the same in every process of a chain
+    interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train))
     trained_model = model
     if layout.chain_size > 1:
         trained_model = torch.nn.parallel.DistributedDataParallel(
@@ -323,6 +394,8 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
     if cfg.trainer.checkpoint.resume and checkpoint_path.exists():
         state, saved = load_checkpoint(checkpoint_path, model=model, sampler=sampler, scaler=precision.scaler)
         _check_same_config(saved["config"], fingerprint, checkpoint_path)
+        if interaction is not None and saved.get("interaction") is not None:
+            interaction.load_state_dict(saved["interaction"], model)
         if trace is not None and saved.get("trace") is not None:
             draws, trace.count = saved["trace"]
             trace.buffer[: trace.count] = draws
@@ -330,13 +403,14 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
 
     def checkpoint(loop_state) -> None:
         if layout.is_chain_leader:
-            extra = {"config": fingerprint, "trace": (trace.draws.clone(), trace.count) if trace is not None else None}
+            extra = {"config": fingerprint, "trace": (trace.draws.clone(), trace.count) if trace is not None else None,
+                     "interaction": interaction.state_dict() if interaction is not None else None}
             save_checkpoint(checkpoint_path, model=model, sampler=sampler, state=loop_state,
                             scaler=precision.scaler, extra=extra)
 
     return {"chain": chain, "data": data, "model": model, "trained_model": trained_model, "sampler": sampler,
             "schedule": schedule, "plan": plan, "trace": trace, "store": store, "state": state,
-            "checkpoint": checkpoint, "total_steps": total_steps}
+            "checkpoint": checkpoint, "total_steps": total_steps, "interaction": interaction}
 
 
 def _fit_chain(cfg: DictConfig, prepared: dict[str, Any], layout: distributed.Layout, device: torch.device,
@@ -378,10 +452,12 @@ def _fit_chain(cfg: DictConfig, prepared: dict[str, Any], layout: distributed.La
             state=prepared["state"],
             world_size=layout.chain_size,
             sample_model=model,
+            interaction=prepared["interaction"],
         )
     for record in trained.samples:
         record["chain"] = chain
-    return {"data": data, "model": model, "trained": trained, "trace": trace}
+    return {"data": data, "model": model, "trained": trained, "trace": trace, "interaction": prepared["interaction"],
+            "sampler": prepared["sampler"]}
 
 
 def evaluate_store(
@@ -396,6 +472,8 @@ def evaluate_store(
     paths = store.paths()
     if not paths:
         raise ConfigError("samples", str(store.directory), "a run directory with at least one sample")
+    if cfg.sampler.get("replica") is not None:  # the ensemble is the lowest temperature's samples
+        paths = [path for path in paths if store.load(path).get("replica_rung", 0) == 0]
     chain_of = [int(p.parent.name.removeprefix("chain")) if p.parent.name.startswith("chain") else 0 for p in paths]
     swag = cfg.sampler.get("swag")
     extra: dict[str, Any] = {}
@@ -438,6 +516,9 @@ def evaluate_store(
 
 def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout):
     """(weights of the stored samples, their name): equal, or the harmonic-mean estimator of Appendix F."""
+    contour = cfg.sampler.get("contour")
+    if contour is not None and contour.get("ensemble_weights", "importance") == "importance":
+        return importance_weights([store.load(path).get("log_weight", 0.0) for path in paths]), "importance"
     if cfg.evaluation.cycle_weights != "harmonic":
         return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
     log_likelihoods, cycles = [], []
@@ -450,6 +531,23 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
         cycles.append((chain, record["cycle"]))
     index = {key: i for i, key in enumerate(sorted(set(cycles)))}  # a cycle of one chain is one mode
     return harmonic_mean_weights(log_likelihoods, [index[c] for c in cycles]), "harmonic"
+
+
+def interaction_summary(chains: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the chains' interaction ended with: theta of the contour samplers, swap rates of replica exchange."""
+    from csg.interaction import ContourInteraction, ReplicaExchange
+
+    interaction = chains[-1].get("interaction")
+    if isinstance(interaction, ContourInteraction):
+        partition = chains[-1]["sampler"].partition
+        return {"contour": {"theta": partition.theta[0].tolist(), "updates": partition.updates,
+                            "low": partition.low, "width": partition.width, "zeta": partition.zeta,
+                            "weight_exponent": interaction.weight_exponent}}
+    if isinstance(interaction, ReplicaExchange):
+        return {"replica": {"temperatures": interaction.temperatures, "step_sizes": interaction.step_sizes,
+                            "correction": interaction.correction, "swap_rates": interaction.swap_rates(),
+                            "proposals": interaction.proposals}}
+    return {}
 
 
 def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:

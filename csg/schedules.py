@@ -154,7 +154,27 @@ class Constant(Schedule):
         return self.value
 
 
-SCHEDULES = ("cyclical", "decreasing", "constant")
+class StepDecay(Schedule):
+    r"""Piecewise-constant step size: :math:`\alpha_k = \alpha_0\,\gamma^{\#\{m : k \ge m K\}}`.
+
+    ``milestones`` are fractions of ``total_steps`` K (the ICSGLD paper's CIFAR runs: lr x 0.2 at
+    epochs 250 and 375 of 500, i.e. milestones (0.5, 0.75), factor 0.2); the first ``explore``
+    fraction is burn-in, as for :class:`Constant`.
+    """
+
+    def __init__(self, lr0: float, total_steps: int, milestones: tuple[float, ...], factor: float, *,
+                 explore: float = 0.0):
+        if lr0 <= 0 or factor <= 0 or any(not 0.0 < m < 1.0 for m in milestones):
+            raise ValueError(f"need lr0 > 0, factor > 0 and milestones in (0, 1), got {lr0}, {factor}, {milestones}")
+        super().__init__(total_steps=total_steps, explore=explore)
+        self.lr0, self.factor = lr0, factor
+        self.milestones = tuple(sorted(math.ceil(m * total_steps) for m in milestones))
+
+    def lr(self, k: int) -> float:
+        return self.lr0 * self.factor ** sum(k >= m for m in self.milestones)
+
+
+SCHEDULES = ("cyclical", "decreasing", "constant", "step")
 
 
 def create_schedule(
@@ -167,6 +187,8 @@ def create_schedule(
     lr_final: float | None = None,
     gamma: float = 0.55,
     hold_sampling_lr: bool = False,
+    milestones: tuple[float, ...] = (0.5, 0.75),
+    factor: float = 0.2,
 ) -> Schedule:
     """The schedule of a run of ``total_steps`` iterations.
 
@@ -174,7 +196,8 @@ def create_schedule(
       step size in the sampling stage);
     - ``decreasing``: :class:`Decreasing` from lr0 down to ``lr_final`` at the last
       iteration, exponent ``gamma``; the first ``explore`` fraction is burn-in;
-    - ``constant``: :class:`Constant` lr0; the first ``explore`` fraction is burn-in.
+    - ``constant``: :class:`Constant` lr0; the first ``explore`` fraction is burn-in;
+    - ``step``: :class:`StepDecay` lr0 x ``factor`` at each of ``milestones`` (fractions of the run).
     """
     if kind == "cyclical":
         return Cyclical(lr0, total_steps, cycles, explore, hold_sampling_lr=hold_sampling_lr)
@@ -184,4 +207,6 @@ def create_schedule(
         return Decreasing.from_endpoints(lr0, lr_final, total_steps, gamma, explore)
     if kind == "constant":
         return Constant(lr0, total_steps=total_steps, explore=explore)
+    if kind == "step":
+        return StepDecay(lr0, total_steps, tuple(milestones), factor, explore=explore)
     raise ValueError(f"unknown schedule {kind!r}; one of {', '.join(SCHEDULES)}")

@@ -112,6 +112,7 @@ def train_chain(
     state: LoopState | None = None,
     world_size: int = 1,
     sample_model: nn.Module | None = None,
+    interaction=None,
 ) -> TrainResult:
     """Run one chain for ``epochs`` epochs, saving a sample at each point of ``plan``.
 
@@ -123,7 +124,9 @@ def train_chain(
     before every sample) raises :class:`csg.errors.DivergenceError`; samples
     already written stay. ``state`` resumes a run; ``store=None`` writes no
     samples (a DDP process other than the chain's first); ``sample_model`` is
-    what a sample saves (the model inside a DDP wrapper).
+    what a sample saves (the model inside a DDP wrapper); ``interaction``
+    (:mod:`csg.interaction`) scales this chain's step size and temperature, estimates
+    its energy for the sampler, and exchanges replicas after the update.
     """
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -143,9 +146,12 @@ def train_chain(
     bar = tqdm(total=epochs * batches, initial=k, unit="it", disable=None if progress in (None, True) else True,
                dynamic_ncols=True)
     lr, stage, current_temperature = schedule.lr(k), "exploration", 0.0
+    chain_lr, chain_temperature = lr, 0.0  # this chain's: the schedule's times the interaction's scales
     with bar, logging_redirect_tqdm():
         for epoch in range(state.epoch, epochs):
             start_batch = state.batch if epoch == state.epoch else 0
+            if interaction is not None:
+                interaction.on_epoch_start(epoch, start_batch, model, loader, precision.autocast)
             if hasattr(loader, "set_epoch"):
                 loader.set_epoch(epoch, start_batch)
             if start_batch == 0:
@@ -158,11 +164,15 @@ def train_chain(
                 lr = schedule.lr(k)
                 stage = "sampling" if schedule.sampling(k) else "exploration"
                 current_temperature = temperature if stage == "sampling" else 0.0
+                lr_scale, temperature_scale = interaction.scales() if interaction is not None else (1.0, 1.0)
                 for group in sampler.param_groups:
-                    group["lr"] = lr
-                    group["temperature"] = current_temperature
+                    group["lr"] = lr * lr_scale
+                    group["temperature"] = current_temperature * temperature_scale
+                chain_lr, chain_temperature = lr * lr_scale, current_temperature * temperature_scale
                 scale = world_size / loader.global_batch_size(b) if world_size > 1 else None
-                loss, logits = _step(model, sampler, precision, x, y, scale)
+                loss, logits = _step(model, sampler, precision, x, y, scale, interaction)
+                if interaction is not None:
+                    interaction.after_update(k, current_temperature)
                 if on_step is not None:
                     on_step(k)
                 loss_sum += loss * y.shape[0]
@@ -172,7 +182,9 @@ def train_chain(
                 bar.update()
                 if k % log_every_n_steps == 0:
                     _check_finite(float(loss_sum), epoch, epochs, k - 1, lr, state, store)
-                    logger.log_step(k, {"loss": float(loss), "lr": lr, "temperature": current_temperature, "stage": stage})
+                    extra = interaction.log_values() if interaction is not None else {}
+                    logger.log_step(k, {"loss": float(loss), "lr": chain_lr, "temperature": chain_temperature, "stage": stage,
+                                        **extra})
                 if hooks.should_stop is not None and hooks.should_stop():
                     _sync(state, epoch, b + 1, k, loss_sum, correct, started)
                     if hooks.checkpoint is not None:
@@ -181,22 +193,23 @@ def train_chain(
             _check_finite(float(loss_sum), epoch, epochs, k - 1, lr, state, store)
             _sync(state, epoch, batches, k, loss_sum, correct, started)
             values = {
-                "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": lr,
-                "temperature": current_temperature, "train_loss": state.loss_sum / max(state.seen, 1),
+                "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": chain_lr,
+                "temperature": chain_temperature, "train_loss": state.loss_sum / max(state.seen, 1),
                 "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
             }
             if (epoch + 1) % log_every_n_epochs == 0 or epoch + 1 == epochs:
                 log.info(
                     "epoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%", epoch + 1, epochs,
-                    values["cycle"], stage, lr, current_temperature, values["train_loss"], values["train_acc_pct"],
+                    values["cycle"], stage, chain_lr, chain_temperature, values["train_loss"], values["train_acc_pct"],
                 )
             if not bar.disable:
                 bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(state.samples))
             logger.log_epoch(epoch, values)
             if epoch in collect_at:
                 point = collect_at[epoch]
-                meta = {"iteration": point.iteration, "lr": lr, "temperature": current_temperature,
-                        "train_loss": values["train_loss"]}
+                meta = {"iteration": point.iteration, "lr": chain_lr, "temperature": chain_temperature,
+                        "train_loss": values["train_loss"],
+                        **(interaction.sample_metadata() if interaction is not None else {})}
                 index = len(state.samples)
                 record = {"index": index, "cycle": point.cycle, "epoch": epoch, **meta}
                 if store is not None:
@@ -218,22 +231,26 @@ def _sync(state: LoopState, epoch: int, batch: int, k: int, loss_sum, correct, s
     state.seconds = time.perf_counter() - started
 
 
-def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision, x, y, scale: float | None = None):
+def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision, x, y, scale: float | None = None,
+          interaction=None):
     """One update on the cross-entropy of (x, y); returns the detached mean loss and logits.
 
     ``scale`` (DDP): the loss is sum(ce) * scale, with scale = world size / global batch size,
     so that averaging the processes' gradients gives the gradient of the global mean.
+    ``interaction``: its ``before_update`` gives the keyword arguments of ``sampler.step``.
     """
     with precision.autocast():
         logits = model(x)
         loss = F.cross_entropy(logits, y) if scale is None else F.cross_entropy(logits, y, reduction="sum") * scale
     sampler.zero_grad(set_to_none=True)
+    mean = loss.detach() if scale is None else loss.detach() / (scale * y.shape[0])
     if precision.scaler is not None:
         precision.scaler.scale(loss).backward()
-        precision.scaler.step(sampler)
+        step_kwargs = interaction.before_update(mean, x, y, precision.autocast) if interaction is not None else {}
+        precision.scaler.step(sampler, **step_kwargs)
         precision.scaler.update()
     else:
         loss.backward()
-        sampler.step()
-    mean = loss.detach() if scale is None else loss.detach() / (scale * y.shape[0])
+        step_kwargs = interaction.before_update(mean, x, y, precision.autocast) if interaction is not None else {}
+        sampler.step(**step_kwargs)
     return mean, logits.detach()

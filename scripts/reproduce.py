@@ -6,8 +6,9 @@
     python scripts/reproduce.py fig1
 
 Targets: table1, table2, table3 (cSG-MCMC Tables 1-3), fig1 (the two step-size schedules), fig3 (MDS,
-interpolation, cycles sweep). Extra OVERRIDEs go to every run (e.g. data.root=/data/cifar).
-Results: results/csgmcmc/ (full) or results/csgmcmc/smoke/ (smoke); runs: multirun/<preset>/<date>/.
+interpolation, cycles sweep), icsgld_table1 (the ICSGLD paper's Table 1; its interacting chains run under
+torchrun). Extra OVERRIDEs go to every run (e.g. data.root=/data/cifar).
+Results: results/csgmcmc/ or results/icsgld/ (full), .../smoke/ (smoke); runs: multirun/<preset>/<date>/.
 """
 
 import argparse
@@ -36,16 +37,38 @@ def preset_epochs(preset: str, overrides: list[str]) -> int:
     return int(cfg.trainer.epochs)
 
 
-def run_sweeps(preset: str, sweeps: list[list[str]], runs: Path, launcher: str, overrides: list[str]) -> None:
+def _run(command: list[str], what: str, runs: Path) -> None:
+    print("+ " + " ".join(command[1:]), flush=True)
+    if subprocess.run(command, cwd=ROOT).returncode != 0:
+        sys.exit(f"error: `{what}` failed (its error is above); the runs that finished stay in {runs}, and "
+                 f"--report-only --runs {runs} aggregates them")
+
+
+def run_sweeps(preset: str, sweeps: list[list[str]], runs: Path, launcher: str, overrides: list[str],
+               processes: dict[int, int] | None = None) -> None:
+    """Each sweep as one Hydra multirun; a sweep of interacting chains (``processes``: sweep -> P) runs each
+    of its points under ``torchrun --nproc_per_node=P`` locally, or as SLURM jobs of P tasks."""
+    processes = processes or {}
     for index, sweep in enumerate(sweeps):
+        if not sweep:
+            continue
+        tasks = processes.get(index, 1)
+        if tasks > 1 and launcher == "local":
+            for number, point in enumerate(tables.expected_runs([sweep])):
+                pairs = [f"{key}={value}" for key, value in point.items()]
+                name = "_".join(value for key, value in point.items() if key in ("sampler", "model", "seed"))
+                command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={tasks}",
+                           str(ROOT / "train.py"), f"experiment={preset}", *pairs, *overrides,
+                           f"hydra.run.dir={runs / f'sweep{index}' / f'{number}_{name}'}"]
+                _run(command, " ".join(pairs), runs)
+            continue
         command = [sys.executable, str(ROOT / "train.py"), "-m", f"experiment={preset}", *sweep, *overrides,
                    f"hydra.sweep.dir={runs / f'sweep{index}'}"]
         if launcher == "slurm":
             command.append("hydra/launcher=slurm")
-        print("+ " + " ".join(command[1:]), flush=True)
-        if subprocess.run(command, cwd=ROOT).returncode != 0:
-            sys.exit(f"error: the multirun `{' '.join(sweep)}` failed (its error is above); the runs that finished "
-                     f"stay in {runs}, and --report-only --runs {runs} aggregates them")
+            if tasks > 1:
+                command += [f"hydra.launcher.tasks_per_node={tasks}", f"hydra.launcher.gpus_per_node={tasks}"]
+        _run(command, " ".join(sweep), runs)
 
 
 def newest_runs(preset: str) -> Path:
@@ -71,7 +94,8 @@ def main() -> None:
         if getattr(args, name) is not None:
             setattr(args, name, getattr(args, name).resolve())
     os.chdir(ROOT)
-    out = args.out or Path("results") / "csgmcmc" / ("smoke" if args.scale == "smoke" else "")
+    paper_dir = "icsgld" if args.target.startswith("icsgld") else "csgmcmc"
+    out = args.out or Path("results") / paper_dir / ("smoke" if args.scale == "smoke" else "")
 
     if args.target == "fig1":  # no runs: the schedules themselves, the same at every scale
         out = args.out or Path("results") / "csgmcmc"
@@ -85,7 +109,8 @@ def main() -> None:
         runs = args.runs or newest_runs(preset)
     else:
         runs = args.runs or Path("multirun") / preset / datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-        run_sweeps(preset, tables.expand(spec, args.scale, epochs, args.seeds), runs, args.launcher, args.overrides)
+        run_sweeps(preset, tables.expand(spec, args.scale, epochs, args.seeds), runs, args.launcher, args.overrides,
+                   getattr(spec, "processes", {}))
     if args.target == "fig3":
         missing = fig3.report(runs, out, args.scale, epochs=epochs, seeds=args.seeds)
     else:

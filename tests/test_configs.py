@@ -21,9 +21,9 @@ def composed(*overrides):
 
 
 def test_the_papers_samplers_exist():
-    # cSG-MCMC's eight, and the ICSGLD paper's M-SGD ensemble and cyclical SWAG
+    # cSG-MCMC's eight, and the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC
     assert SAMPLERS == sorted(["sgd", "sgdm", "snapshot_sgd", "snapshot_sgdm", "sgld", "csgld", "sghmc", "csghmc",
-                               "msgd", "cycswag"])
+                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc"])
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)

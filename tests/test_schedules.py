@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from csg.schedules import Constant, Cyclical, Decreasing, create_schedule
+from csg.schedules import Constant, Cyclical, Decreasing, StepDecay, create_schedule
 
 
 def test_cyclical_matches_equation_1_at_chosen_iterations():
@@ -71,7 +71,16 @@ def test_constant_and_factory():
     assert isinstance(create_schedule("decreasing", lr0=0.1, lr_final=0.01, total_steps=100), Decreasing)
     assert isinstance(create_schedule("constant", lr0=0.1, total_steps=100), Constant)
     with pytest.raises(ValueError, match="unknown schedule"):
-        create_schedule("step", lr0=0.1, total_steps=100)
+        create_schedule("exponential", lr0=0.1, total_steps=100)
+
+
+def test_step_decay_falls_at_its_milestones():
+    s = create_schedule("step", lr0=1.0, total_steps=100, milestones=(0.5, 0.75), factor=0.2, explore=0.6)
+    assert isinstance(s, StepDecay)
+    assert [s.lr(k) for k in (0, 49, 50, 74, 75, 99)] == pytest.approx([1.0, 1.0, 0.2, 0.2, 0.04, 0.04])
+    assert not s.sampling(59) and s.sampling(60)
+    with pytest.raises(ValueError):
+        StepDecay(1.0, 100, (1.5,), 0.2)
 
 
 def test_cyclical_can_hold_the_sampling_stage_step_size():

@@ -227,3 +227,14 @@ def test_official_code_preset_changes_only_the_stage_split():
     assert paper.sampler.explore == 0.8 and code.sampler.explore == 0.9
     assert (paper.sampler.lr0, paper.trainer.epochs, paper.model.name) == (code.sampler.lr0, code.trainer.epochs,
                                                                            code.model.name)
+
+
+def test_icsgld_table1_sweeps_drop_what_a_scale_lacks_and_match_boolean_overrides():
+    spec = tables.TABLES["icsgld_table1"]
+    smoke, full = tables.expand(spec, "smoke", 40), tables.expand(spec, "full", 500)
+    assert [bool(s) for s in smoke] == [True, True, True, True, False, False]  # no WRN at smoke scale
+    assert len(tables.expected_runs(smoke)) == 5 and len(tables.expected_runs(full)) == 5 * 4 * 5
+    assert "trainer.epochs=160" in smoke[0] and "trainer.epochs=2000" in full[0]  # T4: 4 x the budget
+    assert set(spec.processes) == {3, 4, 5}  # the interacting chains' sweeps
+    run = pd.Series({"status": "done", "sampler.name": "csghmc", "sampler.hold_sampling_lr": True})
+    assert tables.missing_runs(pd.DataFrame([run]), [{"sampler": "csghmc", "sampler.hold_sampling_lr": "true"}]) == []

@@ -40,6 +40,9 @@ def ood_metrics(in_probs: Tensor, out_probs: Tensor) -> dict[str, object]:
     scores = torch.cat([h_in, h_out]).float()
     labels = torch.cat([torch.zeros_like(h_in), torch.ones_like(h_out)]).long()
     return {
+        # the ICSGLD authors' "Brier score on SVHN": no class is right, so the target is the zero vector and the
+        # score is mean_i (1/C) sum_c p_ic^2 (1/C^2 for a uniform prediction, 1/C for a one-hot one)
+        "brier_ood": out_probs.to(torch.float64).pow(2).mean(1).mean().item(),
         "entropy_mean": h_out.mean().item(),
         "entropy_mean_in_distribution": h_in.mean().item(),
         "auroc": float(binary_auroc(scores, labels)),

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
 
+log = logging.getLogger(__name__)
+
 
 def equal_weights(num_samples: int) -> list[float]:
     """1/n for every sample: what the paper uses in practice (Section 5.2)."""
     return [1.0 / num_samples] * num_samples
+
+
+def importance_weights(log_weights: Sequence[float]) -> list[float]:
+    r"""Self-normalised importance weights :math:`w_i \propto e^{\ell_i}` from log weights :math:`\ell_i`
+    (contour samplers: :math:`\ell_i = \kappa\log\theta(J_i)`, ICSGLD paper Section 3); a sample with
+    :math:`\ell_i = -\infty` gets weight 0. All :math:`-\infty`: equal weights, with a warning."""
+    values = torch.tensor(list(log_weights), dtype=torch.float64)
+    if not torch.isfinite(values).any():
+        log.warning("every sample has importance weight 0: equal weights instead")
+        return equal_weights(len(values))
+    return torch.softmax(values, 0).tolist()
 
 
 def harmonic_mean_weights(log_likelihoods: Sequence[float], cycles: Sequence[int]) -> list[float]:

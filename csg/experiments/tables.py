@@ -38,6 +38,7 @@ class Metric:
     label: str
     read: Callable[[pd.Series], pd.Series]
     digits: int = 2
+    paper_dataset: str | None = None  # the paper's data set of this column when not the run's (an OOD set)
 
 
 ERROR = Metric("test_error_pct", "test error %", lambda r: r["metrics.ensemble.test_error_pct"])
@@ -63,6 +64,13 @@ class TableSpec:
     # a row label -> (the paper's method name, a text its note must contain, or None)
     paper_method: Callable[[str], tuple[str, str | None]] = field(default=lambda label: (label, None))
     note: str = ""
+    paper: str = PAPER
+    # the paper's model to compare a row with: a run's model at full scale, this one at smoke scale (None: any)
+    paper_model: str | None = None
+    # sweep index -> processes per run (chains that interact run under torchrun / SLURM tasks)
+    processes: dict[int, int] = field(default_factory=dict)
+    # scale -> more values for the sweeps' {placeholders}
+    values: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
 def _table2_label(run: pd.Series, budget: int) -> str:
@@ -77,6 +85,18 @@ def _cost(epochs: int, chains: int, budget: int) -> str:
     """The paper's cost column at full scale ("#epochs per chain / #epochs in all chains", 200 epochs)."""
     per_chain = round(200 * epochs / budget)
     return f"{per_chain}/{per_chain * chains}"
+
+
+ICSGLD_LABELS = {"csghmc": "cycSGHMC T4", "cycswag": "cycSWAG T4", "msgd": "M-SGD P4", "resghmc": "reSGHMC P4",
+                 "icsghmc": "ICSGHMC P4"}
+ACCURACY = Metric("test_acc_pct", "accuracy %", lambda r: 100.0 - r["metrics.ensemble.test_error_pct"])
+NLL_SUM = Metric("test_nll_sum", "NLL (sum)", lambda r: r["metrics.ensemble.nll"] * r["metrics.num_test"], digits=0)
+BRIER_OOD = Metric("brier_pct", "Brier on OOD %", lambda r: 100.0 * r["metrics.ood.ensemble.brier_ood"], digits=3,
+                   paper_dataset="svhn_ood")
+
+
+def _icsgld_label(run: pd.Series, budget: int) -> str:
+    return f"{ICSGLD_LABELS[run['sampler.name']]} / {run['model.name']}"
 
 
 def _table2_paper_method(label: str) -> tuple[str, str]:
@@ -130,20 +150,59 @@ TABLES: dict[str, TableSpec] = {
         label=lambda run, budget: LABELS[run["sampler.name"]],
         metrics=(NLL, TOP1, TOP5),
     ),
+    "icsgld_table1": TableSpec(
+        name="icsgld_table1",
+        title="ICSGLD Table 1: CIFAR-100 accuracy, NLL and Brier score out of distribution (SVHN)",
+        presets={"full": "icsgld_table1", "smoke": "icsgld_table1_smoke"},
+        data={"full": "cifar100", "smoke": "mnist5k"},
+        paper_data=("cifar100",),
+        seeds={"full": "0,1,2,3,4", "smoke": "0"},
+        values={"full": {"models": "resnet20,resnet32,resnet56,wrn16_8", "resnets": "resnet20,resnet32,resnet56",
+                         "wrn": "wrn16_8", "per_cycle": 5, "p4_samples": 100},
+                "smoke": {"models": "mlp", "resnets": "mlp", "wrn": "", "per_cycle": 2, "p4_samples": 8}},
+        sweeps=(
+            ("sampler=csghmc", "sampler.cycles=10", "sampler.explore=0.85", "sampler.hold_sampling_lr=true",
+             "sampler.samples_per_cycle={per_cycle}", "trainer.epochs={quad_epochs}", "model={models}", "data={data}",
+             "seed={seeds}"),
+            ("sampler=cycswag", "sampler.cycles=10", "sampler.samples_per_cycle={per_cycle}",
+             "trainer.epochs={quad_epochs}", "model={models}", "data={data}", "seed={seeds}"),
+            ("sampler=msgd", "model={models}", "data={data}", "seed={seeds}"),
+            ("sampler=resghmc,icsghmc", "sampler.samples_per_cycle={p4_samples}", "model={resnets}", "data={data}",
+             "seed={seeds}"),
+            # WRN-16-8: the paper's correction 1000 and partition width 60 (per example: 0.02 and 0.0012)
+            ("sampler=resghmc", "sampler.replica.correction=0.02", "sampler.samples_per_cycle={p4_samples}",
+             "model={wrn}", "data={data}", "seed={seeds}"),
+            ("sampler=icsghmc", "sampler.contour.width=0.0012", "sampler.samples_per_cycle={p4_samples}",
+             "model={wrn}", "data={data}", "seed={seeds}"),
+        ),
+        label=_icsgld_label,
+        metrics=(ACCURACY, NLL_SUM, BRIER_OOD),
+        paper_method=lambda label: (label.split(" / ")[0], None),
+        note="P4: 4 chains of the preset's epochs (interacting ones run as 4 processes); T4: one chain of 4 x the "
+             "epochs. NLL is summed over the test set, as in the paper (10000 CIFAR images; 1000 digits at smoke "
+             "scale). Brier on OOD: mean over OOD inputs of (1/C) sum_c p_c^2 (the authors' script). At smoke "
+             "scale the paper's column is its ResNet-20 row.",
+        paper="icsgld-iclr2022",
+        paper_model="resnet20",
+        processes={3: 4, 4: 4, 5: 4},
+    ),
 }
 
 
 def expand(spec: TableSpec, scale: str, epochs: int, seeds: str | None = None) -> list[list[str]]:
-    """The overrides of each multirun of ``spec`` at ``scale`` (comma lists left for Hydra to expand)."""
+    """The overrides of each multirun of ``spec`` at ``scale`` (comma lists left for Hydra to expand).
+
+    A sweep with an empty value (a model this scale does not have) becomes an empty list: nothing to run."""
     values = {"data": spec.data[scale], "seeds": seeds or spec.seeds[scale], "epochs": epochs,
-              "half_epochs": max(1, epochs // 2)}
-    return [[override.format(**values) for override in sweep] for sweep in spec.sweeps]
+              "half_epochs": max(1, epochs // 2), "quad_epochs": 4 * epochs, **spec.values.get(scale, {})}
+    sweeps = [[override.format(**values) for override in sweep] for sweep in spec.sweeps]
+    return [[] if any(o.endswith("=") for o in sweep) else sweep for sweep in sweeps]
 
 
 def expected_runs(sweeps: list[list[str]]) -> list[dict[str, str]]:
     """Every run the multiruns make: one dict of key -> value per combination."""
     runs = []
-    for sweep in sweeps:
+    for sweep in filter(None, sweeps):
         keys, choices = zip(*(override.split("=", 1) for override in sweep))
         for combination in itertools.product(*(choice.split(",") for choice in choices)):
             runs.append(dict(zip(keys, combination)))
@@ -155,6 +214,8 @@ def _run_value(run: pd.Series, key: str) -> str:
     value = run.get(column)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
+    if isinstance(value, bool):
+        return str(value).lower()  # as typed in an override
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
@@ -170,7 +231,7 @@ def missing_runs(runs: pd.DataFrame, expected: list[dict[str, str]]) -> list[dic
 
 def _paper_values(spec: TableSpec) -> pd.DataFrame:
     frame = paper_tables()
-    return frame[(frame.paper == PAPER) & (frame.table == spec.name)]
+    return frame[(frame.paper == spec.paper) & (frame.table == spec.name.removeprefix("icsgld_"))]
 
 
 def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str) -> pd.DataFrame:
@@ -185,13 +246,17 @@ def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, pres
         done["value"] = metric.read(done)
         summary = mean_and_stderr(done, ["data.name", "method"], "value")
         for row in summary.itertuples():
-            seeds = sorted(int(s) for s in done[(done["data.name"] == row[1]) & (done.method == row[2])].seed)
+            same = done[(done["data.name"] == row[1]) & (done.method == row[2])]
+            seeds = sorted(int(s) for s in same.seed)
             paper_method, note = spec.paper_method(row[2])
             paper_rows = paper[(paper.method == paper_method) & (paper.metric == metric.paper_name)]
             if note is not None:
                 paper_rows = paper_rows[paper_rows.note.str.contains(note, regex=False)]
+            if spec.paper_model is not None:
+                model = spec.paper_model if scale == "smoke" else str(same["model.name"].iloc[0])
+                paper_rows = paper_rows[paper_rows.model == model]
             for paper_data in (spec.paper_data if scale == "smoke" else (row[1],)):
-                match = paper_rows[paper_rows.dataset == paper_data]
+                match = paper_rows[paper_rows.dataset == (metric.paper_dataset or paper_data)]
                 value = float(match.value.iloc[0]) if len(match) else float("nan")
                 rows.append({
                     "table": spec.name, "scale": scale, "preset": preset, "data": row[1], "paper_data": paper_data,
@@ -235,7 +300,7 @@ def _cell(mean: float, stderr: float, digits: int) -> str:
 
 
 def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished) -> str:
-    command = f"make {spec.name}" + (" SCALE=smoke" if scale == "smoke" else "")
+    command = f"make {spec.name.replace('_', '-')}" + (" SCALE=smoke" if scale == "smoke" else "")
     lines = [f"# {spec.title}" + (" (SMOKE SCALE)" if scale == "smoke" else ""), ""]
     if scale == "smoke":
         lines.append(
@@ -258,7 +323,7 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
         for metric in spec.metrics:
             header.append(f"{metric.label}, ours")
             if published[metric.paper_name]:  # the paper's columns only where it published the metric
-                header += [f"{metric.label}, paper ({p})" for p in paper_sets]
+                header += [f"{metric.label}, paper ({metric.paper_dataset or p})" for p in paper_sets]
                 if scale == "full":
                     header.append(f"{metric.label}, difference")
         lines += [f"## {data}", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]

@@ -17,7 +17,8 @@ self-adapting vector :math:`\theta` (one value per partition, summing to 1) flat
 - a sample :math:`x` is weighted by :math:`\theta(J(x))^\zeta` in averages (importance sampling).
 
 The energy :math:`\hat U` (on the full-data scale, e.g. N x the mean mini-batch loss, plus the prior)
-is passed to :meth:`ContourSGLD.step`. The multiplier and the update of :math:`\theta` both use the
+is passed to :meth:`ContourSGLD.step`. At temperature 0 (an exploration stage of train.py) the step
+is the plain one (multiplier 1) and :math:`\theta` stays as it is. The multiplier and the update of :math:`\theta` both use the
 partition of this step's energy (the authors' code lags the multiplier by one iteration).
 """
 
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from csg.samplers.psgld import PSGLD
 from csg.samplers.sghmc import SGHMC
 from csg.samplers.sgld import SGLD
 
@@ -134,8 +136,11 @@ class _Contour:
         """One step. ``energy``: the current energy estimate of each chain (shape (chains,) or a scalar)."""
         energy = torch.as_tensor(energy).detach().reshape(-1).to(self.partition.theta.device)
         j = self.partition.index(energy)
-        self._multiplier = self.partition.multiplier(j, self.param_groups[0]["temperature"], energy)
+        temperature = self.param_groups[0]["temperature"]
+        self._multiplier = self.partition.multiplier(j, temperature, energy)
         loss = super().step(closure)
+        if temperature == 0:  # an exploration stage (optimisation): theta adapts in sampling stages only
+            return loss
         # ICSGLD across processes: only the partition indices travel, and every process applies the same field
         self.partition.update(self.gather(j) if self.gather is not None else j)
         self.last_index = j
@@ -208,6 +213,20 @@ class ContourSGHMC(_Contour, SGHMC):
                  generator: torch.Generator | None = None):
         super().__init__(params, lr, num_data=num_data, momentum=momentum, temperature=temperature,
                          weight_decay=weight_decay, generator=generator)
+        self._setup_contour(partition, chains, gather)
+
+    def _update(self, group, params, grads):
+        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
+
+
+class ContourPSGLD(_Contour, PSGLD):
+    r"""pCSGLD / pICSGLD (the ICSGLD paper's bandit): :class:`csg.samplers.PSGLD` on the multiplied gradient."""
+
+    def __init__(self, params, lr: float = 1e-3, *, num_data: float, partition: EnergyPartition, chains: int = 1,
+                 temperature: float = 1.0, weight_decay: float = 0.0, alpha: float = 0.99, eps: float = 1e-5,
+                 gather=None, generator: torch.Generator | None = None):
+        super().__init__(params, lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay,
+                         alpha=alpha, eps=eps, generator=generator)
         self._setup_contour(partition, chains, gather)
 
     def _update(self, group, params, grads):
