@@ -92,3 +92,10 @@ class SampleStore:
     @staticmethod
     def load(path: str | Path) -> dict[str, Any]:
         return torch.load(path, map_location="cpu", weights_only=True)
+
+    @staticmethod
+    def metadata(path: str | Path) -> dict[str, Any]:
+        """A sample's record without its ``state_dict`` (memory-mapped: the tensors are not read)."""
+        record = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        record.pop("state_dict", None)
+        return record

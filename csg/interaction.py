@@ -44,6 +44,12 @@ class ChainCollectives:
         dist.all_reduce(value, group=self.layout.group)
         return value
 
+    def chain_mean(self, total: Tensor, count: int) -> Tensor:
+        """sum(total) / sum(count) over this chain's processes (float64): a mean over the chain's whole batch."""
+        pair = torch.stack([total.double(), torch.tensor(float(count), dtype=torch.float64, device=total.device)])
+        pair = self.chain_sum(pair)
+        return pair[0] / pair[1]
+
     def gather_chains(self, value: Tensor) -> Tensor:
         """One value per chain, in chain order (every process of a chain holds the same value)."""
         if not self.layout.distributed:
@@ -79,23 +85,20 @@ class ControlVariate:
                 autocast) -> None:
         module = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
         self.snapshot = copy.deepcopy(module).eval()
-        total = torch.zeros(2, dtype=torch.float64, device=collectives.device)
+        total, count = torch.zeros((), dtype=torch.float64, device=collectives.device), 0
         loader.set_epoch(epoch)
         for x, y in loader:
             x, y = x.to(collectives.device, non_blocking=True), y.to(collectives.device, non_blocking=True)
             with autocast():
-                loss = F.cross_entropy(self.snapshot(x).float(), y, reduction="sum")
-            total += torch.stack([loss.double(), torch.tensor(float(y.shape[0]), dtype=torch.float64, device=total.device)])
-        total = collectives.chain_sum(total)
-        self.full_energy = float(num_data * total[0] / total[1])
+                total += F.cross_entropy(self.snapshot(x).float(), y, reduction="sum").double()
+            count += y.shape[0]
+        self.full_energy = float(num_data * collectives.chain_mean(total, count))
 
     @torch.no_grad()
     def snapshot_energy(self, x: Tensor, y: Tensor, num_data: int, collectives: ChainCollectives, autocast) -> Tensor:
         with autocast():
             loss = F.cross_entropy(self.snapshot(x).float(), y, reduction="sum")
-        total = collectives.chain_sum(torch.stack([loss.double(), torch.tensor(float(y.shape[0]), dtype=torch.float64,
-                                                                                device=loss.device)]))
-        return num_data * total[0] / total[1]
+        return num_data * collectives.chain_mean(loss, y.shape[0])
 
     def state_dict(self) -> dict[str, Any]:
         snapshot = None if self.snapshot is None else {k: v.cpu() for k, v in self.snapshot.state_dict().items()}
@@ -117,10 +120,7 @@ class EnergyEstimator:
         self.num_data, self.collectives, self.control_variate = num_data, collectives, control_variate
 
     def __call__(self, mean_loss: Tensor, x: Tensor, y: Tensor, autocast) -> Tensor:
-        pair = torch.stack([mean_loss.double() * y.shape[0],
-                            torch.tensor(float(y.shape[0]), dtype=torch.float64, device=mean_loss.device)])
-        pair = self.collectives.chain_sum(pair)
-        energy = self.num_data * pair[0] / pair[1]
+        energy = self.num_data * self.collectives.chain_mean(mean_loss.double() * y.shape[0], y.shape[0])
         cv = self.control_variate
         if cv is not None and cv.snapshot is not None:
             energy = energy - cv.snapshot_energy(x, y, self.num_data, self.collectives, autocast) + cv.full_energy

@@ -167,6 +167,7 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
 def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.Layout, device: torch.device,
                       num_data: int, schedule, batches_per_epoch: int):
     """The :mod:`csg.interaction` of a contour or replica-exchange sampler (None for the others)."""
+    from csg.data.bundle import derive_seed
     from csg.interaction import ChainCollectives, ContourInteraction, ControlVariate, EnergyEstimator, ReplicaExchange
 
     contour, replica = cfg.sampler.get("contour"), cfg.sampler.get("replica")
@@ -181,13 +182,8 @@ def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.
     if contour is not None:
         return ContourInteraction(estimator, sampler, contour.get("weight_exponent"))
     return ReplicaExchange(estimator, chain, list(replica.temperatures), list(replica.step_sizes),
-                           num_data * float(replica.correction), int(replica.swap_every), derive_seed_of(cfg, 104729))
-
-
-def derive_seed_of(cfg: DictConfig, stream: int) -> int:
-    from csg.data.bundle import derive_seed
-
-    return derive_seed(int(cfg.seed), stream)
+                           num_data * float(replica.correction), int(replica.swap_every),
+                           derive_seed(int(cfg.seed), 104729))
 
 
 def plan_collection(cfg: DictConfig, schedule, batches_per_epoch: int):
@@ -473,7 +469,7 @@ def evaluate_store(
     if not paths:
         raise ConfigError("samples", str(store.directory), "a run directory with at least one sample")
     if cfg.sampler.get("replica") is not None:  # the ensemble is the lowest temperature's samples
-        paths = [path for path in paths if store.load(path).get("replica_rung", 0) == 0]
+        paths = [path for path in paths if store.metadata(path).get("replica_rung", 0) == 0]
     chain_of = [int(p.parent.name.removeprefix("chain")) if p.parent.name.startswith("chain") else 0 for p in paths]
     swag = cfg.sampler.get("swag")
     extra: dict[str, Any] = {}
@@ -518,7 +514,7 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
     """(weights of the stored samples, their name): equal, or the harmonic-mean estimator of Appendix F."""
     contour = cfg.sampler.get("contour")
     if contour is not None and contour.get("ensemble_weights", "importance") == "importance":
-        return importance_weights([store.load(path).get("log_weight", 0.0) for path in paths]), "importance"
+        return importance_weights([store.metadata(path).get("log_weight", 0.0) for path in paths]), "importance"
     if cfg.evaluation.cycle_weights != "harmonic":
         return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
     log_likelihoods, cycles = [], []

@@ -244,13 +244,12 @@ def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision
         loss = F.cross_entropy(logits, y) if scale is None else F.cross_entropy(logits, y, reduction="sum") * scale
     sampler.zero_grad(set_to_none=True)
     mean = loss.detach() if scale is None else loss.detach() / (scale * y.shape[0])
+    step_kwargs = interaction.before_update(mean, x, y, precision.autocast) if interaction is not None else {}
     if precision.scaler is not None:
         precision.scaler.scale(loss).backward()
-        step_kwargs = interaction.before_update(mean, x, y, precision.autocast) if interaction is not None else {}
         precision.scaler.step(sampler, **step_kwargs)
         precision.scaler.update()
     else:
         loss.backward()
-        step_kwargs = interaction.before_update(mean, x, y, precision.autocast) if interaction is not None else {}
         sampler.step(**step_kwargs)
     return mean, logits.detach()

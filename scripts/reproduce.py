@@ -110,7 +110,7 @@ def main() -> None:
     else:
         runs = args.runs or Path("multirun") / preset / datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
         run_sweeps(preset, tables.expand(spec, args.scale, epochs, args.seeds), runs, args.launcher, args.overrides,
-                   getattr(spec, "processes", {}))
+                   spec.processes)
     if args.target == "fig3":
         missing = fig3.report(runs, out, args.scale, epochs=epochs, seeds=args.seeds)
     else:

@@ -146,6 +146,10 @@ class _Contour:
         self.last_index = j
         return loss
 
+    def _update(self, group, params, grads):
+        """The base sampler's update (next in the MRO) on the multiplied gradient, weight decay folded in."""
+        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
+
     def _scaled(self, group, params, grads) -> list[Tensor]:
         multiplier = self._multiplier.to(params[0].dtype)
         scaled = []
@@ -201,9 +205,6 @@ class ContourSGLD(_Contour, SGLD):
                          generator=generator)
         self._setup_contour(partition, chains, gather)
 
-    def _update(self, group, params, grads):
-        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
-
 
 class ContourSGHMC(_Contour, SGHMC):
     r"""Contour SGHMC (ICSGHMC with shared groups): :class:`csg.samplers.SGHMC` on the multiplied gradient."""
@@ -215,9 +216,6 @@ class ContourSGHMC(_Contour, SGHMC):
                          weight_decay=weight_decay, generator=generator)
         self._setup_contour(partition, chains, gather)
 
-    def _update(self, group, params, grads):
-        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
-
 
 class ContourPSGLD(_Contour, PSGLD):
     r"""pCSGLD / pICSGLD (the ICSGLD paper's bandit): :class:`csg.samplers.PSGLD` on the multiplied gradient."""
@@ -228,6 +226,3 @@ class ContourPSGLD(_Contour, PSGLD):
         super().__init__(params, lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay,
                          alpha=alpha, eps=eps, generator=generator)
         self._setup_contour(partition, chains, gather)
-
-    def _update(self, group, params, grads):
-        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
