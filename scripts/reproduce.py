@@ -40,7 +40,7 @@ def preset_epochs(preset: str, overrides: list[str]) -> int:
 def _run(command: list[str], what: str, runs: Path) -> None:
     print("+ " + " ".join(command[1:]), flush=True)
     if subprocess.run(command, cwd=ROOT).returncode != 0:
-        sys.exit(f"error: `{what}` failed (its error is above); the runs that finished stay in {runs}, and "
+        sys.exit(f"error: {what} failed (its error is above); the runs that finished stay in {runs}, and "
                  f"--report-only --runs {runs} aggregates them")
 
 
@@ -60,7 +60,7 @@ def run_sweeps(preset: str, sweeps: list[list[str]], runs: Path, launcher: str, 
                 command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={tasks}",
                            str(ROOT / "train.py"), f"experiment={preset}", *pairs, *overrides,
                            f"hydra.run.dir={runs / f'sweep{index}' / f'{number}_{name}'}"]
-                _run(command, " ".join(pairs), runs)
+                _run(command, f"the run `{' '.join(pairs)}`", runs)
             continue
         command = [sys.executable, str(ROOT / "train.py"), "-m", f"experiment={preset}", *sweep, *overrides,
                    f"hydra.sweep.dir={runs / f'sweep{index}'}"]
@@ -68,7 +68,7 @@ def run_sweeps(preset: str, sweeps: list[list[str]], runs: Path, launcher: str, 
             command.append("hydra/launcher=slurm")
             if tasks > 1:
                 command += [f"hydra.launcher.tasks_per_node={tasks}", f"hydra.launcher.gpus_per_node={tasks}"]
-        _run(command, " ".join(sweep), runs)
+        _run(command, f"the multirun `{' '.join(sweep)}`", runs)
 
 
 def newest_runs(preset: str) -> Path:

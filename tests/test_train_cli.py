@@ -126,7 +126,7 @@ def test_group_choices_are_checked_with_hydras_parsers():
     assert check_group_choices(["-m", "sampler=csgld,csghmc", "hydra/launcher=basic"], configs) is None
     assert check_group_choices(["--cfg", "job", "model=mlp"], configs) is None
     message = check_group_choices(["-m", "sampler=choice(sgld,hmc)"], configs)
-    assert message.startswith("sampler=hmc is not allowed: one of csghmc")
+    assert message.startswith("sampler=hmc is not allowed: one of contour_sghmc, csghmc")
     assert "logger=tensorboard" in check_group_choices(["logger=tensorboard"], configs)
 
 
