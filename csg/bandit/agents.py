@@ -12,7 +12,7 @@ chains sharing theta, ICSGLD Eq. 16).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -64,7 +64,8 @@ class AgentSpec:
     dropout: float = 0.0
     masks: int = 1              # dropout masks averaged per prediction
     contour: dict[str, Any] | None = None  # {"interacting": bool, "sa_step": float}
-    extra: dict[str, Any] = field(default_factory=dict)
+    alpha: float = 0.99         # RMSprop's average of squared gradients: the paper's preconditioner learning rate 0.01
+    eps: float = 1e-3           # RMSprop's regularizer lambda in G = 1 / (lambda + sqrt(V)) (Appendix D.3: 0.001)
 
 
 class Agent:
@@ -79,15 +80,16 @@ class Agent:
         params = self.model.parameters()
         common = dict(lr=spec.lr, num_data=capacity, temperature=spec.temperature,
                       generator=torch.Generator().manual_seed(seed + 2))
+        rmsprop = dict(alpha=spec.alpha, eps=spec.eps)
         if spec.contour is not None:
             groups = 1 if spec.contour.get("interacting", True) else spec.chains
             omega = float(spec.contour["sa_step"])
             self.partition = EnergyPartition(capacity * float(partition["low"]), capacity * float(partition["width"]),
                                              int(partition["partitions"]), zeta=float(partition["zeta"]),
                                              groups=groups, sa_step=lambda k: omega)
-            self.sampler = ContourPSGLD(params, partition=self.partition, chains=spec.chains, **common)
+            self.sampler = ContourPSGLD(params, partition=self.partition, chains=spec.chains, **common, **rmsprop)
         elif spec.update == "psgld":
-            self.sampler = PSGLD(params, **common)
+            self.sampler = PSGLD(params, **common, **rmsprop)
         elif spec.update == "sgld":
             self.sampler = SGLD(params, **common)
         else:
