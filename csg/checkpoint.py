@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from csg.atomic import atomic_torch_save
+from csg.errors import ConfigError
 
 
 @dataclass
@@ -85,24 +86,30 @@ def let_signal_act(error: Preempted) -> None:
     raise SystemExit(128 + error.signum)
 
 
-def random_states() -> dict[str, Any]:
+def random_states(device: torch.device | None = None) -> dict[str, Any]:
+    """Every global random state: torch's CPU generator, the CUDA generator of ``device`` (if a GPU), numpy, Python.
+
+    Only the run's own GPU: asking for every device's state would open a CUDA context on each GPU of the node
+    in every process."""
+    cuda = device is not None and device.type == "cuda"
     return {
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": [torch.cuda.get_rng_state(device)] if cuda else [],
         "numpy": np.random.get_state(),
         "python": random.getstate(),
     }
 
 
-def set_random_states(states: dict[str, Any]) -> None:
+def set_random_states(states: dict[str, Any], device: torch.device | None = None) -> None:
     torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+    if states["cuda"] and device is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(states["cuda"][0], device)
     np.random.set_state(states["numpy"])
     random.setstate(states["python"])
 
 
-def save_checkpoint(path: str | Path, *, model, sampler, state: LoopState, scaler=None, extra: dict | None = None) -> None:
+def save_checkpoint(path: str | Path, *, model, sampler, state: LoopState, scaler=None, extra: dict | None = None,
+                    device: torch.device | None = None) -> None:
     """Write the chain's complete state to ``path`` atomically."""
     atomic_torch_save(
         {
@@ -110,19 +117,44 @@ def save_checkpoint(path: str | Path, *, model, sampler, state: LoopState, scale
             "sampler": sampler.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None,
             "loop": asdict(state),
-            "random": random_states(),
+            "random": random_states(device),
             **(extra or {}),
         },
         path,
     )
 
 
-def load_checkpoint(path: str | Path, *, model, sampler, scaler=None) -> tuple[LoopState, dict[str, Any]]:
-    """Restore model, sampler, scaler and random states from ``path``; returns the loop state and the file."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+_REQUIRED = ("model", "sampler", "scaler", "loop", "random", "config")
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint file as saved (on the CPU), loading nothing into the run yet.
+
+    A file that cannot be read, or is not a checkpoint of train.py (a job killed while copying it, a full
+    disk, another program's file), is a :class:`ConfigError` naming the file and the two ways on.
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        missing = [key for key in _REQUIRED if key not in checkpoint] if isinstance(checkpoint, dict) else list(_REQUIRED)
+        problem = f"it lacks {', '.join(missing)}" if missing else None
+    except Exception as error:  # noqa: BLE001 - any failure to read is the same answer to the user
+        message = str(error).strip()
+        problem = message.splitlines()[0].split(". ")[0] if message else type(error).__name__  # its first sentence
+    if problem is not None:
+        raise ConfigError(
+            "trainer.checkpoint.resume", True,
+            f"a readable checkpoint; {path} cannot be read ({problem}): delete it to start over, or set "
+            "trainer.checkpoint.resume=false (the samples already written stay)",
+        )
+    return checkpoint
+
+
+def restore_checkpoint(checkpoint: dict[str, Any], *, model, sampler, scaler=None,
+                       device: torch.device | None = None) -> LoopState:
+    """Load a :func:`read_checkpoint` result into model, sampler, scaler and the random states; the loop state."""
     model.load_state_dict(checkpoint["model"])
     sampler.load_state_dict(checkpoint["sampler"])
     if scaler is not None and checkpoint["scaler"] is not None:
         scaler.load_state_dict(checkpoint["scaler"])
-    set_random_states(checkpoint["random"])
-    return LoopState(**checkpoint["loop"]), checkpoint
+    set_random_states(checkpoint["random"], device)
+    return LoopState(**checkpoint["loop"])

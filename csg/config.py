@@ -87,8 +87,7 @@ def validate(cfg: DictConfig) -> None:
     update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
     schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
 
-    if not _is_int(_get(cfg, "seed")):
-        raise ConfigError("seed", _get(cfg, "seed"), "an integer")
+    non_negative_int(cfg, "seed")  # numpy's SeedSequence, which derives every stream, takes no negative entropy
     positive_int(cfg, "trainer.epochs")
     positive_int(cfg, "data.batch_size")
     positive_int(cfg, "data.eval_batch_size")
@@ -145,6 +144,8 @@ def validate(cfg: DictConfig) -> None:
     for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
         if not isinstance(_get(cfg, key), bool):
             raise ConfigError(key, _get(cfg, key), "true or false")
+    if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
+        raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
     signals = _get(cfg, "trainer.checkpoint.signals")
     allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if signals is None or any(str(name) not in allowed_signals for name in signals):

@@ -67,7 +67,9 @@ def setup(chains: int, device_name: str) -> Layout:
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if world_size % chains:
         raise ConfigError("sampler.chains", chains, f"a divisor of the {world_size} processes")
-    use_cuda = torch.cuda.is_available() and device_name in ("auto", "cuda") or device_name.startswith("cuda")
+    use_cuda = device_name.startswith("cuda") or (device_name == "auto" and torch.cuda.is_available())
+    if use_cuda:
+        check_one_gpu_per_process(device_name, local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
     if not dist.is_initialized():
         if use_cuda:
             torch.cuda.set_device(local_rank)
@@ -77,6 +79,31 @@ def setup(chains: int, device_name: str) -> Layout:
     chain = rank // size
     return Layout(rank=rank, world_size=world_size, local_rank=local_rank, chains=chains, chain=chain,
                   chain_rank=rank % size, chain_size=size, group=groups[chain] if groups else None, groups=groups)
+
+
+def check_one_gpu_per_process(device_name: str, local_rank: int, local_world_size: int) -> None:
+    """Under a launcher every process of a node takes the GPU of its local rank: there must be enough of them.
+
+    NCCL cannot put two processes of one job on the same GPU, so more processes than visible GPUs stop
+    here, before any work, with one line from the node's first process (the others exit quietly with the
+    same status instead of each printing a CUDA traceback). Several chains on one GPU: one process with
+    ``sampler.chains=K``.
+    """
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device_name.startswith("cuda:"):
+        problem = ("cuda or auto under torchrun / SLURM tasks: each process takes the GPU of its local rank "
+                   "(pick the GPUs with CUDA_VISIBLE_DEVICES)")
+    elif visible == 0:
+        problem = "cpu or auto: CUDA is not available on this machine"
+    elif local_world_size > visible:
+        problem = (f"one GPU per process, and --nproc_per_node={local_world_size} started {local_world_size} processes "
+                   f"on a node with {visible} visible GPU{'s' if visible > 1 else ''}; start at most {visible} "
+                   f"(--nproc_per_node={visible}), or run on the CPU with trainer.device=cpu")
+    else:
+        return
+    if local_rank != 0:
+        raise SystemExit(ConfigError.exit_code)  # the node's first process reports it
+    raise ConfigError("trainer.device", device_name, problem)
 
 
 def teardown(layout: Layout, wait: bool = True) -> None:

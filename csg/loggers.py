@@ -33,18 +33,25 @@ class NullLogger:
 
 
 class CSVLogger(NullLogger):
-    """Appends one row per epoch to ``epochs.csv`` and one per logged step to ``steps.csv``."""
+    """Writes one row per epoch to ``epochs.csv`` and one per logged step to ``steps.csv``.
 
-    def __init__(self, directory: str | Path):
+    ``append`` (a resumed run): the files of the interrupted run keep their rows and the new ones follow.
+    """
+
+    def __init__(self, directory: str | Path, append: bool = False):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.append = append
         self._files: dict[str, tuple[Any, csv.DictWriter]] = {}
 
     def _write(self, name: str, row: dict[str, Any]) -> None:
         if name not in self._files:
-            handle = open(self.directory / name, "w", newline="")
+            path = self.directory / name
+            continued = self.append and path.exists() and path.stat().st_size > 0
+            handle = open(path, "a" if continued else "w", newline="")
             writer = csv.DictWriter(handle, fieldnames=list(row))
-            writer.writeheader()
+            if not continued:
+                writer.writeheader()
             self._files[name] = (handle, writer)
         handle, writer = self._files[name]
         writer.writerow(row)
@@ -99,11 +106,13 @@ LOGGERS = ("none", "csv", "wandb")
 WANDB_MODES = ("offline", "online", "disabled")
 
 
-def build_logger(name: str, directory: str | Path, config: dict[str, Any], **options: Any) -> NullLogger:
+def build_logger(name: str, directory: str | Path, config: dict[str, Any], *, resume: bool = False,
+                 **options: Any) -> NullLogger:
+    """The logger ``name``; ``resume``: the run continues from a checkpoint (the CSV files are appended to)."""
     if name == "none":
         return NullLogger()
     if name == "csv":
-        return CSVLogger(directory)
+        return CSVLogger(directory, append=resume)
     if name == "wandb":
         return WandbLogger(directory, config, **options)
     raise ConfigError("logger.name", name, f"one of {', '.join(LOGGERS)}")

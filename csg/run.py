@@ -20,9 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from csg import config as checks
 from csg import distributed
-from csg.atomic import atomic_torch_save, atomic_write_json
-from csg.checkpoint import PreemptionSignals, load_checkpoint, save_checkpoint
+from csg.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from csg.checkpoint import PreemptionSignals, read_checkpoint, restore_checkpoint, save_checkpoint
 from csg.collection import SampleStore, capacity, collection_points, eligible_epochs
+from csg.devices import resolve_device, set_deterministic
 from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.weights import importance_weights
@@ -31,20 +32,6 @@ from csg.loggers import NullLogger, build_logger
 from csg.training import Hooks, Precision, train_chain
 
 log = logging.getLogger(__name__)
-
-
-def resolve_device(name: str, layout: distributed.Layout | None = None) -> torch.device:
-    local_rank = layout.local_rank if layout is not None else 0
-    if name == "auto":
-        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("trainer.device", name, "cpu or auto: CUDA is not available on this machine")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("trainer.device", name, "cpu or auto: MPS is not available on this machine")
-    if device.type == "cuda" and device.index is None and layout is not None and layout.distributed:
-        device = torch.device("cuda", local_rank)
-    return device
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -238,14 +225,30 @@ def config_fingerprint(cfg: DictConfig) -> dict[str, Any]:
     return flat
 
 
-def _check_same_config(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
-    for key in sorted(set(saved) | set(current)):
+RESOLVED_DEVICE = "device type"  # where trainer.device=auto put the chain: a CPU chain does not resume on a GPU
+
+
+def _check_same_config(checkpoint: dict[str, Any], current: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint of another config before anything is loaded from it.
+
+    Hydra has already written this command's config into ``<run dir>/.hydra/``; a refusal puts back the
+    files of the run the checkpoint belongs to, so that the directory still describes its samples."""
+    saved = checkpoint["config"]
+    for key in sorted(set(saved) | set(current), key=lambda k: (not k.endswith(".name"), k)):  # a changed choice first
         if saved.get(key) != current.get(key):
+            for name, text in (checkpoint.get("hydra_files") or {}).items():
+                atomic_write_text(path.parent / ".hydra" / name, text)
             raise ConfigError(
                 "trainer.checkpoint.resume", True,
                 f"a checkpoint made with this config; {path} has {key}={saved.get(key)!r}, this run {current.get(key)!r} "
                 "(use another hydra.run.dir, or trainer.checkpoint.resume=false to start over)",
             )
+
+
+def _hydra_files(run_dir: Path) -> dict[str, str]:
+    """The texts of ``<run dir>/.hydra/*.yaml`` (Hydra's record of the command), kept in the checkpoints."""
+    folder = run_dir / ".hydra"
+    return {path.name: path.read_text() for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
 
 
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
@@ -300,9 +303,12 @@ def _quiet_other_ranks(layout: distributed.Layout) -> None:
 def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: float) -> dict[str, Any]:
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
+    set_deterministic(bool(cfg.trainer.get("deterministic", False)))
     precision = Precision(str(cfg.trainer.precision), device)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    logger = build_logger(cfg.logger.name, run_dir, resolved, **_options(cfg.logger)) if layout.is_global_zero else NullLogger()
+    resuming = bool(cfg.trainer.checkpoint.resume) and any(run_dir.glob("checkpoint*.pt"))
+    logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, **_options(cfg.logger))
+              if layout.is_global_zero else NullLogger())
     chains = []
     try:
         prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir) for chain in layout.local_chains()]
@@ -361,7 +367,16 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
 
 def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, device: torch.device,
                    precision: Precision, run_dir: Path) -> dict[str, Any]:
-    """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one."""
+    """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one.
+
+    A checkpoint is read and its config compared with this run's first, before any data or model is built."""
+    suffix = f"_chain{chain:02d}" if layout.chains > 1 else ""
+    checkpoint_path = run_dir / f"checkpoint{suffix}.pt"
+    fingerprint = {**config_fingerprint(cfg), RESOLVED_DEVICE: device.type}
+    saved = None
+    if cfg.trainer.checkpoint.resume and checkpoint_path.exists():
+        saved = read_checkpoint(checkpoint_path)
+        _check_same_config(saved, fingerprint, checkpoint_path)
     seeds = seed_streams(int(cfg.seed), chain)
     random.seed(seeds["init"])
     np.random.seed(seeds["init"] % 2**32)
@@ -381,15 +396,11 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
         trained_model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, process_group=layout.group
         )
-    suffix = f"_chain{chain:02d}" if layout.chains > 1 else ""
     store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples")
-    checkpoint_path = run_dir / f"checkpoint{suffix}.pt"
-    fingerprint = config_fingerprint(cfg)
 
     state = None
-    if cfg.trainer.checkpoint.resume and checkpoint_path.exists():
-        state, saved = load_checkpoint(checkpoint_path, model=model, sampler=sampler, scaler=precision.scaler)
-        _check_same_config(saved["config"], fingerprint, checkpoint_path)
+    if saved is not None:
+        state = restore_checkpoint(saved, model=model, sampler=sampler, scaler=precision.scaler, device=device)
         if interaction is not None and saved.get("interaction") is not None:
             interaction.load_state_dict(saved["interaction"], model)
         if trace is not None and saved.get("trace") is not None:
@@ -397,12 +408,15 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
             trace.buffer[: trace.count] = draws
         log.info("resumed chain %d from %s at epoch %d, batch %d", chain, checkpoint_path, state.epoch + 1, state.batch)
 
+    hydra_files = _hydra_files(run_dir)
+
     def checkpoint(loop_state) -> None:
         if layout.is_chain_leader:
             extra = {"config": fingerprint, "trace": (trace.draws.clone(), trace.count) if trace is not None else None,
-                     "interaction": interaction.state_dict() if interaction is not None else None}
+                     "interaction": interaction.state_dict() if interaction is not None else None,
+                     "hydra_files": hydra_files}
             save_checkpoint(checkpoint_path, model=model, sampler=sampler, state=loop_state,
-                            scaler=precision.scaler, extra=extra)
+                            scaler=precision.scaler, extra=extra, device=device)
 
     return {"chain": chain, "data": data, "model": model, "trained_model": trained_model, "sampler": sampler,
             "schedule": schedule, "plan": plan, "trace": trace, "store": store, "state": state,

@@ -10,6 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests run where CUDA is visible and are skipped, with the reason, everywhere else."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible); run `pytest -m gpu` on a GPU machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def run_train(tmp_path):
     """Run ``python train.py <args>`` in a fresh run directory; returns (CompletedProcess, run_dir)."""

@@ -62,6 +62,8 @@ def test_recipe_values_can_be_overridden_per_sampler_key():
         ("logger.name=tensorboard", "logger.name"),
         ("evaluation.cycle_weights=bma", "evaluation.cycle_weights"),
         ("seed=abc", "seed"),
+        ("seed=-1", "seed"),
+        ("trainer.deterministic=maybe", "trainer.deterministic"),
     ],
 )
 def test_more_bad_values_are_named(override, key):

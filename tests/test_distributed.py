@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 
+from csg import distributed
 from tests.conftest import ROOT
 
 SHORT = ["trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0", "sampler.samples_per_cycle=1", "logger=none",
@@ -22,20 +23,22 @@ def _samples(run_dir):
     return {str(p.relative_to(run_dir / "samples")): torch.load(p) for p in sorted((run_dir / "samples").glob("**/*.pt"))}
 
 
-def _torchrun(tmp_path, run_dir, *args):
+def _torchrun(tmp_path, run_dir, *args, nproc=2, device="cpu"):
+    """``torchrun --nproc_per_node=<nproc> train.py``; ``device="cpu"`` (gloo) keeps the CPU semantics on a GPU machine."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}"]
+    pin = [f"trainer.device={device}"] if device is not None else []
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               str(ROOT / "train.py"), *args, *pin, f"hydra.run.dir={run_dir}"]
     return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_two_processes_reproduce_one_process(run_train, tmp_path):
     # At the recipe's lr0 = 0.2 the restart of cycle 2 is chaotic enough that round-off (~1e-7) can grow to
     # ~1e-2 within an epoch on some trajectories; lr0 = 0.1 keeps the comparison about round-off alone.
-    args = (*SHORT, "data.recipe.lr0=0.1")
+    args = (*SHORT, "data.recipe.lr0=0.1", "trainer.device=cpu")
     single, one_dir = run_train(*args, run_dir=tmp_path / "one")
     assert single.returncode == 0, single.stderr
-    double = _torchrun(tmp_path, tmp_path / "two", *args)
+    double = _torchrun(tmp_path, tmp_path / "two", *args, device=None)
     assert double.returncode == 0, double.stderr
     one, two = _samples(one_dir), _samples(tmp_path / "two")
     assert list(one) == list(two) == ["sample_0000_cycle00_epoch0000.pt", "sample_0001_cycle01_epoch0001.pt"]
@@ -74,9 +77,8 @@ def test_parallel_chains_as_process_groups_under_torchrun(tmp_path):
                                                   "chain01/sample_0000_cycle00_epoch0003.pt"]
 
 
-def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
-    args = ["trainer.epochs=40", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=none",
-            "trainer.progress=false"]
+def interrupt_then_resume(run_train, tmp_path, args):
+    """Run ``args`` whole, and again stopped by SIGTERM after its first sample and resumed; the two run dirs."""
     full, full_dir = run_train(*args, run_dir=tmp_path / "full")
     assert full.returncode == 0, full.stderr
 
@@ -97,12 +99,26 @@ def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
     resumed, _ = run_train(*args, run_dir=cut_dir)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed chain 0" in (cut_dir / "train.log").read_text()
-    expected, got = _samples(full_dir), _samples(cut_dir)
+    return full_dir, cut_dir
+
+
+def assert_same_samples(first_dir, second_dir):
+    expected, got = _samples(first_dir), _samples(second_dir)
     assert list(expected) == list(got) and len(got) == 4
     for name in expected:
         assert expected[name]["train_loss"] == got[name]["train_loss"]
         for key, tensor in expected[name]["state_dict"].items():
             assert torch.equal(tensor, got[name]["state_dict"][key]), (name, key)
+
+
+def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
+    args = ["trainer.epochs=40", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=csv",
+            "trainer.progress=false", "trainer.device=cpu"]
+    full_dir, cut_dir = interrupt_then_resume(run_train, tmp_path, args)
+    assert_same_samples(full_dir, cut_dir)
+    # the epoch log of the interrupted run is continued, not started over
+    epochs = (cut_dir / "epochs.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in epochs[1:]] == [str(e) for e in range(40)]
 
 
 def test_resume_refuses_a_checkpoint_of_another_config(run_train, tmp_path):
@@ -113,6 +129,68 @@ def test_resume_refuses_a_checkpoint_of_another_config(run_train, tmp_path):
     assert second.returncode == 2
     lines = [line for line in second.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "trainer.checkpoint.resume" in lines[0] and "seed=0" in lines[0]
+
+
+def _one_line_refusal(process, *fragments):
+    lines = [line for line in process.stderr.splitlines() if line.strip()]
+    assert process.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), process.stderr
+    assert "Traceback" not in process.stderr + process.stdout
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_a_checkpoint_of_another_model_is_refused_before_loading_and_the_run_dir_kept(run_train, tmp_path):
+    # the issue's case: a run dir of one model, re-used for another whose weights would not even load
+    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "trainer.progress=false"]
+    first, run_dir = run_train(*args)
+    assert first.returncode == 0, first.stderr
+    before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "train.log"}
+    second, _ = run_train(*args, "model=resnet18", run_dir=run_dir)
+    _one_line_refusal(second, "trainer.checkpoint.resume", "model.name='mlp', this run 'resnet18'",
+                      "trainer.checkpoint.resume=false")
+    after = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "train.log"}
+    assert after == before  # Hydra's .hydra/ files of the refused command are put back; nothing else is touched
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a checkpoint"])
+def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(run_train, tmp_path, damage):
+    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "trainer.progress=false"]
+    first, run_dir = run_train(*args)
+    assert first.returncode == 0, first.stderr
+    checkpoint = run_dir / "checkpoint.pt"
+    if damage == "truncated":  # a job killed while the file was copied, a full disk
+        checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
+    else:
+        torch.save({"weights": torch.zeros(2)}, checkpoint)
+    samples, metrics = _samples(run_dir), (run_dir / "metrics.json").read_text()
+    second, _ = run_train(*args, run_dir=run_dir)
+    _one_line_refusal(second, str(checkpoint), "delete it", "trainer.checkpoint.resume=false")
+    assert list(_samples(run_dir)) == list(samples) and (run_dir / "metrics.json").read_text() == metrics
+    # the way out it names works: start over in the same directory
+    third, _ = run_train(*args, "trainer.checkpoint.resume=false", run_dir=run_dir)
+    assert third.returncode == 0, third.stderr
+
+
+def test_more_processes_than_gpus_stop_with_one_line_from_the_first_process(monkeypatch):
+    from csg.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ConfigError) as error:
+        distributed.check_one_gpu_per_process("auto", local_rank=0, local_world_size=2)
+    message = str(error.value)
+    assert error.value.key == "trainer.device"
+    for fragment in ("--nproc_per_node=2", "1 visible GPU", "--nproc_per_node=1", "trainer.device=cpu"):
+        assert fragment in message, message
+    with pytest.raises(SystemExit) as quiet:  # the other processes of the node leave the line to the first
+        distributed.check_one_gpu_per_process("auto", local_rank=1, local_world_size=2)
+    assert quiet.value.code == 2
+    distributed.check_one_gpu_per_process("cuda", local_rank=0, local_world_size=1)  # one each: fine
+    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES"):  # cuda:N would put every process on one GPU
+        distributed.check_one_gpu_per_process("cuda:0", local_rank=0, local_world_size=1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="CUDA is not available"):
+        distributed.check_one_gpu_per_process("cuda", local_rank=0, local_world_size=2)
 
 
 def test_slurm_launcher_config_lands_in_the_sbatch_script(tmp_path, monkeypatch):

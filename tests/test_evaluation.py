@@ -84,3 +84,23 @@ def test_harmonic_mean_cycle_weights():
 
 def test_equal_weights():
     assert equal_weights(4) == [0.25] * 4
+
+
+def test_a_batch_whose_float16_logits_overflow_is_predicted_again_in_float32():
+    from csg.evaluation import predict_probs
+
+    model = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[4e4, 0.0], [0.0, 4e4], [-4e4, 0.0]]))  # |logits| up to 8e4 > 65504
+        model.bias.zero_()
+    x = torch.tensor([[2.0, 0.0], [0.0, 1e-4], [0.5, 0.5]])
+    loader = DataLoader(TensorDataset(x, torch.tensor([0, 1, 2])), batch_size=3)
+
+    def half():
+        return torch.autocast("cpu", dtype=torch.float16)
+
+    with half():
+        assert not torch.isfinite(model(x)).all()  # the case: float16 overflows here
+    probs, targets = predict_probs(model, loader, torch.device("cpu"), half)
+    exact, _ = predict_probs(model, loader, torch.device("cpu"))
+    assert torch.isfinite(probs).all() and torch.equal(probs, exact) and targets.tolist() == [0, 1, 2]

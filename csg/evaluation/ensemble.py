@@ -17,15 +17,23 @@ from csg.evaluation.metrics import classification_metrics
 def predict_probs(
     model: nn.Module, loader: DataLoader, device: torch.device, autocast: Callable[[], contextlib.AbstractContextManager] | None = None
 ) -> tuple[Tensor, Tensor]:
-    """Softmax probabilities (float32, on the CPU) of ``model`` in eval mode on every batch, and the targets."""
+    """Softmax probabilities (float32) of ``model`` in eval mode on every batch, and the targets, both on the CPU.
+
+    The loader may serve batches from the accelerator (data held on the GPU) or from the CPU; the
+    results are on the CPU either way, where the metrics and the gathering across processes take them.
+    Under ``autocast`` a batch whose logits overflow (float16 ends at 65504) is computed again in float32,
+    so that a sample's metrics are its own and not those of the number format.
+    """
     model.eval()
-    autocast = autocast or contextlib.nullcontext
     probs, targets = [], []
     for x, y in loader:
-        with autocast():
-            logits = model(x.to(device, non_blocking=True))
+        x = x.to(device, non_blocking=True)
+        with (autocast or contextlib.nullcontext)():
+            logits = model(x)
+        if autocast is not None and not bool(torch.isfinite(logits).all()):
+            logits = model(x)
         probs.append(torch.softmax(logits.float(), dim=1).cpu())
-        targets.append(y)
+        targets.append(y.cpu())
     return torch.cat(probs), torch.cat(targets)
 
 

@@ -122,7 +122,7 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
     runs = load_runs(runs_dir)
     missing = missing_runs(runs, expected_runs(expand(SPEC, scale, epochs, seeds)))
     done = runs[runs.status == "done"] if not runs.empty else runs
-    from csg.run import resolve_device
+    from csg.devices import resolve_device
 
     dev = resolve_device(device)
     out_dir = Path(out_dir)

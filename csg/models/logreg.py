@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from csg.errors import ConfigError
+
 from csg.models.registry import register_model
 
 
@@ -33,5 +35,6 @@ class LogisticRegression(nn.Module):
 @register_model
 def logreg(num_classes: int = 2, input_shape: Sequence[int] = (1,)) -> LogisticRegression:
     if num_classes != 2:
-        raise ValueError(f"logistic regression is binary; the data set has {num_classes} classes")
+        raise ConfigError("model.name", "logreg", f"a model of {num_classes} classes: logistic regression is binary "
+                          "(data=heart, german or australian)")
     return LogisticRegression(math.prod(input_shape))

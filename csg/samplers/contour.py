@@ -74,7 +74,8 @@ class EnergyPartition:
         return j.clamp(0, self.partitions - 1).long()
 
     def _by_group(self, values: Tensor) -> Tensor:
-        return values.reshape(self.groups, -1)
+        """(groups, chains per group), on theta's device (indices gathered across processes may arrive on the CPU)."""
+        return values.to(self.theta.device).reshape(self.groups, -1)
 
     def multiplier(self, j: Tensor, temperature: float, energy: Tensor | None = None) -> Tensor:
         r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0).
@@ -87,7 +88,7 @@ class EnergyPartition:
         factor = (1.0 + self.zeta * temperature * (here - below) / self.width).clamp(*self.multiplier_clip).reshape(-1)
         if energy is None:
             return factor
-        above = energy.reshape(-1).to(factor.dtype) >= self.low + self.partitions * self.width
+        above = energy.reshape(-1).to(factor.device, factor.dtype) >= self.low + self.partitions * self.width
         return torch.where(above, torch.ones_like(factor), factor)
 
     def multiplier_of(self, energy: Tensor, temperature: float) -> Tensor:

@@ -69,8 +69,8 @@ def run_study(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, A
     studies = _studies()
     if study.name not in studies:
         raise ConfigError("synthetic.name", study.name, f"one of {', '.join(studies)}")
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool):
-        raise ConfigError("seed", cfg.seed, "an integer")
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
+        raise ConfigError("seed", cfg.seed, "an integer >= 0")
     validate(cfg)
     run_dir = Path(run_dir if run_dir is not None else _hydra_output_dir())
     output_dir = Path(study.output_dir) if study.get("output_dir") else run_dir

@@ -1,0 +1,166 @@
+"""The CUDA path: train.py, evaluate_run.py and torchrun as users run them on a GPU machine.
+
+Every test here is marked ``gpu``: it runs where CUDA is visible (``pytest -m gpu``) and is skipped, with
+the reason, everywhere else (see conftest.py). The CPU semantics (gloo DDP, bit-exact CPU resume) are
+tested elsewhere with ``trainer.device=cpu``, so that they mean the same on both kinds of machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from tests.formats import write_cifar
+from tests.test_distributed import _samples, _torchrun, assert_same_samples, interrupt_then_resume
+
+pytestmark = pytest.mark.gpu
+
+# the issue's command, on CIFAR-format files: 200 training images, batch 64 (4 iterations an epoch)
+CIFAR = ["data=cifar10", "model=resnet18", "sampler=csghmc", "trainer.epochs=2", "sampler.cycles=1",
+         "sampler.explore=0.5", "sampler.samples_per_cycle=1", "data.download=false", "logger=none"]
+MLP = ["trainer.epochs=8", "sampler.cycles=2", "sampler.samples_per_cycle=1", "logger=none"]
+
+
+@pytest.fixture
+def cifar_root(tmp_path):
+    write_cifar(tmp_path / "data", train_per_batch=40, test=50)
+    return tmp_path / "data"
+
+
+def _metrics(process, run_dir):
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "Traceback" not in process.stderr
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def _finite(values):
+    return all(math.isfinite(values[key]) for key in ("test_error_pct", "nll", "ece", "brier"))
+
+
+@pytest.mark.parametrize("resident, precision", [("true", "32"), ("true", "bf16-mixed"), ("true", "16-mixed"),
+                                                 ("false", "32"), ("false", "bf16-mixed")])
+def test_cifar_resnet18_on_the_gpu_trains_evaluates_and_writes_metrics(run_train, cifar_root, resident, precision):
+    # data held on the GPU (augmented there) or served by the CPU loader with workers; every precision
+    process, run_dir = run_train(*CIFAR, f"data.root={cifar_root}", f"data.device_resident={resident}",
+                                 f"trainer.precision={precision}", "data.num_workers=2")
+    metrics = _metrics(process, run_dir)
+    assert metrics["device"] == "cuda:0" and metrics["num_data"] == 200 and metrics["gradient_evaluations"] == 8
+    assert metrics["ensemble"]["num_samples"] == 1 and _finite(metrics["ensemble"])
+    (sample,) = _samples(run_dir).values()
+    assert all(t.device.type == "cpu" for t in sample["state_dict"].values())  # samples load anywhere
+    assert sample["state_dict"]["conv1.weight"].dtype == torch.float32  # mixed precision keeps fp32 parameters
+
+
+def test_out_of_distribution_metrics_on_the_gpu(run_train, tmp_path):
+    from csg.data.notmnist import render_letters
+
+    render_letters(tmp_path / "letters", per_letter=20)
+    process, run_dir = run_train(*MLP, "ood=notmnist", f"ood.root={tmp_path / 'letters'}")
+    metrics = _metrics(process, run_dir)
+    ood = metrics["ood"]
+    assert metrics["device"] == "cuda:0" and len(ood["per_sample"]) == 2
+    assert 0.5 < ood["ensemble"]["auroc"] <= 1.0
+    assert ood["ensemble"]["entropy_mean"] > ood["ensemble"]["entropy_mean_in_distribution"]
+
+
+def test_sigterm_then_resume_on_the_gpu_gives_the_same_samples(run_train, tmp_path):
+    # the same GPU, deterministic kernels (trainer.deterministic): the resumed chain is the uninterrupted one
+    args = ["trainer.epochs=40", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=none",
+            "trainer.progress=false", "trainer.deterministic=true"]
+    full_dir, cut_dir = interrupt_then_resume(run_train, tmp_path, args)
+    assert json.loads((cut_dir / "metrics.json").read_text())["device"] == "cuda:0"
+    assert_same_samples(full_dir, cut_dir)
+
+
+def test_evaluate_run_script_on_a_gpu_run(run_train, tmp_path):
+    process, run_dir = run_train("trainer.epochs=8", "sampler.cycles=2", "sampler.explore=0.5",
+                                 "sampler.samples_per_cycle=2", "logger=none")
+    metrics = _metrics(process, run_dir)
+    script = [sys.executable, str(ROOT / "scripts" / "evaluate_run.py"), str(run_dir)]
+    for weights in ("harmonic", "equal"):
+        again = subprocess.run([*script, f"evaluation.cycle_weights={weights}"], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=300)
+        assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr[-3000:]
+    harmonic = json.loads((run_dir / "evaluation_harmonic.json").read_text())
+    equal = json.loads((run_dir / "evaluation_equal.json").read_text())
+    assert sum(s["weight"] for s in harmonic["per_sample"]) == pytest.approx(1.0)
+    assert equal["ensemble"]["nll"] == pytest.approx(metrics["ensemble"]["nll"], rel=1e-5)
+
+
+def test_cyclical_swag_with_parallel_chains_on_the_gpu(run_train):
+    process, run_dir = run_train("sampler=cycswag", "trainer.epochs=8", "sampler.cycles=2", "sampler.explore=0.5",
+                                 "sampler.samples_per_cycle=2", "sampler.swag.draws_per_cycle=2", "sampler.chains=2",
+                                 "logger=none")
+    metrics = _metrics(process, run_dir)
+    assert metrics["ensemble"]["num_samples"] == 8 and metrics["swag"]["snapshots"] == 8
+    assert [c["num_samples"] for c in metrics["per_chain"]] == [4, 4] and _finite(metrics["ensemble"])
+
+
+def test_parameter_trace_and_ess_on_the_gpu(run_train):
+    process, run_dir = run_train(*MLP, "model.hidden=[16]", "trace.enabled=true", "trace.burnin=0",
+                                 "trace.samples=50")
+    metrics = _metrics(process, run_dir)
+    assert metrics["ess"]["draws"] == 50 and metrics["ess"]["median"] > 0
+    assert torch.load(run_dir / "trace.pt").shape[0] == 50
+
+
+@pytest.mark.parametrize("precision", ["32", "16-mixed"])
+def test_contour_sghmc_on_the_gpu(run_train, precision):
+    process, run_dir = run_train("sampler=contour_sghmc", *MLP, "sampler.explore=0.5", "sampler.samples_per_cycle=2",
+                                 f"trainer.precision={precision}")
+    metrics = _metrics(process, run_dir)
+    assert metrics["cycle_weights"] == "importance" and metrics["contour"]["updates"] > 0
+    assert sum(metrics["contour"]["theta"]) == pytest.approx(1.0)
+
+
+def test_energy_partition_on_the_gpu_takes_indices_gathered_on_the_cpu():
+    from csg.samplers.contour import EnergyPartition
+
+    partition = EnergyPartition(0.0, 1.0, 4, zeta=1.0, device="cuda")
+    on_gpu = EnergyPartition(0.0, 1.0, 4, zeta=1.0, device="cuda")
+    indices = torch.tensor([2, 2, 0])  # what an all-gather across processes hands back
+    partition.update(indices)
+    on_gpu.update(indices.cuda())
+    assert torch.equal(partition.theta, on_gpu.theta) and partition.theta.device.type == "cuda"
+    assert partition.theta[0, 2] > partition.theta[0, 1]
+    assert partition.multiplier(indices, 1.0).device.type == "cuda"
+
+
+def test_more_processes_than_gpus_stop_before_any_work_with_one_line(tmp_path):
+    nproc = torch.cuda.device_count() + 1
+    process = _torchrun(tmp_path, tmp_path / "run", *MLP, nproc=nproc, device=None)
+    assert process.returncode != 0
+    output = process.stdout + process.stderr
+    assert "invalid device ordinal" not in output and "AcceleratorError" not in output and "CUDA error" not in output
+    ours = [line for line in process.stderr.splitlines() if line.startswith("error: trainer.device=")]
+    assert len(ours) == 1, process.stderr[-3000:]  # one line, from the first process, not one per rank
+    assert f"--nproc_per_node={nproc}" in ours[0] and "trainer.device=cpu" in ours[0]
+    assert not (tmp_path / "run" / "samples").exists()
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs: NCCL puts one process on each")
+
+
+@two_gpus
+def test_icsghmc_collectives_over_nccl(tmp_path):
+    args = ["sampler=icsghmc", "trainer.epochs=4", "sampler.samples_per_cycle=2", "sampler.chains=2",
+            "trainer.progress=false", "sampler.energy.variance_reduction=false", "sampler.explore=0.5"]
+    process = _torchrun(tmp_path, tmp_path / "run", *args, device=None)
+    metrics = _metrics(process, tmp_path / "run")
+    assert metrics["processes"] == 2 and metrics["device"] == "cuda:0" and metrics["contour"]["updates"] > 0
+
+
+@two_gpus
+def test_resghmc_collectives_over_nccl(tmp_path):
+    args = ["sampler=resghmc", "trainer.epochs=4", "sampler.samples_per_cycle=2", "sampler.chains=2",
+            "trainer.progress=false", "sampler.explore=0.5", "sampler.replica.temperatures=[1.0,3.0]",
+            "sampler.replica.step_sizes=[1.0,1.0]"]
+    process = _torchrun(tmp_path, tmp_path / "run", *args, device=None)
+    metrics = _metrics(process, tmp_path / "run")
+    assert metrics["processes"] == 2 and metrics["replica"]["proposals"] == [63]
