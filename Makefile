@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test clean table1 table2 table3 table4 table5 fig1 fig2 fig3 fig4 cyclical-mcmc icsgld-sim icsgld-table1 icsgld-table1-report icsgld-bandit bench bench-synthetic \
+.PHONY: help install demo test clean table1 table2 table3 table4 table5 fig1 fig2 fig3 fig4 cyclical-mcmc icsgld-sim icsgld-table1 icsgld-table1-report icsgld-bandit bench bench-synthetic bench-gpu \
 	table1-report table2-report table3-report table5-report fig3-report fig4-report
 
 help:
@@ -24,6 +24,7 @@ help:
 	@echo "make icsgld-bandit [SCALE=smoke]  ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (CPU)"
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
+	@echo "make bench-gpu  GPU speed of a CIFAR ResNet-18 chain (epochs, K chains, evaluation): results/bench/gpu.{md,csv}"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
 
 install: $(STAMP)
@@ -109,6 +110,12 @@ icsgld-bandit: $(STAMP)
 
 bench-synthetic: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py
+
+# the GPU machine has no .venv (no network there): its python3 has what the benchmark needs
+BENCH_GPU_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+
+bench-gpu:
+	$(BENCH_GPU_PYTHON) scripts/bench_gpu.py --out results/bench
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[bench]"

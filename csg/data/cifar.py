@@ -47,6 +47,24 @@ SETS = {
 }
 
 
+def write_stand_in(root: str | Path, name: str = "cifar10", *, train: int = 50_000, test: int = 10_000,
+                   seed: int = 0) -> Path:
+    """Random uint8 images and labels as ``name``'s pickled batches under ``root`` (benchmarks, offline checks).
+
+    The layout and format of the real files, so that the project's reader loads them as it loads CIFAR."""
+    spec = SETS[name]
+    folder = Path(root) / spec["folder"]
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    parts = [(f, n.size) for f, n in zip(spec["train"], np.array_split(np.arange(train), len(spec["train"])))]
+    for file, count in parts + [(spec["test"][0], test)]:
+        batch = {b"data": rng.integers(0, 256, (count, 3072), dtype=np.uint8),
+                 spec["label_key"]: rng.integers(0, spec["classes"], count).tolist()}
+        with open(folder / file, "wb") as handle:
+            pickle.dump(batch, handle)
+    return folder
+
+
 def read_batches(paths: list[Path], label_key: bytes) -> tuple[torch.Tensor, torch.Tensor]:
     """Pickled CIFAR batches -> uint8 images (N, 3, 32, 32) and int64 labels."""
     images, labels = [], []

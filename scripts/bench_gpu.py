@@ -1,0 +1,272 @@
+#!/usr/bin/env python
+"""GPU speed of a CIFAR ResNet-18 chain, measured side by side in one run: ``make bench-gpu``.
+
+On CIFAR-10-sized stand-in data that it writes itself (random images in the real pickle format, read by
+the project's loader, held on the GPU as ``train.py`` holds them), batch 64 (782 iterations an epoch):
+
+- seconds per epoch through ``csg.training.train_chain``: SGD-momentum (``torch.optim.SGD``, foreach),
+  cSGHMC in its exploration stage (T = 0, heavy-ball) and in its sampling stage (noise on), in fp32 and
+  bf16-mixed;
+- the same sampling-stage epoch as a plain eager PyTorch loop (model, cross-entropy, backward, the SGHMC
+  update), the reference for what the loop around the sampler costs;
+- K = 1, 2, 4, 8 chains on one GPU, as K processes started together (how ``train.py`` shares a GPU
+  today), wall time over one chain alone;
+- the 12-sample ensemble evaluation over the 10,000 test images;
+- the projected wall time of a 200-epoch cSGHMC chain (beta = 0.8: 80% exploration epochs).
+
+Each epoch measure is the median of ``--epochs`` epochs after a warm-up epoch, the accelerator
+synchronised before each clock reading. Writes ``<out>/gpu.csv`` (``measure,value``) and ``<out>/gpu.md``
+naming the device, torch and CUDA. It runs with the GPU machine's ``python3`` (no ``make install``
+there); ``--device cpu --smoke`` is the quick check the test suite runs.
+
+    python3 scripts/bench_gpu.py [--epochs 3] [--out results/bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from csg.atomic import atomic_write_text  # noqa: E402
+from csg.collection import SampleStore  # noqa: E402
+from csg.data import build_data  # noqa: E402
+from csg.data.cifar import write_stand_in  # noqa: E402
+from csg.evaluation import equal_weights, evaluate_samples  # noqa: E402
+from csg.models import create_model  # noqa: E402
+from csg.samplers import SGHMC  # noqa: E402
+from csg.samplers import functional as rules  # noqa: E402
+from csg.schedules import Constant  # noqa: E402
+from csg.training import Precision, train_chain  # noqa: E402
+
+LR, TEMPERATURE, WEIGHT_DECAY = 0.05, 2e-5, 5e-4  # a sampling-stage step of the CIFAR recipe
+SIZES = {"full": (50_000, 10_000), "smoke": (256, 100)}
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def load(root: Path, device: torch.device):
+    return build_data("cifar10", root=str(root), download=False, batch_size=64, eval_batch_size=1000, device=device)
+
+
+def model_on(name: str, device: torch.device) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return create_model(name, num_classes=10, input_shape=(3, 32, 32)).to(device)
+
+
+def make_sampler(kind: str, params, num_data: int, device: torch.device):
+    if kind == "sgdm":
+        return torch.optim.SGD(params, lr=LR, momentum=0.9, weight_decay=WEIGHT_DECAY, foreach=True)
+    return SGHMC(params, lr=LR, num_data=num_data, temperature=TEMPERATURE, momentum=0.1, weight_decay=WEIGHT_DECAY,
+                 generator=torch.Generator(device=device).manual_seed(0))
+
+
+def loop_epochs(data, model_name: str, kind: str, temperature: float, precision: str, epochs: int,
+                device: torch.device) -> list[float]:
+    """Seconds of each of ``epochs`` epochs of ``train_chain``, after one warm-up epoch."""
+    model = model_on(model_name, device)
+    sampler = make_sampler(kind, model.parameters(), data.num_train, device)
+    times = []
+    for epoch in range(epochs + 1):
+        synchronize(device)
+        start = time.perf_counter()
+        train_chain(model, sampler, Constant(LR), data.train, epochs=1, temperature=temperature, plan=[], store=None,
+                    device=device, precision=Precision(precision, device), progress=False, log_every_n_steps=10**9)
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def plain_epochs(data, model_name: str, epochs: int, device: torch.device) -> list[float]:
+    """The sampling-stage epoch as a bare eager loop: no schedule, logging, NaN checks or sample bookkeeping."""
+    model = model_on(model_name, device)
+    params = list(model.parameters())
+    velocities = [torch.zeros_like(p) for p in params]
+    generator = torch.Generator(device=device).manual_seed(0)
+    noise = rules.sghmc_noise_std(LR, 0.1, TEMPERATURE, data.num_train)
+    times = []
+    for epoch in range(epochs + 1):
+        data.train.set_epoch(epoch)
+        synchronize(device)
+        start = time.perf_counter()
+        for x, y in data.train:
+            loss = F.cross_entropy(model(x), y)
+            for p in params:
+                p.grad = None
+            loss.backward()
+            with torch.no_grad():
+                rules.sghmc(params, [p.grad for p in params], velocities, lr=LR, momentum=0.1,
+                            weight_decay=WEIGHT_DECAY, noise_std=noise, generator=generator)
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def evaluation_seconds(data, model_name: str, samples: int, device: torch.device) -> float:
+    """Wall time of evaluating a ``samples``-sample ensemble (each loaded from disk) over the test set."""
+    model = model_on(model_name, device)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SampleStore(tmp)
+        for index in range(samples):
+            torch.manual_seed(index)
+            store.save(create_model(model_name, num_classes=10, input_shape=(3, 32, 32)), index=index, cycle=0,
+                       epoch=index)
+
+        def evaluate():
+            evaluate_samples(model, (store.load(p)["state_dict"] for p in store.paths()), equal_weights(samples),
+                             data.test, device)
+
+        evaluate()  # warm-up
+        synchronize(device)
+        start = time.perf_counter()
+        evaluate()
+        synchronize(device)
+        return time.perf_counter() - start
+
+
+def worker(args) -> None:
+    """One chain among K started together: a warm-up epoch, wait for the others, then the measured epochs."""
+    device = torch.device(args.device)
+    data = load(Path(args.root), device)
+    model = model_on(args.model, device)
+    sampler = make_sampler("sghmc", model.parameters(), data.num_train, device)
+
+    def epoch():
+        train_chain(model, sampler, Constant(LR), data.train, epochs=1, temperature=TEMPERATURE, plan=[], store=None,
+                    device=device, progress=False, log_every_n_steps=10**9)
+        synchronize(device)
+
+    epoch()
+    ready = Path(args.ready)
+    (ready / f"{os.getpid()}").touch()
+    while len(list(ready.iterdir())) < args.group:
+        time.sleep(0.01)
+    start = time.time()
+    for _ in range(args.epochs):
+        epoch()
+    print(json.dumps({"start": start, "end": time.time()}))
+
+
+def chains_wall(root: Path, model_name: str, count: int, epochs: int, device: torch.device) -> float:
+    """Wall time from the first to the last of ``count`` chain processes running ``epochs`` epochs at once."""
+    with tempfile.TemporaryDirectory() as ready:
+        command = [sys.executable, __file__, "--worker", "--root", str(root), "--model", model_name, "--device",
+                   str(device), "--epochs", str(epochs), "--ready", ready, "--group", str(count)]
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(count)]
+        spans = []
+        for process in processes:
+            out, _ = process.communicate()
+            if process.returncode != 0:
+                raise SystemExit(f"error: a chain process of the K = {count} measurement failed (exit {process.returncode})")
+            spans.append(json.loads(out.strip().splitlines()[-1]))
+    return max(s["end"] for s in spans) - min(s["start"] for s in spans)
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def measure(args) -> list[dict]:
+    device = torch.device(args.device)
+    train, test = SIZES["smoke" if args.smoke else "full"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_stand_in(root, train=train, test=test)
+        data = load(root, device)
+        e = args.epochs
+        seconds = {
+            "sgdm_epoch_s": loop_epochs(data, args.model, "sgdm", 0.0, "32", e, device),
+            "csghmc_exploration_epoch_s": loop_epochs(data, args.model, "sghmc", 0.0, "32", e, device),
+            "csghmc_sampling_epoch_s": loop_epochs(data, args.model, "sghmc", TEMPERATURE, "32", e, device),
+            "csghmc_sampling_epoch_s_bf16": loop_epochs(data, args.model, "sghmc", TEMPERATURE, "bf16-mixed", e, device),
+            "plain_loop_sampling_epoch_s": plain_epochs(data, args.model, e, device),
+        }
+        rows = {name: median(values) for name, values in seconds.items()}
+        rows["eval12_s"] = evaluation_seconds(data, args.model, 12, device)
+        walls = {k: chains_wall(root, args.model, k, e, device) for k in args.chains}
+    for k, wall in walls.items():
+        rows[f"chains{k}_wall_s"] = wall
+        rows[f"chains{k}_wall_over_chain1"] = wall / walls[1]
+    rows["csghmc_sampling_over_sgdm"] = rows["csghmc_sampling_epoch_s"] / rows["sgdm_epoch_s"]
+    rows["loop_over_plain_loop"] = rows["csghmc_sampling_epoch_s"] / rows["plain_loop_sampling_epoch_s"]
+    rows["bf16_over_fp32_sampling"] = rows["csghmc_sampling_epoch_s_bf16"] / rows["csghmc_sampling_epoch_s"]
+    per_epoch = 0.8 * rows["csghmc_exploration_epoch_s"] + 0.2 * rows["csghmc_sampling_epoch_s"]
+    rows["projected_200_epoch_chain_min"] = (200 * per_epoch + rows["eval12_s"]) / 60
+    return [{"measure": key, "value": value} for key, value in rows.items()]
+
+
+def describe(device: torch.device) -> dict[str, str]:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({platform.processor() or 'x86_64'}, {os.cpu_count()} cores)"
+    return {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda or "none"}
+
+
+# the goals of the GPU-speed issue, for a full-scale run on one H100
+GOALS = {"csghmc_sampling_epoch_s": "<= 3.0", "csghmc_sampling_over_sgdm": "<= 1.03",
+         "chains4_wall_over_chain1": "<= 1.6", "eval12_s": "<= 10"}
+
+
+def write(rows: list[dict], facts: dict[str, str], args, out: Path) -> None:
+    scale = "smoke (256 training and 100 test images)" if args.smoke else "full (50,000 training and 10,000 test images)"
+    table = [{"measure": key, "value": value} for key, value in facts.items()]
+    table += [{"measure": r["measure"], "value": f"{r['value']:.6g}"} for r in rows]
+    csv = pd.DataFrame(table).to_csv(index=False)  # quotes the device name's commas
+    lines = [f"# GPU benchmark: CIFAR {args.model}, batch 64", "",
+             f"{date.today()}, {facts['device']}, torch {facts['torch']}, CUDA {facts['cuda']}; scale: {scale}; "
+             f"median of {args.epochs} epoch(s) after a warm-up; `python3 scripts/bench_gpu.py`. Eager execution "
+             "(`train.py` has no compiled step yet); K chains are K processes on the device.", "",
+             "| measure | value | goal |", "|---|---:|---|"]
+    lines += [f"| {r['measure']} | {r['value']:.3f} | {GOALS.get(r['measure'], '')} |" for r in rows]
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "gpu.csv", csv)
+    atomic_write_text(out / "gpu.md", "\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--epochs", type=int, default=3, help="measured epochs per setting (after a warm-up)")
+    parser.add_argument("--chains", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--smoke", action="store_true", help="256 training images: a check that it runs, not a measure")
+    parser.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--ready", help=argparse.SUPPRESS)
+    parser.add_argument("--group", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return
+    if 1 not in args.chains:
+        parser.error("--chains must include 1 (the ratios are over one chain alone)")
+    device = torch.device(args.device)
+    rows = measure(args)
+    facts = describe(device)
+    write(rows, facts, args, Path(args.out))
+    width = max(len(r["measure"]) for r in rows)
+    print(f"{facts['device']}, torch {facts['torch']}, CUDA {facts['cuda']}")
+    for r in rows:
+        print(f"{r['measure']:<{width}}  {r['value']:.3f}")
+    print(f"wrote {Path(args.out) / 'gpu.csv'} and gpu.md")
+
+
+if __name__ == "__main__":
+    main()
