@@ -78,6 +78,13 @@ def make_sampler(kind: str, params, num_data: int, device: torch.device):
                  generator=torch.Generator(device=device).manual_seed(0))
 
 
+def one_epoch(model, sampler, data, temperature: float, precision: str, device: torch.device) -> None:
+    """One epoch of ``train_chain`` at a constant step size, the accelerator synchronised at its end."""
+    train_chain(model, sampler, Constant(LR), data.train, epochs=1, temperature=temperature, plan=[], store=None,
+                device=device, precision=Precision(precision, device), progress=False, log_every_n_steps=10**9)
+    synchronize(device)
+
+
 def loop_epochs(data, model_name: str, kind: str, temperature: float, precision: str, epochs: int,
                 device: torch.device) -> list[float]:
     """Seconds of each of ``epochs`` epochs of ``train_chain``, after one warm-up epoch."""
@@ -87,9 +94,7 @@ def loop_epochs(data, model_name: str, kind: str, temperature: float, precision:
     for epoch in range(epochs + 1):
         synchronize(device)
         start = time.perf_counter()
-        train_chain(model, sampler, Constant(LR), data.train, epochs=1, temperature=temperature, plan=[], store=None,
-                    device=device, precision=Precision(precision, device), progress=False, log_every_n_steps=10**9)
-        synchronize(device)
+        one_epoch(model, sampler, data, temperature, precision, device)
         times.append(time.perf_counter() - start)
     return times[1:]
 
@@ -147,20 +152,14 @@ def worker(args) -> None:
     data = load(Path(args.root), device)
     model = model_on(args.model, device)
     sampler = make_sampler("sghmc", model.parameters(), data.num_train, device)
-
-    def epoch():
-        train_chain(model, sampler, Constant(LR), data.train, epochs=1, temperature=TEMPERATURE, plan=[], store=None,
-                    device=device, progress=False, log_every_n_steps=10**9)
-        synchronize(device)
-
-    epoch()
+    one_epoch(model, sampler, data, TEMPERATURE, "32", device)  # warm-up
     ready = Path(args.ready)
     (ready / f"{os.getpid()}").touch()
     while len(list(ready.iterdir())) < args.group:
         time.sleep(0.01)
     start = time.time()
     for _ in range(args.epochs):
-        epoch()
+        one_epoch(model, sampler, data, TEMPERATURE, "32", device)
     print(json.dumps({"start": start, "end": time.time()}))
 
 

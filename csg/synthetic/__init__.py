@@ -44,6 +44,7 @@ def validate(cfg: DictConfig) -> None:
 
     from csg import config as checks
 
+    checks.non_negative_int(cfg, "seed")
     study = cfg.synthetic
     for key in _POSITIVE_INTS.get(study.name, ()):
         checks.positive_int(cfg, f"synthetic.{key}")
@@ -69,8 +70,6 @@ def run_study(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, A
     studies = _studies()
     if study.name not in studies:
         raise ConfigError("synthetic.name", study.name, f"one of {', '.join(studies)}")
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
-        raise ConfigError("seed", cfg.seed, "an integer >= 0")
     validate(cfg)
     run_dir = Path(run_dir if run_dir is not None else _hydra_output_dir())
     output_dir = Path(study.output_dir) if study.get("output_dir") else run_dir
