@@ -146,6 +146,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(key, _get(cfg, key), "true or false")
     if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
         raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
+    if _get(cfg, "trainer.compile") not in (None, "auto", True, False):  # None: a run saved before the key existed
+        raise ConfigError("trainer.compile", _get(cfg, "trainer.compile"), "auto (compiled on CUDA), true or false")
     signals = _get(cfg, "trainer.checkpoint.signals")
     allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if signals is None or any(str(name) not in allowed_signals for name in signals):

@@ -29,6 +29,7 @@ from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmon
 from csg.evaluation.weights import importance_weights
 from csg.evaluation.ess import ParameterTrace, ess_summary
 from csg.loggers import NullLogger, build_logger
+from csg.step import make_step, prepare_model
 from csg.training import Hooks, Precision, train_chain
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
     model = create_model(
         cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **_options(cfg.model)
     )
-    return data, model.to(device)
+    return data, prepare_model(model.to(device), device)
 
 
 def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):
@@ -463,6 +464,8 @@ def _fit_chain(cfg: DictConfig, prepared: dict[str, Any], layout: distributed.La
             world_size=layout.chain_size,
             sample_model=model,
             interaction=prepared["interaction"],
+            step=make_step(cfg.trainer.get("compile", "auto"), prepared["trained_model"], prepared["sampler"], precision,
+                           device, interaction=prepared["interaction"], world_size=layout.chain_size),
         )
     for record in trained.samples:
         record["chain"] = chain

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from csg.checkpoint import LoopState
 from csg.collection import CollectionPoint, SampleStore
 from csg.errors import DivergenceError
 from csg.schedules import Schedule
+from csg.step import Step
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,11 @@ class Precision:
         self.dtype = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[self.name]
         self.scaler = torch.amp.GradScaler(self.device.type) if self.name == "16-mixed" else None
 
-    def autocast(self) -> contextlib.AbstractContextManager:
+    def autocast(self, cache: bool = True) -> contextlib.AbstractContextManager:
+        """The autocast context (none for "32"); ``cache=False`` inside a CUDA graph capture."""
         if self.dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.dtype)
+        return torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=cache)
 
 
 @dataclass
@@ -113,6 +114,7 @@ def train_chain(
     world_size: int = 1,
     sample_model: nn.Module | None = None,
     interaction=None,
+    step: Step | None = None,
 ) -> TrainResult:
     """Run one chain for ``epochs`` epochs, saving a sample at each point of ``plan``.
 
@@ -126,7 +128,10 @@ def train_chain(
     samples (a DDP process other than the chain's first); ``sample_model`` is
     what a sample saves (the model inside a DDP wrapper); ``interaction``
     (:mod:`csg.interaction`) scales this chain's step size and temperature, estimates
-    its energy for the sampler, and exchanges replicas after the update.
+    its energy for the sampler, and exchanges replicas after the update. ``step``
+    (:mod:`csg.step`) is the iteration itself: eager by default, or compiled and
+    captured. The loss and accuracy are summed on the device; the host reads
+    them only at the NaN checks and at the end of an epoch.
     """
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -138,6 +143,7 @@ def train_chain(
     hooks = hooks or Hooks()
     on_step = on_step or hooks.on_step
     sample_model = sample_model or model
+    step = step or Step(model, sampler, precision, interaction=interaction)
     collect_at = {point.epoch: point for point in plan}
     state = state or LoopState()
     batches = len(loader)
@@ -170,13 +176,13 @@ def train_chain(
                     group["temperature"] = current_temperature * temperature_scale
                 chain_lr, chain_temperature = lr * lr_scale, current_temperature * temperature_scale
                 scale = world_size / loader.global_batch_size(b) if world_size > 1 else None
-                loss, logits = _step(model, sampler, precision, x, y, scale, interaction)
+                loss, hits = step(x, y, scale)
                 if interaction is not None:
                     interaction.after_update(k, current_temperature)
                 if on_step is not None:
                     on_step(k)
                 loss_sum += loss * y.shape[0]
-                correct += (logits.argmax(1) == y).sum()
+                correct += hits
                 state.seen += y.shape[0]
                 k += 1
                 bar.update()
@@ -229,27 +235,3 @@ def _sync(state: LoopState, epoch: int, batch: int, k: int, loss_sum, correct, s
     state.epoch, state.batch, state.iteration = epoch, batch, k
     state.loss_sum, state.correct = float(loss_sum), int(correct)
     state.seconds = time.perf_counter() - started
-
-
-def _step(model: nn.Module, sampler: torch.optim.Optimizer, precision: Precision, x, y, scale: float | None = None,
-          interaction=None):
-    """One update on the cross-entropy of (x, y); returns the detached mean loss and logits.
-
-    ``scale`` (DDP): the loss is sum(ce) * scale, with scale = world size / global batch size,
-    so that averaging the processes' gradients gives the gradient of the global mean.
-    ``interaction``: its ``before_update`` gives the keyword arguments of ``sampler.step``.
-    """
-    with precision.autocast():
-        logits = model(x)
-        loss = F.cross_entropy(logits, y) if scale is None else F.cross_entropy(logits, y, reduction="sum") * scale
-    sampler.zero_grad(set_to_none=True)
-    mean = loss.detach() if scale is None else loss.detach() / (scale * y.shape[0])
-    step_kwargs = interaction.before_update(mean, x, y, precision.autocast) if interaction is not None else {}
-    if precision.scaler is not None:
-        precision.scaler.scale(loss).backward()
-        precision.scaler.step(sampler, **step_kwargs)
-        precision.scaler.update()
-    else:
-        loss.backward()
-        sampler.step(**step_kwargs)
-    return mean, logits.detach()

@@ -4,13 +4,15 @@
 On CIFAR-10-sized stand-in data that it writes itself (random images in the real pickle format, read by
 the project's loader, held on the GPU as ``train.py`` holds them), batch 64 (782 iterations an epoch):
 
-- seconds per epoch through ``csg.training.train_chain``: SGD-momentum (``torch.optim.SGD``, foreach),
-  cSGHMC in its exploration stage (T = 0, heavy-ball) and in its sampling stage (noise on), in fp32 and
-  bf16-mixed;
+- seconds per epoch through ``csg.training.train_chain`` with the step ``train.py`` uses
+  (``trainer.compile``: compiled and captured as CUDA graphs on a GPU, :mod:`csg.step`; channels-last on
+  CUDA): SGD-momentum (``sampler=sgdm``: SGHMC's heavy-ball update at T = 0), cSGHMC in its exploration
+  stage (T = 0) and in its sampling stage (noise on), in fp32 and bf16-mixed; the sampling stage and
+  SGD-momentum also eager (``trainer.compile=false``);
 - the same sampling-stage epoch as a plain eager PyTorch loop (model, cross-entropy, backward, the SGHMC
   update), the reference for what the loop around the sampler costs;
-- K = 1, 2, 4, 8 chains on one GPU, as K processes started together (how ``train.py`` shares a GPU
-  today), wall time over one chain alone;
+- K = 1, 2, 4, 8 chains on one GPU, as K processes started together (compiled steps), wall time over
+  one chain alone;
 - the 12-sample ensemble evaluation over the 10,000 test images;
 - the projected wall time of a 200-epoch cSGHMC chain (beta = 0.8: 80% exploration epochs).
 
@@ -51,10 +53,12 @@ from csg.models import create_model  # noqa: E402
 from csg.samplers import SGHMC  # noqa: E402
 from csg.samplers import functional as rules  # noqa: E402
 from csg.schedules import Constant  # noqa: E402
+from csg.step import make_step, prepare_model  # noqa: E402
 from csg.training import Precision, train_chain  # noqa: E402
 
 LR, TEMPERATURE, WEIGHT_DECAY = 0.05, 2e-5, 5e-4  # a sampling-stage step of the CIFAR recipe
 SIZES = {"full": (50_000, 10_000), "smoke": (256, 100)}
+CHAIN_TIMEOUT_S = 300
 
 
 def synchronize(device: torch.device) -> None:
@@ -68,33 +72,35 @@ def load(root: Path, device: torch.device):
 
 def model_on(name: str, device: torch.device) -> torch.nn.Module:
     torch.manual_seed(0)
-    return create_model(name, num_classes=10, input_shape=(3, 32, 32)).to(device)
+    return prepare_model(create_model(name, num_classes=10, input_shape=(3, 32, 32)).to(device), device)
 
 
-def make_sampler(kind: str, params, num_data: int, device: torch.device):
-    if kind == "sgdm":
-        return torch.optim.SGD(params, lr=LR, momentum=0.9, weight_decay=WEIGHT_DECAY, foreach=True)
-    return SGHMC(params, lr=LR, num_data=num_data, temperature=TEMPERATURE, momentum=0.1, weight_decay=WEIGHT_DECAY,
-                 generator=torch.Generator(device=device).manual_seed(0))
+def make_chain(model_name: str, data, precision: str, compile_setting, device: torch.device):
+    """A model, its SGHMC sampler (momentum 0.1, the recipe's) and the step ``train.py`` would build for them."""
+    model = model_on(model_name, device)
+    sampler = SGHMC(model.parameters(), lr=LR, num_data=data.num_train, temperature=TEMPERATURE, momentum=0.1,
+                    weight_decay=WEIGHT_DECAY, generator=torch.Generator(device=device).manual_seed(0))
+    precision = Precision(precision, device)
+    return model, sampler, precision, make_step(compile_setting, model, sampler, precision, device)
 
 
-def one_epoch(model, sampler, data, temperature: float, precision: str, device: torch.device) -> None:
+def one_epoch(chain, data, temperature: float, device: torch.device) -> None:
     """One epoch of ``train_chain`` at a constant step size, the accelerator synchronised at its end."""
+    model, sampler, precision, step = chain
     train_chain(model, sampler, Constant(LR), data.train, epochs=1, temperature=temperature, plan=[], store=None,
-                device=device, precision=Precision(precision, device), progress=False, log_every_n_steps=10**9)
+                device=device, precision=precision, progress=False, step=step)
     synchronize(device)
 
 
-def loop_epochs(data, model_name: str, kind: str, temperature: float, precision: str, epochs: int,
+def loop_epochs(data, model_name: str, temperature: float, precision: str, compile_setting, epochs: int,
                 device: torch.device) -> list[float]:
-    """Seconds of each of ``epochs`` epochs of ``train_chain``, after one warm-up epoch."""
-    model = model_on(model_name, device)
-    sampler = make_sampler(kind, model.parameters(), data.num_train, device)
+    """Seconds of each of ``epochs`` epochs of ``train_chain``, after one warm-up epoch (which compiles)."""
+    chain = make_chain(model_name, data, precision, compile_setting, device)
     times = []
     for epoch in range(epochs + 1):
         synchronize(device)
         start = time.perf_counter()
-        one_epoch(model, sampler, data, temperature, precision, device)
+        one_epoch(chain, data, temperature, device)
         times.append(time.perf_counter() - start)
     return times[1:]
 
@@ -118,7 +124,7 @@ def plain_epochs(data, model_name: str, epochs: int, device: torch.device) -> li
             loss.backward()
             with torch.no_grad():
                 rules.sghmc(params, [p.grad for p in params], velocities, lr=LR, momentum=0.1,
-                            weight_decay=WEIGHT_DECAY, noise_std=noise, generator=generator)
+                            weight_decay=WEIGHT_DECAY, noise_std=noise, noise=rules.standard_normal(params, generator))
         synchronize(device)
         times.append(time.perf_counter() - start)
     return times[1:]
@@ -150,16 +156,15 @@ def worker(args) -> None:
     """One chain among K started together: a warm-up epoch, wait for the others, then the measured epochs."""
     device = torch.device(args.device)
     data = load(Path(args.root), device)
-    model = model_on(args.model, device)
-    sampler = make_sampler("sghmc", model.parameters(), data.num_train, device)
-    one_epoch(model, sampler, data, TEMPERATURE, "32", device)  # warm-up
+    chain = make_chain(args.model, data, "32", "auto", device)
+    one_epoch(chain, data, TEMPERATURE, device)  # warm-up (compiles)
     ready = Path(args.ready)
     (ready / f"{os.getpid()}").touch()
     while len(list(ready.iterdir())) < args.group:
         time.sleep(0.01)
     start = time.time()
     for _ in range(args.epochs):
-        one_epoch(model, sampler, data, TEMPERATURE, "32", device)
+        one_epoch(chain, data, TEMPERATURE, device)
     print(json.dumps({"start": start, "end": time.time()}))
 
 
@@ -172,7 +177,13 @@ def chains_wall(root: Path, model_name: str, count: int, epochs: int, device: to
         processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(count)]
         spans = []
         for process in processes:
-            out, _ = process.communicate()
+            try:
+                out, _ = process.communicate(timeout=CHAIN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                for other in processes:
+                    other.kill()
+                print(f"K = {count}: the chains did not finish in {CHAIN_TIMEOUT_S} s; measure left out", flush=True)
+                return float("nan")
             if process.returncode != 0:
                 raise SystemExit(f"error: a chain process of the K = {count} measurement failed (exit {process.returncode})")
             spans.append(json.loads(out.strip().splitlines()[-1]))
@@ -191,20 +202,33 @@ def measure(args) -> list[dict]:
         write_stand_in(root, train=train, test=test)
         data = load(root, device)
         e = args.epochs
-        seconds = {
-            "sgdm_epoch_s": loop_epochs(data, args.model, "sgdm", 0.0, "32", e, device),
-            "csghmc_exploration_epoch_s": loop_epochs(data, args.model, "sghmc", 0.0, "32", e, device),
-            "csghmc_sampling_epoch_s": loop_epochs(data, args.model, "sghmc", TEMPERATURE, "32", e, device),
-            "csghmc_sampling_epoch_s_bf16": loop_epochs(data, args.model, "sghmc", TEMPERATURE, "bf16-mixed", e, device),
-            "plain_loop_sampling_epoch_s": plain_epochs(data, args.model, e, device),
+        m, c = args.model, args.compile
+        settings = {
+            "sgdm_epoch_s": (0.0, "32", c),
+            "csghmc_exploration_epoch_s": (0.0, "32", c),
+            "csghmc_sampling_epoch_s": (TEMPERATURE, "32", c),
+            "csghmc_sampling_epoch_s_bf16": (TEMPERATURE, "bf16-mixed", c),
+            "sgdm_bf16_epoch_s": (0.0, "bf16-mixed", c),
+            "eager_sgdm_epoch_s": (0.0, "32", False),
+            "eager_csghmc_sampling_epoch_s": (TEMPERATURE, "32", False),
         }
-        rows = {name: median(values) for name, values in seconds.items()}
+        rows = {}
+        for name, (temperature, precision, compile_setting) in settings.items():
+            rows[name] = median(loop_epochs(data, m, temperature, precision, compile_setting, e, device))
+            print(f"{name} {rows[name]:.3f}", flush=True)  # a killed run still shows what it measured
+        rows["plain_loop_sampling_epoch_s"] = median(plain_epochs(data, m, e, device))
         rows["eval12_s"] = evaluation_seconds(data, args.model, 12, device)
-        walls = {k: chains_wall(root, args.model, k, e, device) for k in args.chains}
+        print(f"eval12_s {rows['eval12_s']:.3f}", flush=True)
+        walls = {}
+        for k in args.chains:
+            walls[k] = chains_wall(root, args.model, k, e, device)
+            print(f"chains{k}_wall_s {walls[k]:.3f}", flush=True)
     for k, wall in walls.items():
         rows[f"chains{k}_wall_s"] = wall
         rows[f"chains{k}_wall_over_chain1"] = wall / walls[1]
     rows["csghmc_sampling_over_sgdm"] = rows["csghmc_sampling_epoch_s"] / rows["sgdm_epoch_s"]
+    rows["bf16_csghmc_sampling_over_sgdm"] = rows["csghmc_sampling_epoch_s_bf16"] / rows["sgdm_bf16_epoch_s"]
+    rows["compiled_over_eager_sampling"] = rows["csghmc_sampling_epoch_s"] / rows["eager_csghmc_sampling_epoch_s"]
     rows["loop_over_plain_loop"] = rows["csghmc_sampling_epoch_s"] / rows["plain_loop_sampling_epoch_s"]
     rows["bf16_over_fp32_sampling"] = rows["csghmc_sampling_epoch_s_bf16"] / rows["csghmc_sampling_epoch_s"]
     per_epoch = 0.8 * rows["csghmc_exploration_epoch_s"] + 0.2 * rows["csghmc_sampling_epoch_s"]
@@ -229,8 +253,9 @@ def write(rows: list[dict], facts: dict[str, str], args, out: Path) -> None:
     csv = pd.DataFrame(table).to_csv(index=False)  # quotes the device name's commas
     lines = [f"# GPU benchmark: CIFAR {args.model}, batch 64", "",
              f"{date.today()}, {facts['device']}, torch {facts['torch']}, CUDA {facts['cuda']}; scale: {scale}; "
-             f"median of {args.epochs} epoch(s) after a warm-up; `python3 scripts/bench_gpu.py`. Eager execution "
-             "(`train.py` has no compiled step yet); K chains are K processes on the device.", "",
+             f"median of {args.epochs} epoch(s) after a warm-up epoch (which compiles); `python3 scripts/bench_gpu.py`; "
+             f"`trainer.compile={args.compile}` unless a row says eager. `sgdm` is `sampler=sgdm` (SGHMC's heavy-ball "
+             "update at T = 0); K chains are K processes on the device.", "",
              "| measure | value | goal |", "|---|---:|---|"]
     lines += [f"| {r['measure']} | {r['value']:.3f} | {GOALS.get(r['measure'], '')} |" for r in rows]
     out.mkdir(parents=True, exist_ok=True)
@@ -244,6 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--epochs", type=int, default=3, help="measured epochs per setting (after a warm-up)")
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--compile", default="auto", type=lambda v: {"true": True, "false": False}.get(v, v),
+                        choices=["auto", True, False], help="trainer.compile of the compiled rows (auto: on for CUDA)")
     parser.add_argument("--smoke", action="store_true", help="256 training images: a check that it runs, not a measure")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -11,7 +11,8 @@ import torch
 from tests.conftest import ROOT
 
 NAMED = ["device", "torch", "cuda", "sgdm_epoch_s", "csghmc_exploration_epoch_s", "csghmc_sampling_epoch_s",
-         "csghmc_sampling_epoch_s_bf16", "plain_loop_sampling_epoch_s", "eval12_s", "chains2_wall_over_chain1",
+         "csghmc_sampling_epoch_s_bf16", "plain_loop_sampling_epoch_s", "eval12_s",
+         "eager_csghmc_sampling_epoch_s", "compiled_over_eager_sampling", "chains2_wall_over_chain1",
          "projected_200_epoch_chain_min"]
 
 

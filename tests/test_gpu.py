@@ -164,3 +164,38 @@ def test_resghmc_collectives_over_nccl(tmp_path):
     process = _torchrun(tmp_path, tmp_path / "run", *args, device=None)
     metrics = _metrics(process, tmp_path / "run")
     assert metrics["processes"] == 2 and metrics["replica"]["proposals"] == [63]
+
+
+def test_the_captured_step_takes_the_eager_steps_path_on_the_gpu():
+    # trainer.compile on CUDA: the whole step as CUDA graphs (per batch shape, noise on / off) gives the eager
+    # step's parameters and leaves the chain's generator where the eager step leaves it
+    import copy
+
+    from csg.samplers import SGHMC
+    from csg.step import CapturedStep, Step, prepare_model
+    from csg.training import Precision
+
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3))
+    models = [prepare_model(copy.deepcopy(net).to(device), device) for _ in range(2)]
+    x, y = torch.randn(80, 3, 8, 8, device=device), torch.randint(0, 3, (80,), device=device)
+    samplers, steps = [], []
+    for model, step_type in zip(models, (Step, CapturedStep)):
+        sampler = SGHMC(model.parameters(), lr=0.05, num_data=80, temperature=1.0, momentum=0.1, weight_decay=5e-4,
+                        generator=torch.Generator(device=device).manual_seed(3))
+        samplers.append(sampler)
+        steps.append(step_type(model, sampler, Precision("32", device), channels_last=True))
+    for k in range(30):
+        start = 32 * (k % 3)  # batches of 32, 32 and 16
+        for sampler, step in zip(samplers, steps):
+            for group in sampler.param_groups:
+                group["lr"], group["temperature"] = 0.05 / (1 + k), float(k % 10 >= 4)
+            step(x[start:start + 32], y[start:start + 32])
+    assert len(steps[1].graphs) == 4
+    assert torch.equal(samplers[0].generator.get_state(), samplers[1].generator.get_state())
+    for p, q in zip(*(m.parameters() for m in models)):
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)
+    for p, q in zip(*(m.buffers() for m in models)):
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)

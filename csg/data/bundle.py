@@ -103,8 +103,12 @@ class EpochBatches:
     def shard(self, global_batch: Tensor) -> Tensor:
         return global_batch.tensor_split(self.world_size)[self.rank]
 
-    def batches(self, epoch: int, start_batch: int = 0) -> Iterator[tuple[int, Tensor | slice]]:
-        """(b, indices of batch b for this shard); a slice when the order is the identity (no copy)."""
+    def batches(self, epoch: int, start_batch: int = 0, device: torch.device | None = None
+                ) -> Iterator[tuple[int, Tensor | slice]]:
+        """(b, indices of batch b for this shard); a slice when the order is the identity (no copy).
+
+        ``device``: the epoch's order is copied there once, so that indexing data held on a GPU needs no
+        host-to-device copy (and no synchronisation) per batch."""
         if not self.shuffle:
             for b in range(start_batch, len(self)):
                 start, stop = b * self.batch_size, min((b + 1) * self.batch_size, self.n)
@@ -112,6 +116,8 @@ class EpochBatches:
                 yield b, slice(int(bounds[0]), int(bounds[-1]) + 1) if len(bounds) else slice(start, start)
             return
         order = self.permutation(epoch)
+        if device is not None:
+            order = order.to(device)
         for b in range(start_batch, len(self)):
             yield b, self.shard(order[b * self.batch_size : (b + 1) * self.batch_size])
 
@@ -144,9 +150,7 @@ class InMemoryLoader:
 
     def __iter__(self):
         inputs, targets = self.dataset.tensors
-        for b, index in self.sampler.batches(self.epoch, self.start_batch):
-            if isinstance(index, Tensor):
-                index = index.to(inputs.device)
+        for b, index in self.sampler.batches(self.epoch, self.start_batch, device=inputs.device):
             x = inputs[index]
             if self.augment is not None:
                 generator = torch.Generator(device=inputs.device).manual_seed(derive_seed(self.sampler.seed, self.epoch, b))

@@ -1,11 +1,14 @@
-"""Shared plumbing of the SG-MCMC optimizers: hyper-parameter checks, gradients, noise generator."""
+"""Shared plumbing of the SG-MCMC optimizers: hyper-parameter checks, gradients, noise, capture and compilation."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from csg.samplers import functional as rules
 
 
 class SGMCMCOptimizer(torch.optim.Optimizer):
@@ -17,8 +20,21 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
 
     ``generator`` (optional) is the :class:`torch.Generator` that draws the
     noise, for reproducible chains; it must live on the parameters' device.
-    Its state travels in :meth:`state_dict` under ``"generator_state"``.
+    Its state travels in :meth:`state_dict` under ``"generator_state"``. A
+    step draws the noise of a param group in one call
+    (:func:`csg.samplers.functional.standard_normal`), and none at temperature 0.
+
+    :meth:`accelerate` prepares the sampler for a compiled or captured step
+    (:mod:`csg.step`): :meth:`step` then reads its hyper-parameters from 0-d
+    device tensors that :meth:`stage_hyperparameters` fills from the param
+    groups before each step, outside a CUDA graph, so that one captured step
+    serves every step size; with ``compile_rule`` the update rule runs through
+    ``torch.compile`` (a few fused kernels, compiled once).
     """
+
+    capturable_rule = False  # True where the update rule takes tensor hyper-parameters (SGLD, SGHMC)
+    capturable: bool  # hyper-parameters read from device scalars (after accelerate())
+    compiled: bool  # the update rule through torch.compile
 
     def __init__(self, params, defaults: dict[str, Any], generator: torch.Generator | None = None):
         _check_hyperparameters(defaults)
@@ -26,6 +42,32 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
         for group in self.param_groups:
             _check_hyperparameters(group)
         self.generator = generator
+        self.capturable, self.compiled = False, False
+        self._scalars: list[dict[str, Tensor]] = []
+        self._compiled_rules: dict[Callable, Callable] = {}
+
+    def accelerate(self, *, compile_rule: bool = True) -> None:
+        """Read the hyper-parameters from device scalars from now on, and compile the update rule if asked."""
+        if not self.capturable_rule:
+            raise ValueError(f"{type(self).__name__} has no capturable update rule (SGLD and SGHMC have)")
+        self.capturable, self.compiled = True, compile_rule
+        self._scalars, self._compiled_rules = [], {}
+
+    def stage_hyperparameters(self) -> None:
+        """Copy each group's hyper-parameters into its device scalars (capturable samplers; call outside a graph)."""
+        if not self.capturable:
+            return
+        for index, group in enumerate(self.param_groups):
+            values = self._hyperparameters(group)
+            if len(self._scalars) <= index:
+                device = group["params"][0].device
+                self._scalars.append({key: torch.zeros((), device=device) for key in values})
+            for key, value in values.items():
+                self._scalars[index][key].fill_(value)
+
+    def noise_on(self) -> tuple[bool, ...]:
+        """Whether each param group draws noise at its current hyper-parameters (temperature > 0)."""
+        return tuple(self._hyperparameters(group).get("noise_std", 0.0) > 0 for group in self.param_groups)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -34,15 +76,36 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
             params, grads = self._params_with_grad(group)
-            if params:
-                self._update(group, params, grads)
+            if not params:
+                continue
+            values = self._hyperparameters(group)
+            noise = self._draw_noise(params, values)
+            hyper = self._scalars[index] if self.capturable else values
+            self._update(group, params, grads, hyper, noise)
         return loss
 
-    def _update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor]) -> None:
+    def _hyperparameters(self, group: dict[str, Any]) -> dict[str, float]:
+        """The numbers the update rule takes for ``group`` (``noise_std`` among them)."""
+        raise NotImplementedError
+
+    def _draw_noise(self, params: list[Tensor], values: dict[str, float]) -> list[Tensor] | None:
+        """This step's standard-normal draws for ``params`` (one generator call), none at temperature 0."""
+        return rules.standard_normal(params, self.generator) if values["noise_std"] > 0 else None
+
+    def _update(self, group: dict[str, Any], params: list[Tensor], grads: list[Tensor], hyper: dict[str, Any],
+                noise: list[Tensor] | None) -> None:
         """Apply the update rule to the parameters of ``group`` that have gradients."""
         raise NotImplementedError
+
+    def _rule(self, rule: Callable) -> Callable:
+        """``rule``, or its ``torch.compile`` form when the sampler is ``compiled``."""
+        if not self.compiled:
+            return rule
+        if rule not in self._compiled_rules:
+            self._compiled_rules[rule] = torch.compile(rule, dynamic=False)
+        return self._compiled_rules[rule]
 
     @staticmethod
     def _params_with_grad(group: dict[str, Any]) -> tuple[list[Tensor], list[Tensor]]:

@@ -124,6 +124,7 @@ class _Contour:
     """The contour step around an SGLD / SGHMC update: scale the gradient, then adapt theta."""
 
     partition: EnergyPartition
+    capturable_rule = False  # the step reads the energy's partition on the host: it runs eagerly
 
     def _setup_contour(self, partition: EnergyPartition, chains: int, gather: Callable[[Tensor], Tensor] | None):
         if chains % partition.groups:
@@ -147,9 +148,10 @@ class _Contour:
         self.last_index = j
         return loss
 
-    def _update(self, group, params, grads):
+    def _update(self, group, params, grads, hyper, noise):
         """The base sampler's update (next in the MRO) on the multiplied gradient, weight decay folded in."""
-        super()._update({**group, "weight_decay": 0.0}, params, self._scaled(group, params, grads))
+        folded = {**group, "weight_decay": 0.0}
+        super()._update(folded, params, self._scaled(group, params, grads), self._hyperparameters(folded), noise)
 
     def _scaled(self, group, params, grads) -> list[Tensor]:
         multiplier = self._multiplier.to(params[0].dtype)

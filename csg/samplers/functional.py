@@ -1,9 +1,15 @@
 """Pure multi-tensor SG-MCMC update rules, in the form of ``torch.optim``'s functional API.
 
-Each function updates a list of parameters in place from their gradients and
-hyper-parameters. No state lives here: the optimizer classes in
-:mod:`csg.samplers` own the param groups, the momentum buffers and the noise
-generator, and call these rules.
+Each function updates a list of parameters in place from their gradients,
+hyper-parameters and standard-normal draws. No state and no random number
+generation live here: the optimizer classes in :mod:`csg.samplers` own the
+param groups, the momentum buffers and the noise generator, draw the noise
+(:func:`standard_normal`) and call these rules.
+
+A hyper-parameter may be a Python number or a 0-d tensor on the parameters'
+device. Tensors let a captured step (a CUDA graph, :mod:`csg.step`) change the
+step size without capturing again, and let ``torch.compile`` fuse the rule
+into a few kernels without recompiling when the step size changes.
 
 Parameterisation (the authors' code, ruqizhang/csgmcmc): ``grads`` are the
 gradients of the MEAN mini-batch loss; ``lr`` multiplies them directly; the
@@ -20,11 +26,18 @@ import torch
 from torch import Tensor
 
 
-def normal_like(tensors: list[Tensor], generator: torch.Generator | None = None) -> list[Tensor]:
-    """One standard-normal draw per tensor (a tensor of the same shape, device and dtype)."""
-    return [
-        torch.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype) for t in tensors
-    ]
+Hyper = float | Tensor
+
+
+def standard_normal(tensors: list[Tensor], generator: torch.Generator | None = None) -> list[Tensor]:
+    """Standard-normal draws shaped like ``tensors``, as views into ONE draw of their total size.
+
+    One generator call per step (not one per tensor): the same numbers whether the step runs eagerly,
+    compiled or captured in a CUDA graph. All tensors share a device and dtype (one param group's).
+    """
+    sizes = [t.numel() for t in tensors]
+    flat = torch.randn(sum(sizes), generator=generator, device=tensors[0].device, dtype=tensors[0].dtype)
+    return [chunk.view(t.shape) for chunk, t in zip(flat.split(sizes), tensors)]
 
 
 def sgld_noise_std(lr: float, temperature: float, num_data: float) -> float:
@@ -37,26 +50,34 @@ def sghmc_noise_std(lr: float, momentum: float, temperature: float, num_data: fl
     return math.sqrt(2.0 * lr * (1.0 - momentum) * temperature / num_data)
 
 
+def _add_scaled_(tensors: list[Tensor], others: list[Tensor], scale: Hyper) -> None:
+    """tensors += scale * others (``alpha=`` for a number; one product for a tensor scale)."""
+    if isinstance(scale, Tensor):
+        torch._foreach_add_(tensors, torch._foreach_mul(others, scale))
+    else:
+        torch._foreach_add_(tensors, others, alpha=scale)
+
+
 def sgld(
     params: list[Tensor],
     grads: list[Tensor],
     *,
-    lr: float,
-    weight_decay: float,
-    noise_std: float,
-    generator: torch.Generator | None = None,
+    lr: Hyper,
+    weight_decay: Hyper,
+    noise_std: Hyper,
+    noise: list[Tensor] | None = None,
 ) -> None:
     """SGLD step (Welling & Teh 2011; cSG-MCMC paper, Section 2)::
 
-        theta <- theta - lr * (g + wd * theta) + noise_std * xi,   xi ~ N(0, I)
+        theta <- theta - lr * (g + wd * theta) + noise_std * xi,   xi = noise ~ N(0, I)
 
-    ``noise_std == 0`` is plain SGD with weight decay, and draws nothing.
+    ``noise=None`` (temperature 0) is plain SGD with weight decay.
     """
-    if weight_decay != 0.0:
+    if isinstance(weight_decay, Tensor) or weight_decay != 0.0:
         torch._foreach_mul_(params, 1.0 - lr * weight_decay)
-    torch._foreach_add_(params, grads, alpha=-lr)
-    if noise_std > 0.0:
-        torch._foreach_add_(params, normal_like(params, generator), alpha=noise_std)
+    _add_scaled_(params, grads, -lr)
+    if noise is not None:
+        _add_scaled_(params, noise, noise_std)
 
 
 def sghmc(
@@ -64,24 +85,24 @@ def sghmc(
     grads: list[Tensor],
     velocities: list[Tensor],
     *,
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-    noise_std: float,
-    generator: torch.Generator | None = None,
+    lr: Hyper,
+    momentum: Hyper,
+    weight_decay: Hyper,
+    noise_std: Hyper,
+    noise: list[Tensor] | None = None,
 ) -> None:
     """SGHMC step in velocity form (Chen et al. 2014; cSG-MCMC paper, Section 2)::
 
-        v     <- momentum * v - lr * (g + wd * theta) + noise_std * xi
+        v     <- momentum * v - lr * (g + wd * theta) + noise_std * xi,   xi = noise ~ N(0, I)
         theta <- theta + v
 
-    ``momentum`` is 1 - alpha, alpha the friction. ``noise_std == 0`` is
-    heavy-ball SGD with weight decay, and draws nothing.
+    ``momentum`` is 1 - alpha, alpha the friction. ``noise=None`` (temperature 0) is heavy-ball SGD with
+    weight decay.
     """
     torch._foreach_mul_(velocities, momentum)
-    torch._foreach_add_(velocities, grads, alpha=-lr)
-    if weight_decay != 0.0:
-        torch._foreach_add_(velocities, params, alpha=-lr * weight_decay)
-    if noise_std > 0.0:
-        torch._foreach_add_(velocities, normal_like(params, generator), alpha=noise_std)
+    _add_scaled_(velocities, grads, -lr)
+    if isinstance(weight_decay, Tensor) or weight_decay != 0.0:
+        _add_scaled_(velocities, params, -lr * weight_decay)
+    if noise is not None:
+        _add_scaled_(velocities, noise, noise_std)
     torch._foreach_add_(params, velocities)

@@ -32,7 +32,13 @@ class PSGLD(SGMCMCOptimizer):
                         eps=eps)
         super().__init__(params, defaults, generator)
 
-    def _update(self, group, params, grads):
+    def _hyperparameters(self, group):
+        return {}
+
+    def _draw_noise(self, params, values):
+        return None  # drawn per parameter inside the preconditioned update below
+
+    def _update(self, group, params, grads, hyper, noise):
         squares = []
         for p in params:
             state = self.state[p]

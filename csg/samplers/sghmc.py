@@ -56,20 +56,17 @@ class SGHMC(SGMCMCOptimizer):
         )
         super().__init__(params, defaults, generator)
 
-    def _update(self, group, params, grads):
+    capturable_rule = True
+
+    def _hyperparameters(self, group):
+        return {"lr": group["lr"], "momentum": group["momentum"], "weight_decay": group["weight_decay"],
+                "noise_std": F.sghmc_noise_std(group["lr"], group["momentum"], group["temperature"], group["num_data"])}
+
+    def _update(self, group, params, grads, hyper, noise):
         velocities = []
         for p in params:
             state = self.state[p]
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             velocities.append(state["momentum_buffer"])
-        F.sghmc(
-            params,
-            grads,
-            velocities,
-            lr=group["lr"],
-            momentum=group["momentum"],
-            weight_decay=group["weight_decay"],
-            noise_std=F.sghmc_noise_std(group["lr"], group["momentum"], group["temperature"], group["num_data"]),
-            generator=self.generator,
-        )
+        self._rule(F.sghmc)(params, grads, velocities, noise=noise, **hyper)

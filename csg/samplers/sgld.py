@@ -59,12 +59,11 @@ class SGLD(SGMCMCOptimizer):
         defaults = dict(lr=lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay)
         super().__init__(params, defaults, generator)
 
-    def _update(self, group, params, grads):
-        F.sgld(
-            params,
-            grads,
-            lr=group["lr"],
-            weight_decay=group["weight_decay"],
-            noise_std=F.sgld_noise_std(group["lr"], group["temperature"], group["num_data"]),
-            generator=self.generator,
-        )
+    capturable_rule = True
+
+    def _hyperparameters(self, group):
+        return {"lr": group["lr"], "weight_decay": group["weight_decay"],
+                "noise_std": F.sgld_noise_std(group["lr"], group["temperature"], group["num_data"])}
+
+    def _update(self, group, params, grads, hyper, noise):
+        self._rule(F.sgld)(params, grads, noise=noise, **hyper)
