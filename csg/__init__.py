@@ -5,7 +5,7 @@ Rooms of the package:
 - :mod:`csg.samplers`: SGLD and SGHMC as ``torch.optim.Optimizer`` subclasses;
 - :mod:`csg.schedules`: cyclical (eq. 1 of Zhang et al. 2020), decreasing and constant step sizes;
 - :mod:`csg.collection`: which epochs yield samples, and the sample files;
-- :mod:`csg.training`: the loop around a sampler;
+- :mod:`csg.training`: the loop around a sampler; :mod:`csg.step`: one iteration, eager, compiled or captured;
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
 - :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models;
 - :mod:`csg.run`: one run from a Hydra config (what ``train.py`` calls).

@@ -30,11 +30,15 @@ Hyper = float | Tensor
 
 
 def standard_normal(tensors: list[Tensor], generator: torch.Generator | None = None) -> list[Tensor]:
-    """Standard-normal draws shaped like ``tensors``, as views into ONE draw of their total size.
+    """Standard-normal draws shaped like ``tensors`` (one param group's: one device and dtype).
 
-    One generator call per step (not one per tensor): the same numbers whether the step runs eagerly,
-    compiled or captured in a CUDA graph. All tensors share a device and dtype (one param group's).
+    On an accelerator, views into ONE draw of their total size: one kernel per step, not one per tensor.
+    On the CPU, one draw per tensor: a fresh block the size of all parameters (44 MB for a ResNet-18)
+    would come from the operating system at every step, page faults and all, where per-tensor blocks are
+    reused. Either way the eager, compiled and captured steps take the same numbers.
     """
+    if tensors[0].device.type == "cpu":
+        return [torch.randn(t.shape, generator=generator, dtype=t.dtype) for t in tensors]
     sizes = [t.numel() for t in tensors]
     flat = torch.randn(sum(sizes), generator=generator, device=tensors[0].device, dtype=tensors[0].dtype)
     return [chunk.view(t.shape) for chunk, t in zip(flat.split(sizes), tensors)]
