@@ -31,16 +31,19 @@ from torch import Tensor, nn
 
 from csg.samplers.base import SGMCMCOptimizer
 
-COMPILE_SETTINGS = ("auto", True, False)
-
-
 def compile_enabled(setting: Any, device: torch.device) -> bool:
     """``trainer.compile`` for ``device``: ``auto`` compiles on CUDA only (on the CPU it costs more than it saves)."""
     return device.type == "cuda" if setting == "auto" else bool(setting)
 
 
-def has_convolutions(model: nn.Module) -> bool:
-    return any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in model.modules())
+def channels_last_on(model: nn.Module, device: torch.device) -> bool:
+    """Whether ``model`` runs in channels-last memory format: a convolutional model on CUDA (cuDNN's native layout)."""
+    return device.type == "cuda" and any(isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in model.modules())
+
+
+def has_capturable_rule(sampler: torch.optim.Optimizer) -> bool:
+    """SGLD and SGHMC: an update rule on device scalars, which compiles and captures."""
+    return isinstance(sampler, SGMCMCOptimizer) and sampler.capturable_rule
 
 
 class Step:
@@ -90,7 +93,7 @@ class CompiledStep(Step):
     def __init__(self, model, sampler, precision, *, interaction=None, channels_last: bool = False):
         super().__init__(model, sampler, precision, interaction=interaction, channels_last=channels_last)
         self.forward = torch.compile(model, dynamic=False)
-        self.accelerated = isinstance(sampler, SGMCMCOptimizer) and sampler.capturable_rule
+        self.accelerated = has_capturable_rule(sampler)
         if self.accelerated:
             sampler.accelerate(compile_rule=True)
 
@@ -177,8 +180,8 @@ class CapturedStep(CompiledStep):
 
 
 def prepare_model(model: nn.Module, device: torch.device) -> nn.Module:
-    """Channels-last memory format for a convolutional model on CUDA (cuDNN's native layout); else as is."""
-    if device.type == "cuda" and has_convolutions(model):
+    """``model`` in channels-last memory format where :func:`channels_last_on` says so; else as is."""
+    if channels_last_on(model, device):
         return model.to(memory_format=torch.channels_last)
     return model
 
@@ -186,10 +189,9 @@ def prepare_model(model: nn.Module, device: torch.device) -> nn.Module:
 def make_step(setting: Any, model: nn.Module, sampler: torch.optim.Optimizer, precision, device: torch.device, *,
               interaction=None, world_size: int = 1) -> Step:
     """The step of ``trainer.compile=setting``: eager, compiled, or (CUDA, one process, SGLD / SGHMC) captured."""
-    channels_last = device.type == "cuda" and has_convolutions(model)
+    channels_last = channels_last_on(model, device)
     if not compile_enabled(setting, device):
         return Step(model, sampler, precision, interaction=interaction, channels_last=channels_last)
-    capturable = isinstance(sampler, SGMCMCOptimizer) and sampler.capturable_rule
-    if device.type == "cuda" and capturable and interaction is None and precision.scaler is None and world_size == 1:
+    if device.type == "cuda" and has_capturable_rule(sampler) and interaction is None and precision.scaler is None and world_size == 1:
         return CapturedStep(model, sampler, precision, channels_last=channels_last)
     return CompiledStep(model, sampler, precision, interaction=interaction, channels_last=channels_last)
