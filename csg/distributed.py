@@ -12,6 +12,7 @@ launcher the process trains the chains one after another.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -81,12 +82,15 @@ def setup(chains: int, device_name: str) -> Layout:
                   chain_rank=rank % size, chain_size=size, group=groups[chain] if groups else None, groups=groups)
 
 
+REPORT_GRACE_S = 30.0  # how long the other processes leave the first one to report a bad layout
+
+
 def check_one_gpu_per_process(device_name: str, local_rank: int, local_world_size: int) -> None:
     """Under a launcher every process of a node takes the GPU of its local rank: there must be enough of them.
 
     NCCL cannot put two processes of one job on the same GPU, so more processes than visible GPUs stop
-    here, before any work, with one line from the node's first process (the others exit quietly with the
-    same status instead of each printing a CUDA traceback). Several chains on one GPU: one process with
+    here, before any work, with one line from the node's first process (the others wait for it, at most
+    ``REPORT_GRACE_S``, and exit quietly with the same status instead of each printing a CUDA traceback). Several chains on one GPU: one process with
     ``sampler.chains=K``.
     """
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -102,7 +106,10 @@ def check_one_gpu_per_process(device_name: str, local_rank: int, local_world_siz
     else:
         return
     if local_rank != 0:
-        raise SystemExit(ConfigError.exit_code)  # the node's first process reports it
+        # the node's first process reports it; leaving at once would let the launcher stop that process
+        # (SIGTERM to the others on the first exit) before it has printed its line
+        time.sleep(REPORT_GRACE_S)
+        raise SystemExit(ConfigError.exit_code)
     raise ConfigError("trainer.device", device_name, problem)
 
 

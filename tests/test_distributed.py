@@ -176,6 +176,7 @@ def test_more_processes_than_gpus_stop_with_one_line_from_the_first_process(monk
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(distributed, "REPORT_GRACE_S", 0.0)  # the wait for the first process's line
     with pytest.raises(ConfigError) as error:
         distributed.check_one_gpu_per_process("auto", local_rank=0, local_world_size=2)
     message = str(error.value)
