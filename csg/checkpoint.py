@@ -113,7 +113,7 @@ def save_checkpoint(path: str | Path, *, model, sampler, state: LoopState, scale
     """Write the chain's complete state to ``path`` atomically."""
     atomic_torch_save(
         {
-            "model": model.state_dict(),
+            "model": _own_storage(model.state_dict()),
             "sampler": sampler.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None,
             "loop": asdict(state),
@@ -122,6 +122,15 @@ def save_checkpoint(path: str | Path, *, model, sampler, state: LoopState, scale
         },
         path,
     )
+
+
+def _own_storage(state_dict: dict[str, Any]) -> dict[str, Any]:
+    """``state_dict`` with each tensor that views a larger storage (a stacked chain's slice, see
+    :mod:`csg.stacking`) copied, so that the checkpoint holds this chain's numbers and not all K chains'."""
+    for key, value in state_dict.items():
+        if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes() > value.numel() * value.element_size():
+            state_dict[key] = value.clone()
+    return state_dict
 
 
 _REQUIRED = ("model", "sampler", "scaler", "loop", "random", "config")

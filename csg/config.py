@@ -148,6 +148,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
     if _get(cfg, "trainer.compile") not in (None, "auto", True, False):  # None: a run saved before the key existed
         raise ConfigError("trainer.compile", _get(cfg, "trainer.compile"), "auto (compiled on CUDA), true or false")
+    if _get(cfg, "trainer.stack_chains") not in (None, "auto", True, False):  # None: a run saved before the key existed
+        raise ConfigError("trainer.stack_chains", _get(cfg, "trainer.stack_chains"),
+                          "auto (chains of one process step together on CUDA), true or false")
     signals = _get(cfg, "trainer.checkpoint.signals")
     allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if signals is None or any(str(name) not in allowed_signals for name in signals):

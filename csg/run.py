@@ -29,8 +29,9 @@ from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmon
 from csg.evaluation.weights import importance_weights
 from csg.evaluation.ess import ParameterTrace, ess_summary
 from csg.loggers import NullLogger, build_logger
+from csg.stacking import make_stacked_step, why_not_stackable
 from csg.step import make_step, prepare_model
-from csg.training import Hooks, Precision, train_chain
+from csg.training import Hooks, Lane, Precision, train_chains
 
 log = logging.getLogger(__name__)
 
@@ -314,8 +315,9 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
     try:
         prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir) for chain in layout.local_chains()]
         ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
-        for chain in prepared:
-            chains.append(_fit_chain(cfg, chain, layout, device, precision, run_dir, logger))
+        together = _stack_chains(cfg, prepared, layout, device, precision)
+        for group in [prepared] if together else [[chain] for chain in prepared]:
+            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger))
         distributed.barrier(layout)
         data, model = chains[-1]["data"], chains[-1]["model"]
         evaluation_start = time.perf_counter()
@@ -424,53 +426,84 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
             "checkpoint": checkpoint, "total_steps": total_steps, "interaction": interaction}
 
 
-def _fit_chain(cfg: DictConfig, prepared: dict[str, Any], layout: distributed.Layout, device: torch.device,
-               precision: Precision, run_dir: Path, logger) -> dict[str, Any]:
-    """Train one prepared chain; a preemption signal saves a checkpoint and raises Preempted."""
-    chain, data, model, trace, plan = (prepared[k] for k in ("chain", "data", "model", "trace", "plan"))
-    total_steps = prepared["total_steps"]
-    if layout.is_global_zero and chain == layout.local_chains()[0]:
+def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distributed.Layout, device: torch.device,
+                  precision: Precision) -> bool:
+    """Whether this process's chains step together (``trainer.stack_chains``; auto: on CUDA, where they can).
+
+    ``true`` where they cannot is a one-line error naming the reason, before any training; chains resumed
+    from checkpoints at different points (trained one after another) go on one after another."""
+    setting = cfg.trainer.get("stack_chains", "auto")
+    if setting is False or len(prepared) < 2 or (setting == "auto" and device.type != "cuda"):
+        return False
+    reason = why_not_stackable([c["model"] for c in prepared], interacting=any(c["interaction"] for c in prepared),
+                               loss_scaled=precision.scaler is not None, processes_per_chain=layout.chain_size)
+    if reason is not None:
+        if setting is True:
+            raise ConfigError("trainer.stack_chains", True, f"auto or false: {reason}")
+        log.info("the %d chains run one after another: %s", len(prepared), reason)
+        return False
+    positions = {(s.epoch, s.batch) if s is not None else (0, 0) for s in (c["state"] for c in prepared)}
+    if len(positions) > 1:
+        log.warning("the chains' checkpoints are at different points %s: they go on one after another", sorted(positions))
+        return False
+    return True
+
+
+def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distributed.Layout, device: torch.device,
+                precision: Precision, run_dir: Path, logger) -> list[dict[str, Any]]:
+    """Train the prepared chains of ``group`` together (one chain, or stacked chains); a preemption signal saves
+    every chain's checkpoint and raises Preempted."""
+    data, total_steps = group[0]["data"], group[0]["total_steps"]
+    if layout.is_global_zero and group[0]["chain"] == layout.local_chains()[0]:
         if cfg.sampler.schedule == "cyclical" and total_steps % cfg.sampler.cycles:
             log.warning("%d iterations do not split into %d equal cycles: the last %d start a partial cycle "
                         "(no samples there)", total_steps, cfg.sampler.cycles, total_steps % cfg.sampler.cycles)
+    chains = ", ".join(str(c["chain"] + 1) for c in group)
     log.info(
-        "%s on %s (%s, %d parameters), chain %d of %d on %d process(es): %d epochs x %d iterations, "
-        "%d samples planned, device %s, run dir %s",
-        cfg.sampler.name, cfg.data.name, cfg.model.name, sum(p.numel() for p in model.parameters()), chain + 1,
-        layout.chains, layout.chain_size, cfg.trainer.epochs, len(data.train), len(plan), device, run_dir,
+        "%s on %s (%s, %d parameters), chain%s %s of %d on %d process(es)%s: %d epochs x %d iterations, "
+        "%d samples planned per chain, device %s, run dir %s",
+        cfg.sampler.name, cfg.data.name, cfg.model.name, sum(p.numel() for p in group[0]["model"].parameters()),
+        "s" if len(group) > 1 else "", chains, layout.chains, layout.chain_size,
+        ", stepped together" if len(group) > 1 else "", cfg.trainer.epochs, len(data.train), len(group[0]["plan"]),
+        device, run_dir,
     )
+    lanes = [Lane(c["trained_model"], c["sampler"], c["data"].train, store=c["store"] if layout.is_chain_leader else None,
+                  state=c["state"], sample_model=c["model"], interaction=c["interaction"], on_step=c["trace"],
+                  checkpoint=c["checkpoint"], chain=c["chain"]) for c in group]
+    setting = cfg.trainer.get("compile", "auto")
+    if len(group) > 1:
+        step = make_stacked_step(setting, [c["model"] for c in group], [c["sampler"] for c in group], precision, device)
+    else:
+        step = make_step(setting, group[0]["trained_model"], group[0]["sampler"], precision, device,
+                         interaction=group[0]["interaction"], world_size=layout.chain_size)
     with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
         hooks = Hooks(
-            on_step=trace,
-            checkpoint=prepared["checkpoint"],
             checkpoint_every=int(cfg.trainer.checkpoint.every_n_epochs),
             should_stop=lambda: distributed.any_true(signals.received is not None, layout, device),
             stop_error=signals.preempted,
         )
-        trained = train_chain(
-            prepared["trained_model"], prepared["sampler"], prepared["schedule"], data.train,
+        results = train_chains(
+            lanes, group[0]["schedule"],
             epochs=cfg.trainer.epochs,
             temperature=cfg.sampler.temperature,
-            plan=plan,
-            store=prepared["store"] if layout.is_chain_leader else None,
+            plan=group[0]["plan"],
             device=device,
+            step=step,
             precision=precision,
             logger=logger if layout.is_global_zero else None,
             log_every_n_steps=cfg.trainer.log_every_n_steps,
             log_every_n_epochs=cfg.trainer.log_every_n_epochs,
             progress=cfg.trainer.progress and layout.is_global_zero,
             hooks=hooks,
-            state=prepared["state"],
             world_size=layout.chain_size,
-            sample_model=model,
-            interaction=prepared["interaction"],
-            step=make_step(cfg.trainer.get("compile", "auto"), prepared["trained_model"], prepared["sampler"], precision,
-                           device, interaction=prepared["interaction"], world_size=layout.chain_size),
         )
-    for record in trained.samples:
-        record["chain"] = chain
-    return {"data": data, "model": model, "trained": trained, "trace": trace, "interaction": prepared["interaction"],
-            "sampler": prepared["sampler"]}
+    fitted = []
+    for prepared, trained in zip(group, results):
+        for record in trained.samples:
+            record["chain"] = prepared["chain"]
+        fitted.append({"data": prepared["data"], "model": prepared["model"], "trained": trained, "trace": prepared["trace"],
+                       "interaction": prepared["interaction"], "sampler": prepared["sampler"]})
+    return fitted
 
 
 def evaluate_store(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from csg.checkpoint import LoopState
 from csg.collection import CollectionPoint, SampleStore
@@ -82,14 +82,36 @@ class Hooks:
     stop_error: Callable[[], BaseException] | None = None
 
 
-def _check_finite(loss_sum: float, epoch: int, epochs: int, iteration: int, lr: float, state: LoopState,
-                  store: SampleStore | None) -> None:
-    if not math.isfinite(loss_sum):
-        where = f" in {store.directory}" if store is not None else ""
-        raise DivergenceError(
-            f"training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, lr={lr:.4g}); "
-            f"stopped; the {len(state.samples)} samples already written{where} are kept"
-        )
+@dataclass
+class Lane:
+    """One chain in the loop: its model, sampler, mini-batches, sample store, state and own callbacks.
+
+    ``chain`` (0-based) names it in logged rows, and as chain + 1 in log lines, when several lanes step together.
+    ``on_step(k)`` and ``checkpoint(state)`` are as in :class:`Hooks`, for this chain.
+    """
+
+    model: nn.Module
+    sampler: torch.optim.Optimizer
+    loader: Any
+    store: SampleStore | None = None
+    state: LoopState | None = None
+    sample_model: nn.Module | None = None
+    interaction: Any = None
+    on_step: Callable[[int], None] | None = None
+    checkpoint: Callable[[LoopState], None] | None = None
+    chain: int = 0
+
+
+def _check_finite(loss_sums: list[float], epoch: int, epochs: int, iteration: int, lr: float,
+                  states: Sequence[LoopState], lanes: Sequence[Lane]) -> None:
+    for loss_sum, state, lane in zip(loss_sums, states, lanes):
+        if not math.isfinite(loss_sum):
+            where = f" in {lane.store.directory}" if lane.store is not None else ""
+            which = f"chain {lane.chain + 1}: " if len(lanes) > 1 else ""
+            raise DivergenceError(
+                f"{which}training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, "
+                f"lr={lr:.4g}); stopped; the {len(state.samples)} samples already written{where} are kept"
+            )
 
 
 def train_chain(
@@ -133,6 +155,43 @@ def train_chain(
     captured. The loss and accuracy are summed on the device; the host reads
     them only at the NaN checks and at the end of an epoch.
     """
+    hooks = hooks or Hooks()
+    precision = precision or Precision("32", device)
+    lane = Lane(model, sampler, loader, store=store, state=state, sample_model=sample_model, interaction=interaction,
+                on_step=on_step or hooks.on_step, checkpoint=hooks.checkpoint)
+    return train_chains(
+        [lane], schedule, epochs=epochs, temperature=temperature, plan=plan, device=device,
+        step=step or Step(model, sampler, precision, interaction=interaction), precision=precision, logger=logger,
+        log_every_n_steps=log_every_n_steps, log_every_n_epochs=log_every_n_epochs, progress=progress, hooks=hooks,
+        world_size=world_size,
+    )[0]
+
+
+def train_chains(
+    lanes: Sequence[Lane],
+    schedule: Schedule,
+    *,
+    epochs: int,
+    temperature: float,
+    plan: Sequence[CollectionPoint],
+    device: torch.device,
+    step: Callable,
+    precision: Precision | None = None,
+    logger: Logger | None = None,
+    log_every_n_steps: int = 50,
+    log_every_n_epochs: int = 1,
+    progress: bool | None = None,
+    hooks: Hooks | None = None,
+    world_size: int = 1,
+) -> list[TrainResult]:
+    """Run the chains of ``lanes`` in lock-step on one schedule (see :func:`train_chain` for one chain).
+
+    One lane: ``step(x, y, scale)`` (:mod:`csg.step`). Several: ``step(xs, ys)`` takes their K
+    mini-batches and returns K losses and hit counts (:class:`csg.stacking.StackedStep`); every chain
+    keeps its own data order, noise, samples and checkpoints, and its wall time is its share (1/K) of the
+    loop's. The lanes must start at the same position. ``hooks`` gives the shared checkpoint period and
+    stop signal; a stop saves every lane's checkpoint.
+    """
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -141,97 +200,132 @@ def train_chain(
     precision = precision or Precision("32", device)
     logger = logger or NullLogger()
     hooks = hooks or Hooks()
-    on_step = on_step or hooks.on_step
-    sample_model = sample_model or model
-    step = step or Step(model, sampler, precision, interaction=interaction)
+    several = len(lanes) > 1
     collect_at = {point.epoch: point for point in plan}
-    state = state or LoopState()
-    batches = len(loader)
-    started = time.perf_counter() - state.seconds
-    k = state.iteration
+    states = [lane.state or LoopState() for lane in lanes]
+    if len({(s.epoch, s.batch, s.iteration) for s in states}) > 1:
+        raise ValueError("chains stepped together must start at the same epoch and batch")
+    first = states[0]
+    loaders = [lane.loader for lane in lanes]
+    batches = len(loaders[0])
+    clock = _Clock([s.seconds for s in states])
+    k = first.iteration
     bar = tqdm(total=epochs * batches, initial=k, unit="it", disable=None if progress in (None, True) else True,
                dynamic_ncols=True)
-    lr, stage, current_temperature = schedule.lr(k), "exploration", 0.0
-    chain_lr, chain_temperature = lr, 0.0  # this chain's: the schedule's times the interaction's scales
+    lr, stage = schedule.lr(k), "exploration"
+    chain_lr, chain_temperature = [lr] * len(lanes), [0.0] * len(lanes)  # each chain's: schedule x interaction scales
     with bar, logging_redirect_tqdm():
-        for epoch in range(state.epoch, epochs):
-            start_batch = state.batch if epoch == state.epoch else 0
-            if interaction is not None:
-                interaction.on_epoch_start(epoch, start_batch, model, loader, precision.autocast)
-            if hasattr(loader, "set_epoch"):
-                loader.set_epoch(epoch, start_batch)
-            if start_batch == 0:
-                state.loss_sum, state.correct, state.seen = 0.0, 0, 0
-            model.train()
-            loss_sum = torch.tensor(state.loss_sum, device=device)
-            correct = torch.tensor(state.correct, device=device)
-            for b, (x, y) in enumerate(loader, start=start_batch):
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        for epoch in range(first.epoch, epochs):
+            start_batch = first.batch if epoch == first.epoch else 0
+            for lane, state in zip(lanes, states):
+                if lane.interaction is not None:
+                    lane.interaction.on_epoch_start(epoch, start_batch, lane.model, lane.loader, precision.autocast)
+                if hasattr(lane.loader, "set_epoch"):
+                    lane.loader.set_epoch(epoch, start_batch)
+                if start_batch == 0:
+                    state.loss_sum, state.correct, state.seen = 0.0, 0, 0
+                lane.model.train()
+            loss_sum = torch.tensor([s.loss_sum for s in states], device=device)
+            correct = torch.tensor([s.correct for s in states], device=device)
+            for b, batch in enumerate(zip(*loaders), start=start_batch):
+                xs = [x.to(device, non_blocking=True) for x, _ in batch]
+                ys = [y.to(device, non_blocking=True) for _, y in batch]
                 lr = schedule.lr(k)
                 stage = "sampling" if schedule.sampling(k) else "exploration"
                 current_temperature = temperature if stage == "sampling" else 0.0
-                lr_scale, temperature_scale = interaction.scales() if interaction is not None else (1.0, 1.0)
-                for group in sampler.param_groups:
-                    group["lr"] = lr * lr_scale
-                    group["temperature"] = current_temperature * temperature_scale
-                chain_lr, chain_temperature = lr * lr_scale, current_temperature * temperature_scale
-                scale = world_size / loader.global_batch_size(b) if world_size > 1 else None
-                loss, hits = step(x, y, scale)
-                if interaction is not None:
-                    interaction.after_update(k, current_temperature)
-                if on_step is not None:
-                    on_step(k)
-                loss_sum += loss * y.shape[0]
+                for i, lane in enumerate(lanes):
+                    lr_scale, temperature_scale = lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)
+                    chain_lr[i], chain_temperature[i] = lr * lr_scale, current_temperature * temperature_scale
+                    for group in lane.sampler.param_groups:
+                        group["lr"], group["temperature"] = chain_lr[i], chain_temperature[i]
+                if several:
+                    loss, hits = step(xs, ys)
+                else:
+                    loss, hits = step(xs[0], ys[0], world_size / loaders[0].global_batch_size(b) if world_size > 1 else None)
+                for lane in lanes:
+                    if lane.interaction is not None:
+                        lane.interaction.after_update(k, current_temperature)
+                    if lane.on_step is not None:
+                        lane.on_step(k)
+                size = ys[0].shape[0]
+                loss_sum += loss * size
                 correct += hits
-                state.seen += y.shape[0]
+                for state in states:
+                    state.seen += size
                 k += 1
                 bar.update()
                 if k % log_every_n_steps == 0:
-                    _check_finite(float(loss_sum), epoch, epochs, k - 1, lr, state, store)
-                    extra = interaction.log_values() if interaction is not None else {}
-                    logger.log_step(k, {"loss": float(loss), "lr": chain_lr, "temperature": chain_temperature, "stage": stage,
-                                        **extra})
+                    _check_finite(loss_sum.tolist(), epoch, epochs, k - 1, lr, states, lanes)
+                    losses = loss.reshape(-1).tolist()
+                    for i, lane in enumerate(lanes):
+                        extra = lane.interaction.log_values() if lane.interaction is not None else {}
+                        logger.log_step(k, {**({"chain": lane.chain} if several else {}), "loss": losses[i],
+                                            "lr": chain_lr[i], "temperature": chain_temperature[i], "stage": stage,
+                                            **extra})
                 if hooks.should_stop is not None and hooks.should_stop():
-                    _sync(state, epoch, b + 1, k, loss_sum, correct, started)
-                    if hooks.checkpoint is not None:
-                        hooks.checkpoint(state)
+                    _sync(states, epoch, b + 1, k, loss_sum, correct, clock)
+                    for lane, state in zip(lanes, states):
+                        if lane.checkpoint is not None:
+                            lane.checkpoint(state)
                     raise hooks.stop_error()
-            _check_finite(float(loss_sum), epoch, epochs, k - 1, lr, state, store)
-            _sync(state, epoch, batches, k, loss_sum, correct, started)
-            values = {
-                "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": chain_lr,
-                "temperature": chain_temperature, "train_loss": state.loss_sum / max(state.seen, 1),
-                "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
-            }
-            if (epoch + 1) % log_every_n_epochs == 0 or epoch + 1 == epochs:
-                log.info(
-                    "epoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%", epoch + 1, epochs,
-                    values["cycle"], stage, chain_lr, chain_temperature, values["train_loss"], values["train_acc_pct"],
-                )
-            if not bar.disable:
-                bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(state.samples))
-            logger.log_epoch(epoch, values)
-            if epoch in collect_at:
-                point = collect_at[epoch]
-                meta = {"iteration": point.iteration, "lr": chain_lr, "temperature": chain_temperature,
-                        "train_loss": values["train_loss"],
-                        **(interaction.sample_metadata() if interaction is not None else {})}
-                index = len(state.samples)
-                record = {"index": index, "cycle": point.cycle, "epoch": epoch, **meta}
-                if store is not None:
-                    path = store.save(sample_model, index=index, cycle=point.cycle, epoch=epoch, **meta)
-                    record["path"] = str(path)
-                    log.info("saved %s", path.name)
-                state.samples.append(record)
-                logger.log_sample(index, record)
-            state.epoch, state.batch = epoch + 1, 0
-            state.loss_sum, state.correct, state.seen = 0.0, 0, 0
-            if hooks.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
-                hooks.checkpoint(state)
-    return TrainResult(iterations=k, epochs=epochs, seconds=time.perf_counter() - started, samples=state.samples)
+            _check_finite(loss_sum.tolist(), epoch, epochs, k - 1, lr, states, lanes)
+            _sync(states, epoch, batches, k, loss_sum, correct, clock)
+            for i, (lane, state) in enumerate(zip(lanes, states)):
+                values = {
+                    **({"chain": lane.chain} if several else {}),
+                    "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": chain_lr[i],
+                    "temperature": chain_temperature[i], "train_loss": state.loss_sum / max(state.seen, 1),
+                    "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
+                }
+                if (epoch + 1) % log_every_n_epochs == 0 or epoch + 1 == epochs:
+                    log.info(
+                        "%sepoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%",
+                        f"chain {lane.chain + 1}  " if several else "", epoch + 1, epochs, values["cycle"], stage,
+                        chain_lr[i], chain_temperature[i], values["train_loss"], values["train_acc_pct"],
+                    )
+                if not bar.disable and i == 0:
+                    bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(state.samples))
+                logger.log_epoch(epoch, values)
+                if epoch in collect_at:
+                    _collect(lane, state, collect_at[epoch], epoch, values, chain_lr[i], chain_temperature[i], logger)
+                state.epoch, state.batch = epoch + 1, 0
+                state.loss_sum, state.correct, state.seen = 0.0, 0, 0
+                if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
+                    lane.checkpoint(state)
+    elapsed = clock.shares()
+    return [TrainResult(iterations=k, epochs=epochs, seconds=seconds, samples=state.samples)
+            for seconds, state in zip(elapsed, states)]
 
 
-def _sync(state: LoopState, epoch: int, batch: int, k: int, loss_sum, correct, started: float) -> None:
-    state.epoch, state.batch, state.iteration = epoch, batch, k
-    state.loss_sum, state.correct = float(loss_sum), int(correct)
-    state.seconds = time.perf_counter() - started
+def _collect(lane: Lane, state: LoopState, point: CollectionPoint, epoch: int, values: dict[str, Any], lr: float,
+             temperature: float, logger: Logger) -> None:
+    """Save the lane's model as the next sample (when it has a store) and record it."""
+    meta = {"iteration": point.iteration, "lr": lr, "temperature": temperature, "train_loss": values["train_loss"],
+            **(lane.interaction.sample_metadata() if lane.interaction is not None else {})}
+    index = len(state.samples)
+    record = {"index": index, "cycle": point.cycle, "epoch": epoch, **meta}
+    if lane.store is not None:
+        path = lane.store.save(lane.sample_model or lane.model, index=index, cycle=point.cycle, epoch=epoch, **meta)
+        record["path"] = str(path)
+        log.info("saved %s", path.name)
+    state.samples.append(record)
+    logger.log_sample(index, record)
+
+
+class _Clock:
+    """Each chain's training seconds: what it had when the loop started plus its share of the loop's wall time."""
+
+    def __init__(self, seconds: list[float]):
+        self.before, self.started = seconds, time.perf_counter()
+
+    def shares(self) -> list[float]:
+        share = (time.perf_counter() - self.started) / len(self.before)
+        return [before + share for before in self.before]
+
+
+def _sync(states: Sequence[LoopState], epoch: int, batch: int, k: int, loss_sum: Tensor, correct: Tensor,
+          clock: _Clock) -> None:
+    for state, loss, hits, seconds in zip(states, loss_sum.tolist(), correct.tolist(), clock.shares()):
+        state.epoch, state.batch, state.iteration = epoch, batch, k
+        state.loss_sum, state.correct = loss, int(hits)
+        state.seconds = seconds

@@ -11,8 +11,10 @@ the project's loader, held on the GPU as ``train.py`` holds them), batch 64 (782
   SGD-momentum also eager (``trainer.compile=false``);
 - the same sampling-stage epoch as a plain eager PyTorch loop (model, cross-entropy, backward, the SGHMC
   update), the reference for what the loop around the sampler costs;
-- K = 1, 2, 4, 8 chains on one GPU, as K processes started together (compiled steps), wall time over
-  one chain alone;
+- K = 1, 2, 4, 8 chains on one GPU in one process, stepped together over stacked parameters
+  (``sampler.chains=K``, ``trainer.stack_chains``, :mod:`csg.stacking`): seconds per epoch of the K
+  chains over one chain's sampling epoch; and, for comparison, K processes of one chain each started
+  together (``--processes``), their wall time over one such process alone;
 - the 12-sample ensemble evaluation over the 10,000 test images;
 - the projected wall time of a 200-epoch cSGHMC chain (beta = 0.8: 80% exploration epochs).
 
@@ -53,8 +55,9 @@ from csg.models import create_model  # noqa: E402
 from csg.samplers import SGHMC  # noqa: E402
 from csg.samplers import functional as rules  # noqa: E402
 from csg.schedules import Constant  # noqa: E402
+from csg.stacking import make_stacked_step  # noqa: E402
 from csg.step import make_step, prepare_model  # noqa: E402
-from csg.training import Precision, train_chain  # noqa: E402
+from csg.training import Lane, Precision, train_chain, train_chains  # noqa: E402
 
 LR, TEMPERATURE, WEIGHT_DECAY = 0.05, 2e-5, 5e-4  # a sampling-stage step of the CIFAR recipe
 SIZES = {"full": (50_000, 10_000), "smoke": (256, 100)}
@@ -66,20 +69,26 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def load(root: Path, device: torch.device):
-    return build_data("cifar10", root=str(root), download=False, batch_size=64, eval_batch_size=1000, device=device)
+def load(root: Path, device: torch.device, seed: int = 0):
+    return build_data("cifar10", root=str(root), download=False, batch_size=64, eval_batch_size=1000, device=device,
+                      seed=seed)
 
 
-def model_on(name: str, device: torch.device) -> torch.nn.Module:
-    torch.manual_seed(0)
+def model_on(name: str, device: torch.device, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
     return prepare_model(create_model(name, num_classes=10, input_shape=(3, 32, 32)).to(device), device)
 
 
+def sghmc(model: torch.nn.Module, data, device: torch.device, seed: int = 0) -> SGHMC:
+    """The recipe's SGHMC (momentum 0.1) for ``model``, its noise from generator ``seed``."""
+    return SGHMC(model.parameters(), lr=LR, num_data=data.num_train, temperature=TEMPERATURE, momentum=0.1,
+                 weight_decay=WEIGHT_DECAY, generator=torch.Generator(device=device).manual_seed(seed))
+
+
 def make_chain(model_name: str, data, precision: str, compile_setting, device: torch.device):
-    """A model, its SGHMC sampler (momentum 0.1, the recipe's) and the step ``train.py`` would build for them."""
+    """A model, its SGHMC sampler and the step ``train.py`` would build for them."""
     model = model_on(model_name, device)
-    sampler = SGHMC(model.parameters(), lr=LR, num_data=data.num_train, temperature=TEMPERATURE, momentum=0.1,
-                    weight_decay=WEIGHT_DECAY, generator=torch.Generator(device=device).manual_seed(0))
+    sampler = sghmc(model, data, device)
     precision = Precision(precision, device)
     return model, sampler, precision, make_step(compile_setting, model, sampler, precision, device)
 
@@ -101,6 +110,29 @@ def loop_epochs(data, model_name: str, temperature: float, precision: str, compi
         synchronize(device)
         start = time.perf_counter()
         one_epoch(chain, data, temperature, device)
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def stacked_epochs(root: Path, model_name: str, count: int, compile_setting, epochs: int, device: torch.device
+                   ) -> list[float]:
+    """Seconds of each of ``epochs`` sampling-stage epochs of ``count`` chains stepped together, after a warm-up
+    epoch; each chain has its own initialisation, noise and data (order and augmentation), as ``sampler.chains=K``
+    gives them."""
+    datas = [load(root, device, seed=k) for k in range(count)]
+    models = [model_on(model_name, device, seed=k) for k in range(count)]
+    samplers = [sghmc(model, data, device, seed=k) for k, (model, data) in enumerate(zip(models, datas))]
+    loaders = [data.train for data in datas]
+    precision = Precision("32", device)
+    step = make_stacked_step(compile_setting, models, samplers, precision, device)
+    times = []
+    for epoch in range(epochs + 1):
+        lanes = [Lane(m, s, loader, chain=k) for k, (m, s, loader) in enumerate(zip(models, samplers, loaders))]
+        synchronize(device)
+        start = time.perf_counter()
+        train_chains(lanes, Constant(LR), epochs=1, temperature=TEMPERATURE, plan=[], device=device, step=step,
+                     precision=precision, progress=False)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return times[1:]
 
@@ -168,7 +200,7 @@ def worker(args) -> None:
     print(json.dumps({"start": start, "end": time.time()}))
 
 
-def chains_wall(root: Path, model_name: str, count: int, epochs: int, device: torch.device) -> float:
+def processes_wall(root: Path, model_name: str, count: int, epochs: int, device: torch.device) -> float:
     """Wall time from the first to the last of ``count`` chain processes running ``epochs`` epochs at once."""
     with tempfile.TemporaryDirectory() as ready:
         command = [sys.executable, __file__, "--worker", "--root", str(root), "--model", model_name, "--device",
@@ -219,13 +251,18 @@ def measure(args) -> list[dict]:
         rows["plain_loop_sampling_epoch_s"] = median(plain_epochs(data, m, e, device))
         rows["eval12_s"] = evaluation_seconds(data, args.model, 12, device)
         print(f"eval12_s {rows['eval12_s']:.3f}", flush=True)
-        walls = {}
         for k in args.chains:
-            walls[k] = chains_wall(root, args.model, k, e, device)
-            print(f"chains{k}_wall_s {walls[k]:.3f}", flush=True)
+            seconds = rows["csghmc_sampling_epoch_s"] if k == 1 else median(stacked_epochs(root, m, k, c, e, device))
+            rows[f"chains{k}_epoch_s"] = seconds
+            rows[f"chains{k}_wall_over_chain1"] = seconds / rows["csghmc_sampling_epoch_s"]
+            print(f"chains{k}_epoch_s {seconds:.3f}", flush=True)
+        walls = {}
+        for k in args.processes:
+            walls[k] = processes_wall(root, args.model, k, e, device)
+            print(f"processes{k}_wall_s {walls[k]:.3f}", flush=True)
     for k, wall in walls.items():
-        rows[f"chains{k}_wall_s"] = wall
-        rows[f"chains{k}_wall_over_chain1"] = wall / walls[1]
+        rows[f"processes{k}_wall_s"] = wall
+        rows[f"processes{k}_wall_over_process1"] = wall / walls[1]
     rows["csghmc_sampling_over_sgdm"] = rows["csghmc_sampling_epoch_s"] / rows["sgdm_epoch_s"]
     rows["bf16_csghmc_sampling_over_sgdm"] = rows["csghmc_sampling_epoch_s_bf16"] / rows["sgdm_bf16_epoch_s"]
     rows["compiled_over_eager_sampling"] = rows["csghmc_sampling_epoch_s"] / rows["eager_csghmc_sampling_epoch_s"]
@@ -255,7 +292,8 @@ def write(rows: list[dict], facts: dict[str, str], args, out: Path) -> None:
              f"{date.today()}, {facts['device']}, torch {facts['torch']}, CUDA {facts['cuda']}; scale: {scale}; "
              f"median of {args.epochs} epoch(s) after a warm-up epoch (which compiles); `python3 scripts/bench_gpu.py`; "
              f"`trainer.compile={args.compile}` unless a row says eager. `sgdm` is `sampler=sgdm` (SGHMC's heavy-ball "
-             "update at T = 0); K chains are K processes on the device.", "",
+             "update at T = 0); `chainsK` are K chains in one process stepped together (`trainer.stack_chains`), "
+             "their epoch over one chain's sampling epoch; `processesK` are K one-chain processes started together.", "",
              "| measure | value | goal |", "|---|---:|---|"]
     lines += [f"| {r['measure']} | {r['value']:.3f} | {GOALS.get(r['measure'], '')} |" for r in rows]
     out.mkdir(parents=True, exist_ok=True)
@@ -268,7 +306,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--epochs", type=int, default=3, help="measured epochs per setting (after a warm-up)")
-    parser.add_argument("--chains", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--chains", type=int, nargs="+", default=[1, 2, 4, 8],
+                        help="K chains stepped together in one process")
+    parser.add_argument("--processes", type=int, nargs="*", default=[1, 4],
+                        help="K one-chain processes started together (for comparison; none: skipped)")
     parser.add_argument("--compile", default="auto", type=lambda v: {"true": True, "false": False}.get(v, v),
                         choices=["auto", True, False], help="trainer.compile of the compiled rows (auto: on for CUDA)")
     parser.add_argument("--smoke", action="store_true", help="256 training images: a check that it runs, not a measure")
@@ -281,8 +322,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         worker(args)
         return
-    if 1 not in args.chains:
-        parser.error("--chains must include 1 (the ratios are over one chain alone)")
+    if 1 not in args.chains or (args.processes and 1 not in args.processes):
+        parser.error("--chains and --processes must include 1 (the ratios are over one chain alone)")
     device = torch.device(args.device)
     rows = measure(args)
     facts = describe(device)

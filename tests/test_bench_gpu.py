@@ -12,7 +12,8 @@ from tests.conftest import ROOT
 
 NAMED = ["device", "torch", "cuda", "sgdm_epoch_s", "csghmc_exploration_epoch_s", "csghmc_sampling_epoch_s",
          "csghmc_sampling_epoch_s_bf16", "plain_loop_sampling_epoch_s", "eval12_s",
-         "eager_csghmc_sampling_epoch_s", "compiled_over_eager_sampling", "chains2_wall_over_chain1",
+         "eager_csghmc_sampling_epoch_s", "compiled_over_eager_sampling", "chains2_wall_over_chain1", "chains2_epoch_s",
+         "processes2_wall_over_process1",
          "projected_200_epoch_chain_min"]
 
 
@@ -24,7 +25,7 @@ def _bench():
 
 
 def _run(tmp_path, device, model):
-    _bench().main(["--device", device, "--smoke", "--model", model, "--epochs", "1", "--chains", "1", "2",
+    _bench().main(["--device", device, "--smoke", "--model", model, "--epochs", "1", "--chains", "1", "2", "--processes", "1", "2",
                    "--out", str(tmp_path)])
     table = pd.read_csv(tmp_path / "gpu.csv").set_index("measure")["value"]
     missing = [name for name in NAMED if name not in table.index]
@@ -46,7 +47,9 @@ def test_bench_gpu_smoke_on_the_cpu_writes_every_measure(tmp_path):
     table, report = _run(tmp_path, "cpu", "mlp")
     seconds = table.drop(["device", "torch", "cuda"]).astype(float)
     assert (seconds > 0).all()
-    assert seconds["chains1_wall_over_chain1"] == 1.0
+    assert seconds["chains1_wall_over_chain1"] == 1.0 and seconds["processes1_wall_over_process1"] == 1.0
+    assert seconds["chains2_wall_over_chain1"] == pytest.approx(
+        seconds["chains2_epoch_s"] / seconds["csghmc_sampling_epoch_s"], rel=1e-4)
     assert seconds["csghmc_sampling_over_sgdm"] == pytest.approx(
         seconds["csghmc_sampling_epoch_s"] / seconds["sgdm_epoch_s"], rel=1e-4)
     assert table["torch"] == torch.__version__ and "CPU" in table["device"]

@@ -112,13 +112,13 @@ def assert_same_samples(first_dir, second_dir):
 
 
 def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
-    args = ["trainer.epochs=40", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=csv",
+    args = ["trainer.epochs=20", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=csv",
             "trainer.progress=false", "trainer.device=cpu"]
     full_dir, cut_dir = interrupt_then_resume(run_train, tmp_path, args)
     assert_same_samples(full_dir, cut_dir)
     # the epoch log of the interrupted run is continued, not started over
     epochs = (cut_dir / "epochs.csv").read_text().splitlines()
-    assert [line.split(",")[0] for line in epochs[1:]] == [str(e) for e in range(40)]
+    assert [line.split(",")[0] for line in epochs[1:]] == [str(e) for e in range(20)]
 
 
 def test_resume_refuses_a_checkpoint_of_another_config(run_train, tmp_path):

@@ -199,3 +199,60 @@ def test_the_captured_step_takes_the_eager_steps_path_on_the_gpu():
         torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)
     for p, q in zip(*(m.buffers() for m in models)):
         torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_stacked_chains_on_the_gpu_are_each_the_chain_run_alone(compiled):
+    # trainer.stack_chains on CUDA: 3 chains of a channels-last convolutional model with batch norm, stepped
+    # together (vmap over stacked parameters), against each chain's eager step alone
+    from csg.samplers import SGHMC
+    from csg.stacking import CompiledStackedStep, StackedStep
+    from csg.step import Step, prepare_model
+    from csg.training import Precision
+
+    device, precision = torch.device("cuda"), Precision("32", torch.device("cuda"))
+
+    def chains():
+        built = []
+        for k in range(3):
+            torch.manual_seed(k)
+            net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                      torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3))
+            model = prepare_model(net.to(device), device)
+            built.append((model, SGHMC(model.parameters(), lr=0.05, num_data=80, temperature=1.0, weight_decay=5e-4,
+                                       generator=torch.Generator(device=device).manual_seed(10 + k))))
+        return built
+
+    alone, stacked = chains(), chains()
+    steps = [Step(m, s, precision, channels_last=True) for m, s in alone]
+    together = (CompiledStackedStep if compiled else StackedStep)([m for m, _ in stacked], [s for _, s in stacked], precision)
+    x, y = torch.randn(3, 80, 3, 8, 8, device=device), torch.randint(0, 3, (3, 80), device=device)
+    for k in range(30):
+        start = 32 * (k % 3)  # batches of 32, 32 and 16
+        for _, sampler in alone + stacked:
+            for group in sampler.param_groups:
+                group["lr"], group["temperature"] = 0.05 / (1 + k), float(k % 10 >= 4)
+        losses = [step(x[c, start:start + 32], y[c, start:start + 32])[0] for c, step in enumerate(steps)]
+        stacked_losses, _ = together([x[c, start:start + 32] for c in range(3)], [y[c, start:start + 32] for c in range(3)])
+        torch.testing.assert_close(stacked_losses, torch.stack(losses), rtol=1e-3, atol=1e-4)
+    for (a, sa), (b, sb) in zip(alone, stacked):
+        assert torch.equal(sa.generator.get_state(), sb.generator.get_state())
+        for p, q in zip(a.state_dict().values(), b.state_dict().values()):
+            torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)
+
+
+def test_train_py_stacks_parallel_chains_on_the_gpu(run_train, cifar_root, tmp_path):
+    # sampler.chains=2 in one process on CUDA steps the chains together (trainer.stack_chains=auto), each chain
+    # giving the samples it gives when the chains run one after another
+    runs = {}
+    for setting in ("auto", "false"):
+        process, run_dir = run_train(*CIFAR, f"data.root={cifar_root}", "sampler.chains=2",
+                                     f"trainer.stack_chains={setting}", run_dir=tmp_path / setting)
+        runs[setting] = _metrics(process, run_dir)
+        assert ("stepped together" in process.stdout) == (setting == "auto")
+    assert [c["num_samples"] for c in runs["auto"]["per_chain"]] == [1, 1] and _finite(runs["auto"]["ensemble"])
+    for k in range(2):
+        [a], [b] = (sorted((tmp_path / s / "samples" / f"chain{k:02d}").glob("*.pt")) for s in ("auto", "false"))
+        mine, twin = torch.load(a)["state_dict"], torch.load(b)["state_dict"]
+        for name in mine:
+            torch.testing.assert_close(mine[name], twin[name], rtol=1e-2, atol=1e-3, msg=name)
