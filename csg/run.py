@@ -435,8 +435,9 @@ def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distr
     setting = cfg.trainer.get("stack_chains", "auto")
     if setting is False or len(prepared) < 2 or (setting == "auto" and device.type != "cuda"):
         return False
-    reason = why_not_stackable([c["model"] for c in prepared], interacting=any(c["interaction"] for c in prepared),
-                               loss_scaled=precision.scaler is not None, processes_per_chain=layout.chain_size)
+    reason = why_not_stackable([c["model"] for c in prepared],
+                               interacting=any(c["interaction"] is not None for c in prepared),
+                               precision=precision.name, processes_per_chain=layout.chain_size)
     if reason is not None:
         if setting is True:
             raise ConfigError("trainer.stack_chains", True, f"auto or false: {reason}")

@@ -138,13 +138,14 @@ def test_a_stopped_stack_resumes_where_every_chain_was(tmp_path):
 
 def test_what_cannot_be_stacked_says_why():
     models = [ConvBN(), ConvBN()]
-    assert why_not_stackable(models, interacting=False, loss_scaled=False, processes_per_chain=1) is None
-    assert "one chain" in why_not_stackable(models[:1], interacting=False, loss_scaled=False, processes_per_chain=1)
-    assert "interact" in why_not_stackable(models, interacting=True, loss_scaled=False, processes_per_chain=1)
-    assert "DDP" in why_not_stackable(models, interacting=False, loss_scaled=False, processes_per_chain=2)
-    assert "16-mixed" in why_not_stackable(models, interacting=False, loss_scaled=True, processes_per_chain=1)
+    assert why_not_stackable(models, interacting=False, precision="32", processes_per_chain=1) is None
+    assert "one chain" in why_not_stackable(models[:1], interacting=False, precision="32", processes_per_chain=1)
+    assert "interact" in why_not_stackable(models, interacting=True, precision="32", processes_per_chain=1)
+    assert "DDP" in why_not_stackable(models, interacting=False, precision="32", processes_per_chain=2)
+    for precision in ("16-mixed", "bf16-mixed"):
+        assert precision in why_not_stackable(models, interacting=False, precision=precision, processes_per_chain=1)
     dropout = [nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5)) for _ in range(2)]
-    assert "dropout" in why_not_stackable(dropout, interacting=False, loss_scaled=False, processes_per_chain=1)
+    assert "dropout" in why_not_stackable(dropout, interacting=False, precision="32", processes_per_chain=1)
 
 
 def test_chains_at_different_points_do_not_step_together(tmp_path):

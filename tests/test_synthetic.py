@@ -122,6 +122,7 @@ STUDY_OVERRIDES = {
     "wang_mixture1d": ["cycle_length=200", "cycles=20", "chains=10", "repeats=2"],
     "wang_mog25": ["rwm.cycle_length=200", "rwm.cycles=40", "rwm.chains=40", "csgld.cycles=2",
                    "csgld.cycle_length=100", "csgld.chains=50"],
+    "icsgld_variance": ["steps=1000", "repeats=3"],
 }
 
 
@@ -140,6 +141,7 @@ def test_studies_write_their_tables_and_figures(tmp_path, study):
         "table4": {"table4.csv", "table4.md", "figure2_paper.png", "figure5_official_code.png"},
         "wang_mixture1d": {"mixture1d.csv", "mixture1d.md", "figure1.png"},
         "wang_mog25": {"mog25_weights.csv", "mog25_summary.csv", "mog25_component25.csv", "mog25.md", "figure2.png", "figure2_csgld.png"},
+        "icsgld_variance": {"variance.csv", "variance_summary.csv", "variance.md", "variance.png"},
     }[study]
     assert expected <= files and "metrics.json" in files
     if study == "table4":
@@ -186,3 +188,64 @@ def test_cyclical_mcmc_weight_of_the_1d_mixture(c, low, high):
                         start=torch.randn(2000, 1, generator=g, dtype=torch.float64), generator=g)
     weight = (target.component(kept) == 0).double().mean().item()
     assert low < weight < high
+
+
+def test_the_variance_studys_loop_takes_the_contour_samplers_rules():
+    """csg/synthetic/icsgld_variance.py re-implements the contour rules in NumPy for speed: its backward
+    multiplier and its theta update are EnergyPartition's, and its forward multiplier is the authors' script's."""
+    import numpy as np
+
+    from csg.samplers.contour import EnergyPartition
+    from csg.synthetic import icsgld_variance as study
+
+    rng = np.random.default_rng(0)
+    groups, chains, m = 3, 4, study.PARTITIONS
+    theta = rng.dirichlet(np.ones(m), size=groups)
+    j = rng.integers(0, m - 1, size=(groups, chains))
+    partition = EnergyPartition(study.LOW, study.WIDTH, m, zeta=study.ZETA, groups=groups, sa_step=lambda k: 0.01)
+    partition.theta.copy_(torch.from_numpy(theta))
+    ours = partition.multiplier(torch.from_numpy(j).reshape(-1), study.TEMPERATURE).numpy().reshape(groups, chains)
+    np.testing.assert_allclose(study.multiplier(theta, j, "backward"), ours, rtol=1e-12)
+    rows = np.arange(groups)[:, None]
+    forward = 1 + study.ZETA * study.TEMPERATURE * (np.log(theta[rows, j + 1]) - np.log(theta[rows, j])) / study.WIDTH
+    np.testing.assert_allclose(study.multiplier(theta, j, "forward"), forward, rtol=1e-12)
+    partition.update(torch.from_numpy(j).reshape(-1))
+    study.update_theta(theta, j, 0.01)
+    np.testing.assert_allclose(theta, partition.theta.numpy(), rtol=1e-12)
+    assert np.allclose(theta.sum(1), 1.0)
+
+
+def test_the_exact_density_of_states_of_the_d5_mixture():
+    import numpy as np
+
+    from csg.synthetic import icsgld_variance as study
+
+    masses = study.exact_density_of_states()
+    assert masses.sum() == pytest.approx(1.0, abs=1e-6)
+    lowest = float(study.energy(np.array([4.0]))[0])  # the deeper mode: -log(0.6 / sqrt(2 pi)) = 1.43
+    assert lowest == pytest.approx(-math.log(0.6 / math.sqrt(2 * math.pi)), abs=1e-6)
+    assert masses[0] == 0 and study.partition_index(np.array([lowest]))[0] == 1
+    # partition 1 holds the x with U(x) < 2.15 around both modes: 0.6 P(|z| < a) + 0.4 P(|z| < b)
+    a = math.sqrt(2 * (2.15 - lowest))
+    b = math.sqrt(2 * (2.15 + math.log(0.4 / math.sqrt(2 * math.pi))))
+    expected = 0.6 * math.erf(a / math.sqrt(2)) + 0.4 * math.erf(b / math.sqrt(2))
+    assert masses[1] == pytest.approx(expected, abs=1e-3)  # the other mode's tail changes it by less
+    assert np.allclose(study.grad(np.array([-6.0, 4.0, 0.3])),
+                       (study.energy(np.array([-6.0, 4.0, 0.3]) + 1e-6) - study.energy(np.array([-6.0, 4.0, 0.3]) - 1e-6)) / 2e-6,
+                       atol=1e-5)
+
+
+@pytest.mark.parametrize("override, key", [("synthetic.difference=sideways", "synthetic.difference"),
+                                           ("synthetic.repeats=1", "synthetic.repeats")])
+def test_bad_variance_study_input_names_the_key(override, key):
+    from hydra import compose, initialize_config_dir
+
+    from csg.errors import ConfigError
+    from csg.synthetic import validate
+    from tests.conftest import ROOT
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("config", overrides=["synthetic=icsgld_variance", override])
+    with pytest.raises(ConfigError) as error:
+        validate(cfg)
+    assert error.value.key == key

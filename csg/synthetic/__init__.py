@@ -3,7 +3,8 @@
 - ``table4``: cSG-MCMC Table 4 and Figures 2, 5 (mode coverage on 25 Gaussians);
 - ``wang_mixture1d``: Wang et al. 2024 Figure 1 (cyclical MCMC on a 1-D mixture);
 - ``wang_mog25``: Wang et al. 2024 Figure 2, plus cSGLD on the same targets;
-- ``icsgld_sim``: the ICSGLD paper's 2-D simulation (Section 5.2, Figure 6).
+- ``icsgld_sim``: the ICSGLD paper's 2-D simulation (Section 5.2, Figure 6);
+- ``icsgld_variance``: the ICSGLD paper's variance of theta, ICSGLD x P10 against CSGLD x T10 (Appendix D.5, Figure 7).
 
 Each study writes its CSV, Markdown and PNG files into ``synthetic.output_dir``
 (the make targets point it at ``results/``) or else the run directory.
@@ -23,16 +24,18 @@ log = logging.getLogger(__name__)
 
 
 def _studies():
-    from csg.synthetic import icsgld_simulation, mode_coverage, tempering_bias
+    from csg.synthetic import icsgld_simulation, icsgld_variance, mode_coverage, tempering_bias
 
     return {"table4": mode_coverage.run, "wang_mixture1d": tempering_bias.run_mixture1d,
-            "wang_mog25": tempering_bias.run_mog25, "icsgld_sim": icsgld_simulation.run}
+            "wang_mog25": tempering_bias.run_mog25, "icsgld_sim": icsgld_simulation.run,
+            "icsgld_variance": icsgld_variance.run}
 
 
 _POSITIVE_INTS = {
     "table4": ("steps", "repeats", "parallel_chains", "coverage.min_samples"),
     "wang_mixture1d": ("cycle_length", "cycles", "chains", "repeats"),
     "icsgld_sim": ("steps", "repeats", "checkpoints"),
+    "icsgld_variance": ("steps", "repeats"),
     "wang_mog25": ("rwm.cycle_length", "rwm.cycles", "rwm.chains", "csgld.cycles", "csgld.cycle_length", "csgld.chains"),
 }
 _SPLITS = {"wang_mixture1d": ("cycles", "chains"), "wang_mog25": ("rwm.cycles", "rwm.chains")}
@@ -55,6 +58,10 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"synthetic.{key}", cycles, f"a multiple of synthetic.{_SPLITS[study.name][1]}={chains}")
     if study.name == "table4":
         checks.number(cfg, "synthetic.coverage.radius", minimum=0, strict=True)
+    if study.name == "icsgld_variance":
+        checks.one_of(cfg, "synthetic.difference", ("forward", "backward"))
+        if study.repeats < 2:
+            raise ConfigError("synthetic.repeats", study.repeats, "at least 2 (a variance over repeats)")
     if study.name == "wang_mog25":
         for index, lr0 in enumerate(study.csgld.lr0):
             if not checks._is_number(lr0) or lr0 <= 0:
