@@ -249,3 +249,19 @@ def test_bad_variance_study_input_names_the_key(override, key):
     with pytest.raises(ConfigError) as error:
         validate(cfg)
     assert error.value.key == key
+
+
+def test_backward_multiplier_collapses_theta_when_the_lowest_partition_is_empty():
+    """The D.5 target has no energy below 1.43, so partition 0 (0.15 .. 1.15) is never visited. The paper's
+    backward difference log theta(J) - log theta(J - 1) then divides by a vanishing theta(0) at J = 1 and theta
+    collapses onto partition 1; the authors' script's forward difference approaches the density of states."""
+    import numpy as np
+
+    from csg.synthetic import icsgld_variance as study
+
+    exact = study.exact_density_of_states()[1:11]
+    exact = exact / exact.sum()
+    forward = study.density_of_states(study.run_method(10, 10_000, 2, seed=0, difference="forward"))
+    backward = study.density_of_states(study.run_method(10, 10_000, 2, seed=0, difference="backward"))
+    assert (backward[:, 0] > 0.999).all()  # collapsed: exact 0.69
+    assert (forward[:, 0] < 0.9).all() and (forward[:, 1] > 0.5 * exact[1]).all()  # on its way (10^6 steps: 0.66)
