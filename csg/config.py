@@ -179,6 +179,8 @@ def _validate_contour(cfg: DictConfig) -> None:
     if _get(cfg, "sampler.contour.weight_exponent") is not None:
         number(cfg, "sampler.contour.weight_exponent", minimum=0)
     one_of(cfg, "sampler.contour.ensemble_weights", ("importance", "equal"))
+    if _get(cfg, "sampler.contour.difference") is not None:  # None: a run saved before the key existed
+        one_of(cfg, "sampler.contour.difference", ("backward", "forward"))
 
 
 def _validate_replica(cfg: DictConfig) -> None:

@@ -145,7 +145,8 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
     sa_step = default_sa_step if contour.sa_step is None else (lambda k, omega=float(contour.sa_step): omega)
     partition = EnergyPartition(num_data * float(contour.low), num_data * float(contour.width), int(contour.partitions),
                                 zeta=float(contour.zeta), sa_step=sa_step,
-                                multiplier_clip=tuple(float(v) for v in contour.multiplier_clip), device=device)
+                                multiplier_clip=tuple(float(v) for v in contour.multiplier_clip),
+                                difference=str(contour.get("difference", "backward")), device=device)
     gather = ChainCollectives(layout, device).gather_chains if interacts(cfg) == "contour" else None
     if cfg.sampler.update_rule == "sghmc":
         return ContourSGHMC(model.parameters(), partition=partition, momentum=cfg.sampler.momentum, gather=gather,

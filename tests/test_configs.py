@@ -64,10 +64,12 @@ def test_recipe_values_can_be_overridden_per_sampler_key():
         ("seed=abc", "seed"),
         ("seed=-1", "seed"),
         ("trainer.deterministic=maybe", "trainer.deterministic"),
+        ("trainer.stack_chains=sometimes", "trainer.stack_chains"),
+        ("sampler.contour.difference=central", "sampler.contour.difference"),
     ],
 )
 def test_more_bad_values_are_named(override, key):
-    sampler = "sgld" if "lr_final" in override else "csgld"
+    sampler = "sgld" if "lr_final" in override else "contour_sghmc" if "contour" in override else "csgld"
     with pytest.raises(ConfigError) as error:
         checks.validate(composed(f"sampler={sampler}", override))
     assert error.value.key == key

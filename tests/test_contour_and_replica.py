@@ -142,3 +142,38 @@ def test_simulation_runs_every_method_at_a_tiny_budget():
     assert result.final.kl.notna().all() and (result.final.kl > 0).all()
     assert result.curves.groupby("method").gradient_evaluations.max().eq(500).all()
     assert len(result.modes) == 25 * len(METHODS)
+
+
+@pytest.mark.parametrize("difference", ["backward", "forward"])
+def test_forward_difference_keeps_theta_off_an_unreachable_lowest_partition(difference):
+    """ICSGLD Appendix D.5's target, 0.4 N(-6, 1) + 0.6 N(4, 1): no energy lies below 1.43, so partition 0
+    (0.15 .. 1.15) is never visited. ContourSGLD, 10 chains sharing theta: with the backward difference
+    theta collapses onto partition 1 (its theta^zeta -> 1; exact mass 0.69); with the forward one it does not."""
+    import numpy as np
+
+    from csg.synthetic import icsgld_variance as d5
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.zeros(10, 1, dtype=torch.float64)
+    partition = EnergyPartition(d5.LOW, d5.WIDTH, d5.PARTITIONS, zeta=d5.ZETA, difference=difference,
+                                sa_step=lambda k: 1.0 / (k**0.6 + 100.0))
+    sampler = ContourSGLD([x], lr=d5.LR, num_data=1, temperature=d5.TEMPERATURE, partition=partition, chains=10,
+                          generator=generator)
+    for _ in range(3000):
+        x.grad = torch.from_numpy(d5.grad(x.numpy())) + d5.GRAD_NOISE * torch.randn(x.shape, generator=generator,
+                                                                                         dtype=x.dtype)
+        sampler.step(energy=torch.from_numpy(d5.energy(x.numpy())).reshape(-1))
+    first = d5.density_of_states(partition.theta.numpy())[0, 0]
+    exact = d5.exact_density_of_states()[1:11]
+    assert (first > 0.99) if difference == "backward" else (first < 0.9), (first, exact[0] / exact.sum())
+    assert np.isfinite(x.numpy()).all()
+
+
+def test_forward_multiplier_reads_the_partition_above():
+    partition = EnergyPartition(0.0, 1.0, 4, zeta=2.0, difference="forward")
+    partition.theta.copy_(torch.tensor([[0.1, 0.2, 0.3, 0.4]], dtype=torch.float64))
+    m = partition.multiplier(torch.tensor([0, 2, 3]), temperature=0.5)
+    expected = [1 + 2.0 * 0.5 * math.log(0.2 / 0.1), 1 + 2.0 * 0.5 * math.log(0.4 / 0.3), 1.0]  # J = m - 1: no partition above
+    assert torch.allclose(m, torch.tensor(expected, dtype=torch.float64))
+    with pytest.raises(ValueError, match="backward or forward"):
+        EnergyPartition(0.0, 1.0, 4, zeta=1.0, difference="central")

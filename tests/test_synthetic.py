@@ -191,8 +191,8 @@ def test_cyclical_mcmc_weight_of_the_1d_mixture(c, low, high):
 
 
 def test_the_variance_studys_loop_takes_the_contour_samplers_rules():
-    """csg/synthetic/icsgld_variance.py re-implements the contour rules in NumPy for speed: its backward
-    multiplier and its theta update are EnergyPartition's, and its forward multiplier is the authors' script's."""
+    """csg/synthetic/icsgld_variance.py re-implements the contour rules in NumPy for speed: its multipliers
+    (backward, and forward unclipped as the authors' script) and its theta update are EnergyPartition's."""
     import numpy as np
 
     from csg.samplers.contour import EnergyPartition
@@ -206,9 +206,11 @@ def test_the_variance_studys_loop_takes_the_contour_samplers_rules():
     partition.theta.copy_(torch.from_numpy(theta))
     ours = partition.multiplier(torch.from_numpy(j).reshape(-1), study.TEMPERATURE).numpy().reshape(groups, chains)
     np.testing.assert_allclose(study.multiplier(theta, j, "backward"), ours, rtol=1e-12)
-    rows = np.arange(groups)[:, None]
-    forward = 1 + study.ZETA * study.TEMPERATURE * (np.log(theta[rows, j + 1]) - np.log(theta[rows, j])) / study.WIDTH
-    np.testing.assert_allclose(study.multiplier(theta, j, "forward"), forward, rtol=1e-12)
+    unclipped = EnergyPartition(study.LOW, study.WIDTH, m, zeta=study.ZETA, groups=groups, difference="forward",
+                                multiplier_clip=(-math.inf, math.inf))
+    unclipped.theta.copy_(torch.from_numpy(theta))
+    forward = unclipped.multiplier(torch.from_numpy(j).reshape(-1), study.TEMPERATURE).numpy().reshape(groups, chains)
+    np.testing.assert_allclose(study.multiplier(theta, j, "forward"), forward, rtol=1e-12)  # the script: unclipped
     partition.update(torch.from_numpy(j).reshape(-1))
     study.update_theta(theta, j, 0.01)
     np.testing.assert_allclose(theta, partition.theta.numpy(), rtol=1e-12)

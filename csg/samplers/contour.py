@@ -7,7 +7,11 @@ self-adapting vector :math:`\theta` (one value per partition, summing to 1) flat
 
 - the sampler moves along the gradient scaled by the multiplier
   :math:`1 + \zeta T\,(\log\theta(J) - \log\theta(J-1))/\Delta u` (negative where a partition is
-  over-visited: the chain climbs out of it);
+  over-visited: the chain climbs out of it); ``difference="forward"`` takes
+  :math:`\log\theta(J+1) - \log\theta(J)` instead, as the authors' script of the ICSGLD paper's Appendix
+  D.5 does: the backward difference divides by :math:`\theta` of the partition below the lowest one the
+  chain can reach, which vanishes, and :math:`\theta` then collapses onto that lowest partition
+  (tests/test_contour_and_replica.py);
 - :math:`\theta` follows stochastic approximation with the random field
   :math:`H_i(\theta, x) = \theta(J(x))\,(1\{i = J(x)\} - \theta(i))` (ICSGLD Eq. 8) and step sizes
   :math:`\omega_k`; its fixed point is :math:`\theta(i) \propto \pi(X_i)^{1/\zeta}`, the partition
@@ -52,13 +56,19 @@ class EnergyPartition:
             (``chains = groups x chains_per_group``), the chains of a group share their :math:`\theta`.
         sa_step: :math:`\omega_k` as a function of the update count k = 1, 2, ...
         multiplier_clip: the multiplier is clipped to this interval (the authors' code: [-5, 5]).
+        difference: ``"backward"`` (the paper's Eq.: log theta(J) - log theta(J - 1)) or ``"forward"``
+            (log theta(J + 1) - log theta(J), the authors' Appendix D.5 script).
     """
 
     def __init__(self, low: float, width: float, partitions: int, *, zeta: float, groups: int = 1,
                  sa_step: Callable[[int], float] = default_sa_step, multiplier_clip: tuple[float, float] = (-5.0, 5.0),
-                 dtype: torch.dtype = torch.float64, device: torch.device | str | None = None):
+                 difference: str = "backward", dtype: torch.dtype = torch.float64,
+                 device: torch.device | str | None = None):
         if width <= 0 or partitions < 2 or zeta <= 0 or groups < 1:
             raise ValueError("need width > 0, partitions >= 2, zeta > 0 and groups >= 1")
+        if difference not in ("backward", "forward"):
+            raise ValueError(f"difference={difference!r}: backward or forward")
+        self.difference = difference
         self.low, self.width, self.partitions, self.zeta = float(low), float(width), int(partitions), float(zeta)
         self.sa_step, self.multiplier_clip = sa_step, multiplier_clip
         self.theta = torch.full((groups, partitions), 1.0 / partitions, dtype=dtype, device=device)
@@ -78,14 +88,18 @@ class EnergyPartition:
         return values.to(self.theta.device).reshape(self.groups, -1)
 
     def multiplier(self, j: Tensor, temperature: float, energy: Tensor | None = None) -> Tensor:
-        r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0).
+        r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0);
+        forward: :math:`\log\theta(J+1) - \log\theta(J)` (J + 1 capped at m - 1).
 
         With ``energy`` (the energies ``j`` came from), 1 above the partitioned range: the plain
         gradient keeps the chain from drifting off where the flattened density would be improper."""
         j = self._by_group(j)
         log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
-        here, below = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
-        factor = (1.0 + self.zeta * temperature * (here - below) / self.width).clamp(*self.multiplier_clip).reshape(-1)
+        if self.difference == "forward":
+            upper, lower = log_theta.gather(1, (j + 1).clamp_max(self.partitions - 1)), log_theta.gather(1, j)
+        else:
+            upper, lower = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
+        factor = (1.0 + self.zeta * temperature * (upper - lower) / self.width).clamp(*self.multiplier_clip).reshape(-1)
         if energy is None:
             return factor
         above = energy.reshape(-1).to(factor.device, factor.dtype) >= self.low + self.partitions * self.width
