@@ -64,6 +64,7 @@ def stack_models(models: Sequence[nn.Module]) -> tuple[nn.Module, dict[str, Tens
         shapes = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
         if shapes != [(n, tuple(p.shape)) for n, p in first.named_parameters()]:
             raise ValueError("stacked chains need one architecture")
+    template = copy.deepcopy(first).to("meta")  # before the views: a copy of a view would copy all K chains
     params = {n: torch.stack([m.get_parameter(n) for m in models]) for n in names}
     buffers = {n: torch.stack([m.get_buffer(n) for m in models]) for n in buffer_names}
     for k, model in enumerate(models):
@@ -71,7 +72,6 @@ def stack_models(models: Sequence[nn.Module]) -> tuple[nn.Module, dict[str, Tens
             model.get_parameter(n).data = params[n][k]
         for n in buffer_names:
             model.get_buffer(n).data = buffers[n][k]
-    template = copy.deepcopy(first).to("meta")
     return template, params, buffers
 
 
