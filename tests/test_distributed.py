@@ -166,9 +166,9 @@ def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(ru
     second, _ = run_train(*args, run_dir=run_dir)
     _one_line_refusal(second, str(checkpoint), "delete it", "trainer.checkpoint.resume=false")
     assert list(_samples(run_dir)) == list(samples) and (run_dir / "metrics.json").read_text() == metrics
-    # the way out it names works: start over in the same directory
-    third, _ = run_train(*args, "trainer.checkpoint.resume=false", run_dir=run_dir)
-    assert third.returncode == 0, third.stderr
+    if damage == "truncated":  # the way out it names works (checked once): start over in the same directory
+        third, _ = run_train(*args, "trainer.checkpoint.resume=false", run_dir=run_dir)
+        assert third.returncode == 0, third.stderr
 
 
 def test_more_processes_than_gpus_stop_with_one_line_from_the_first_process(monkeypatch):
