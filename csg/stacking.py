@@ -60,10 +60,9 @@ def stack_models(models: Sequence[nn.Module]) -> tuple[nn.Module, dict[str, Tens
     first = models[0]
     names = [name for name, _ in first.named_parameters()]
     buffer_names = [name for name, _ in first.named_buffers()]
-    for model in models[1:]:
-        shapes = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
-        if shapes != [(n, tuple(p.shape)) for n, p in first.named_parameters()]:
-            raise ValueError("stacked chains need one architecture")
+    shapes = [(n, tuple(p.shape)) for n, p in first.named_parameters()]
+    if any([(n, tuple(p.shape)) for n, p in model.named_parameters()] != shapes for model in models[1:]):
+        raise ValueError("stacked chains need one architecture")
     template = copy.deepcopy(first).to("meta")  # before the views: a copy of a view would copy all K chains
     params = {n: torch.stack([m.get_parameter(n) for m in models]) for n in names}
     buffers = {n: torch.stack([m.get_buffer(n) for m in models]) for n in buffer_names}

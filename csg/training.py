@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -73,6 +73,9 @@ class Hooks:
     - ``on_step(k)``: after the update of iteration k;
     - ``checkpoint(state)``: at the end of every ``checkpoint_every`` epochs (0: never) and before a stop;
     - ``should_stop()``: polled after every step; True saves a checkpoint and raises ``stop_error()``.
+
+    :func:`train_chains` takes the shared ones (``checkpoint_every``, ``should_stop``, ``stop_error``); there,
+    ``on_step`` and ``checkpoint`` belong to each :class:`Lane`.
     """
 
     on_step: Callable[[int], None] | None = None
@@ -159,10 +162,11 @@ def train_chain(
     precision = precision or Precision("32", device)
     lane = Lane(model, sampler, loader, store=store, state=state, sample_model=sample_model, interaction=interaction,
                 on_step=on_step or hooks.on_step, checkpoint=hooks.checkpoint)
+    shared = replace(hooks, on_step=None, checkpoint=None)  # the chain's own callbacks are the lane's now
     return train_chains(
         [lane], schedule, epochs=epochs, temperature=temperature, plan=plan, device=device,
         step=step or Step(model, sampler, precision, interaction=interaction), precision=precision, logger=logger,
-        log_every_n_steps=log_every_n_steps, log_every_n_epochs=log_every_n_epochs, progress=progress, hooks=hooks,
+        log_every_n_steps=log_every_n_steps, log_every_n_epochs=log_every_n_epochs, progress=progress, hooks=shared,
         world_size=world_size,
     )[0]
 
@@ -200,6 +204,8 @@ def train_chains(
     precision = precision or Precision("32", device)
     logger = logger or NullLogger()
     hooks = hooks or Hooks()
+    if hooks.on_step is not None or hooks.checkpoint is not None:
+        raise ValueError("train_chains: on_step and checkpoint are each Lane's, not the shared Hooks'")
     several = len(lanes) > 1
     collect_at = {point.epoch: point for point in plan}
     states = [lane.state or LoopState() for lane in lanes]

@@ -61,8 +61,9 @@ def partition_index(u: np.ndarray) -> np.ndarray:
 def exact_density_of_states(points: int = 2_000_001, limit: float = 16.0) -> np.ndarray:
     """The mass of each partition under the target (midpoint rule on a fine grid), shape (PARTITIONS,)."""
     x = np.linspace(-limit, limit, points)
-    mass = np.exp(-energy(x)) * (x[1] - x[0])
-    index = np.clip(np.floor((energy(x) - LOW) / WIDTH), 0, PARTITIONS - 1).astype(np.int64)
+    u = energy(x)
+    mass = np.exp(-u) * (x[1] - x[0])
+    index = np.clip(np.floor((u - LOW) / WIDTH), 0, PARTITIONS - 1).astype(np.int64)
     return np.bincount(index, weights=mass, minlength=PARTITIONS)
 
 
