@@ -147,7 +147,8 @@ def validate(cfg: DictConfig) -> None:
     if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
         raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
     _auto_or_bool(cfg, "trainer.compile", "compiled on CUDA")
-    _auto_or_bool(cfg, "trainer.stack_chains", "chains of one process step together on CUDA")
+    if _get(cfg, "trainer.stack_chains") not in (None, True, False):
+        raise ConfigError("trainer.stack_chains", _get(cfg, "trainer.stack_chains"), "true or false")
     signals = _get(cfg, "trainer.checkpoint.signals")
     allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if signals is None or any(str(name) not in allowed_signals for name in signals):

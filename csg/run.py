@@ -316,7 +316,7 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
     try:
         prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir) for chain in layout.local_chains()]
         ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
-        together = _stack_chains(cfg, prepared, layout, device, precision)
+        together = _stack_chains(cfg, prepared, layout, precision)
         for group in [prepared] if together else [[chain] for chain in prepared]:
             chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger))
         distributed.barrier(layout)
@@ -427,23 +427,19 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
             "checkpoint": checkpoint, "total_steps": total_steps, "interaction": interaction}
 
 
-def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distributed.Layout, device: torch.device,
+def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distributed.Layout,
                   precision: Precision) -> bool:
-    """Whether this process's chains step together (``trainer.stack_chains``; auto: on CUDA, where they can).
+    """Whether this process's chains step together (``trainer.stack_chains=true``).
 
-    ``true`` where they cannot is a one-line error naming the reason, before any training; chains resumed
-    from checkpoints at different points (trained one after another) go on one after another."""
-    setting = cfg.trainer.get("stack_chains", "auto")
-    if setting is False or len(prepared) < 2 or (setting == "auto" and device.type != "cuda"):
+    Where they cannot it is a one-line error naming the reason, before any training; chains resumed from
+    checkpoints at different points go on one after another."""
+    if not cfg.trainer.get("stack_chains", False) or len(prepared) < 2:
         return False
     reason = why_not_stackable([c["model"] for c in prepared],
                                interacting=any(c["interaction"] is not None for c in prepared),
                                precision=precision.name, processes_per_chain=layout.chain_size)
     if reason is not None:
-        if setting is True:
-            raise ConfigError("trainer.stack_chains", True, f"auto or false: {reason}")
-        log.info("the %d chains run one after another: %s", len(prepared), reason)
-        return False
+        raise ConfigError("trainer.stack_chains", True, f"false: {reason}")
     positions = {(s.epoch, s.batch) if s is not None else (0, 0) for s in (c["state"] for c in prepared)}
     if len(positions) > 1:
         log.warning("the chains' checkpoints are at different points %s: they go on one after another", sorted(positions))
