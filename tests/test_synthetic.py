@@ -123,6 +123,7 @@ STUDY_OVERRIDES = {
     "wang_mog25": ["rwm.cycle_length=200", "rwm.cycles=40", "rwm.chains=40", "csgld.cycles=2",
                    "csgld.cycle_length=100", "csgld.chains=50"],
     "icsgld_variance": ["steps=1000", "repeats=3"],
+    "icsgld_mnist": ["iterations=3", "max_images=64"],
 }
 
 
@@ -142,6 +143,7 @@ def test_studies_write_their_tables_and_figures(tmp_path, study):
         "wang_mixture1d": {"mixture1d.csv", "mixture1d.md", "figure1.png"},
         "wang_mog25": {"mog25_weights.csv", "mog25_summary.csv", "mog25_component25.csv", "mog25.md", "figure2.png", "figure2_csgld.png"},
         "icsgld_variance": {"variance.csv", "variance_summary.csv", "variance.md", "variance.png"},
+        "icsgld_mnist": {"mnist_losses.csv", "mnist.md", "mnist.png"},
     }[study]
     assert expected <= files and "metrics.json" in files
     if study == "table4":
@@ -237,9 +239,14 @@ def test_the_exact_density_of_states_of_the_d5_mixture():
                        atol=1e-5)
 
 
-@pytest.mark.parametrize("override, key", [("synthetic.difference=sideways", "synthetic.difference"),
-                                           ("synthetic.repeats=1", "synthetic.repeats")])
-def test_bad_variance_study_input_names_the_key(override, key):
+@pytest.mark.parametrize("study, override, key", [
+    ("icsgld_variance", "synthetic.difference=sideways", "synthetic.difference"),
+    ("icsgld_variance", "synthetic.repeats=1", "synthetic.repeats"),
+    ("icsgld_mnist", "synthetic.classes=11", "synthetic.classes"),
+    ("icsgld_mnist", "synthetic.zeta=0", "synthetic.zeta"),
+    ("icsgld_mnist", "synthetic.iterations=0", "synthetic.iterations"),
+])
+def test_bad_icsgld_study_input_names_the_key(study, override, key):
     from hydra import compose, initialize_config_dir
 
     from csg.errors import ConfigError
@@ -247,7 +254,7 @@ def test_bad_variance_study_input_names_the_key(override, key):
     from tests.conftest import ROOT
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("config", overrides=["synthetic=icsgld_variance", override])
+        cfg = compose("config", overrides=[f"synthetic={study}", override])
     with pytest.raises(ConfigError) as error:
         validate(cfg)
     assert error.value.key == key
@@ -267,3 +274,72 @@ def test_backward_multiplier_collapses_theta_when_the_lowest_partition_is_empty(
     backward = study.density_of_states(study.run_method(10, 10_000, 2, seed=0, difference="backward"))
     assert (backward[:, 0] > 0.999).all()  # collapsed: exact 0.69
     assert (forward[:, 0] < 0.9).all() and (forward[:, 1] > 0.5 * exact[1]).all()  # on its way (10^6 steps: 0.66)
+
+
+def test_the_mnist_studys_step_is_the_authors_sgld_on_the_summed_energy():
+    """Section 5.1: our SGLD (lr and weight decay on the mean loss, noise sqrt(2 lr T / N)) with the study's
+    settings takes the authors' step x - eta (grad U + lambda x) + sqrt(2 eta T) xi, U = S x mean loss."""
+    from csg.samplers import SGLD
+    from csg.synthetic.icsgld_mnist import sampler_settings
+
+    eta, precision, scale, temperature = 2e-6, 12.5, 30_000.0, 0.1
+    torch.manual_seed(0)
+    x, target = torch.randn(4, 3), torch.randn(4)
+    weight = torch.randn(3, requires_grad=True)
+    start = weight.detach().clone()
+    generator = torch.Generator().manual_seed(7)
+    noise = torch.randn(3, generator=torch.Generator().manual_seed(7))  # the draw the sampler will make
+    sampler = SGLD([weight], temperature=temperature, generator=generator, **sampler_settings(eta, precision, scale))
+    ((x @ weight - target) ** 2).mean().backward()
+    grad_energy = scale * weight.grad.clone()
+    sampler.step()
+    theirs = start - eta * (grad_energy + precision * start) + math.sqrt(2 * eta * temperature) * noise
+    torch.testing.assert_close(weight.detach(), theirs)
+
+
+def test_the_mnist_study_runs_its_three_methods_from_one_network(tmp_path):
+    """The three methods start from the same network (same first loss); SGD (T = 0) and SGLD then part; the
+    contour run records the partition of each energy and a multiplier of 1 on partitions it never revisited."""
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from csg.synthetic import icsgld_mnist
+
+    study = OmegaConf.create({"iterations": 3, "classes": 5, "max_images": 64, "filters": 4, "hidden": 8,
+                              "eta": 2e-6, "prior_precision": 12.5, "temperature": 0.1, "zeta": 3e4,
+                              "partitions": 100_000, "width": 10.0, "sa_step": 0.01})
+    result = icsgld_mnist.run(study, tmp_path, seed=3)
+    table = pd.read_csv(tmp_path / "mnist_losses.csv")
+    first = table[table.iteration == 0].set_index("method").loss
+    assert first.nunique() == 1 and set(first.index) == {"SGD", "SGLD", "ICSGLD"}
+    last = table[table.iteration == 2].set_index("method").loss
+    assert last["SGD"] != last["SGLD"]
+    contour = table[table.method == "ICSGLD"]
+    assert (contour.partition == (contour.energy // 10).astype(int)).all()
+    assert contour.partition.is_unique and (contour.multiplier == 1.0).all()
+    assert set(result["test_acc_pct"]) == {"SGD", "SGLD", "ICSGLD"}
+
+
+def test_the_papers_mnist_cnn_has_its_layer_sizes():
+    """ICSGLD Appendix D.1: conv 32 and 64 maps (5x5, padded as the authors' script), FC 50, 5 outputs."""
+    from csg.models import create_model
+
+    model = create_model("small_cnn", num_classes=5, input_shape=(1, 28, 28))
+    sizes = [tuple(p.shape) for p in model.parameters()]
+    assert sizes == [(32, 1, 5, 5), (32,), (64, 32, 5, 5), (64,), (50, 64 * 7 * 7), (50,), (5, 50), (5,)]
+    assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
+    with pytest.raises(ValueError, match="side divides by 4"):
+        create_model("small_cnn", num_classes=5, input_shape=(1, 30, 30))
+
+
+def test_the_mnist_studys_mini_batches_cover_every_image_each_epoch():
+    from csg.synthetic.icsgld_mnist import batches
+
+    full = batches(10, None, 3, seed=0)
+    assert full == [slice(None)] * 3
+    minis = batches(10, 4, 5, seed=0)  # 2 batches an epoch (the last 2 images of each permutation dropped)
+    assert [len(b) for b in minis] == [4] * 5
+    for first, second in ((minis[0], minis[1]), (minis[2], minis[3])):
+        assert len(set(first.tolist()) | set(second.tolist())) == 8
+    assert not torch.equal(minis[0], minis[2])  # a fresh permutation each epoch
+    assert all(torch.equal(a, b) for a, b in zip(minis, batches(10, 4, 5, seed=0)))  # seeded

@@ -5,10 +5,11 @@ Each architecture is a small module that registers a factory with
 ``input_shape`` (channels, height, width) plus its own options. Registered:
 ``resnet18`` (the authors' CIFAR ResNet-18), ``resnet20``/``resnet32``/``resnet56``
 (He et al.'s CIFAR ResNets) and ``wrn16_8`` (the ICSGLD paper's models), ``resnet50``
-(torchvision's ImageNet ResNet-50), ``mlp`` (the MNIST MLP) and ``logreg`` (logistic
+(torchvision's ImageNet ResNet-50), ``mlp`` (the MNIST MLP), ``small_cnn`` (the ICSGLD paper's MNIST CNN) and ``logreg`` (logistic
 regression); any other timm architecture name is built by timm.
 """
 
+from csg.models import cnn as _cnn  # noqa: F401  (registers "small_cnn")
 from csg.models import logreg as _logreg  # noqa: F401  (registers "logreg")
 from csg.models import mlp as _mlp  # noqa: F401  (registers "mlp")
 from csg.models import resnet_cifar as _resnet_cifar  # noqa: F401  (registers "resnet18")

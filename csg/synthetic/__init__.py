@@ -4,7 +4,9 @@
 - ``wang_mixture1d``: Wang et al. 2024 Figure 1 (cyclical MCMC on a 1-D mixture);
 - ``wang_mog25``: Wang et al. 2024 Figure 2, plus cSGLD on the same targets;
 - ``icsgld_sim``: the ICSGLD paper's 2-D simulation (Section 5.2, Figure 6);
-- ``icsgld_variance``: the ICSGLD paper's variance of theta, ICSGLD x P10 against CSGLD x T10 (Appendix D.5, Figure 7).
+- ``icsgld_variance``: the ICSGLD paper's variance of theta, ICSGLD x P10 against CSGLD x T10 (Appendix D.5, Figure 7);
+- ``icsgld_mnist``: the ICSGLD paper's loss of SGD, SGLD and ICSGLD on MNIST digits 0-4 (Section 5.1, Figure 2a):
+  real digits, not an analytic target, but a study of its own like the others.
 
 Each study writes its CSV, Markdown and PNG files into ``synthetic.output_dir``
 (the make targets point it at ``results/``) or else the run directory.
@@ -24,11 +26,11 @@ log = logging.getLogger(__name__)
 
 
 def _studies():
-    from csg.synthetic import icsgld_simulation, icsgld_variance, mode_coverage, tempering_bias
+    from csg.synthetic import icsgld_mnist, icsgld_simulation, icsgld_variance, mode_coverage, tempering_bias
 
     return {"table4": mode_coverage.run, "wang_mixture1d": tempering_bias.run_mixture1d,
             "wang_mog25": tempering_bias.run_mog25, "icsgld_sim": icsgld_simulation.run,
-            "icsgld_variance": icsgld_variance.run}
+            "icsgld_variance": icsgld_variance.run, "icsgld_mnist": icsgld_mnist.run}
 
 
 _POSITIVE_INTS = {
@@ -36,6 +38,7 @@ _POSITIVE_INTS = {
     "wang_mixture1d": ("cycle_length", "cycles", "chains", "repeats"),
     "icsgld_sim": ("steps", "repeats", "checkpoints"),
     "icsgld_variance": ("steps", "repeats"),
+    "icsgld_mnist": ("iterations", "partitions", "filters", "hidden"),
     "wang_mog25": ("rwm.cycle_length", "rwm.cycles", "rwm.chains", "csgld.cycles", "csgld.cycle_length", "csgld.chains"),
 }
 _SPLITS = {"wang_mixture1d": ("cycles", "chains"), "wang_mog25": ("rwm.cycles", "rwm.chains")}
@@ -62,6 +65,13 @@ def validate(cfg: DictConfig) -> None:
         checks.one_of(cfg, "synthetic.difference", ("forward", "backward"))
         if study.repeats < 2:
             raise ConfigError("synthetic.repeats", study.repeats, "at least 2 (a variance over repeats)")
+    if study.name == "icsgld_mnist":
+        classes = checks.positive_int(cfg, "synthetic.classes")
+        if not 2 <= classes <= 10:
+            raise ConfigError("synthetic.classes", classes, "an integer from 2 to 10 (the first classes of the MNIST digits)")
+        for key in ("eta", "temperature", "zeta", "width", "sa_step"):
+            checks.number(cfg, f"synthetic.{key}", minimum=0, strict=True)
+        checks.number(cfg, "synthetic.prior_precision", minimum=0)
     if study.name == "wang_mog25":
         for index, lr0 in enumerate(study.csgld.lr0):
             if not checks._is_number(lr0) or lr0 <= 0:
