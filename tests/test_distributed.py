@@ -162,12 +162,17 @@ def test_a_checkpoint_of_another_model_is_refused_before_loading_and_the_run_dir
 @pytest.mark.parametrize("damage", ["truncated", "not a checkpoint"])
 def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(run_train, tmp_path, damage):
     args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "trainer.progress=false"]
-    first, run_dir = run_train(*args)
-    assert first.returncode == 0, first.stderr
-    checkpoint = run_dir / "checkpoint.pt"
-    if damage == "truncated":  # a job killed while the file was copied, a full disk
+    if damage == "truncated":  # a job killed while the file was copied, a full disk: a real run's file, cut
+        first, run_dir = run_train(*args)
+        assert first.returncode == 0, first.stderr
+        checkpoint = run_dir / "checkpoint.pt"
         checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
-    else:
+    else:  # someone else's file under our name, in a directory with a finished run's results
+        run_dir = tmp_path / "run"
+        (run_dir / "samples").mkdir(parents=True)
+        torch.save({"state_dict": {}}, run_dir / "samples" / "sample_0000.pt")
+        (run_dir / "metrics.json").write_text('{"ensemble": {}}')
+        checkpoint = run_dir / "checkpoint.pt"
         torch.save({"weights": torch.zeros(2)}, checkpoint)
     samples, metrics = _samples(run_dir), (run_dir / "metrics.json").read_text()
     second, _ = run_train(*args, run_dir=run_dir)

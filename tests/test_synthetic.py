@@ -245,6 +245,8 @@ def test_the_exact_density_of_states_of_the_d5_mixture():
     ("icsgld_mnist", "synthetic.classes=11", "synthetic.classes"),
     ("icsgld_mnist", "synthetic.zeta=0", "synthetic.zeta"),
     ("icsgld_mnist", "synthetic.iterations=0", "synthetic.iterations"),
+    ("icsgld_mnist", "synthetic.batch_size=0", "synthetic.batch_size"),
+    ("icsgld_mnist", "synthetic.methods=[SGD,Adam]", "synthetic.methods"),
 ])
 def test_bad_icsgld_study_input_names_the_key(study, override, key):
     from hydra import compose, initialize_config_dir

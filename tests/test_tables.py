@@ -114,7 +114,7 @@ def test_table1_smoke_end_to_end_through_the_driver(tmp_path):
     """make table1 SCALE=smoke, shortened: every method through Hydra multirun, then the table."""
     out, runs = tmp_path / "out", tmp_path / "runs"
     command = [sys.executable, str(ROOT / "scripts" / "reproduce.py"), "table1", "--scale", "smoke", "--seeds", "0",
-               "--out", str(out), "--runs", str(runs), "trainer.epochs=8", "sampler.samples_per_cycle=1",
+               "--out", str(out), "--runs", str(runs), "trainer.epochs=4", "sampler.samples_per_cycle=1",
                "logger=none", "trainer.progress=false"]
     process = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert process.returncode == 0, process.stderr[-3000:]

@@ -72,6 +72,14 @@ def validate(cfg: DictConfig) -> None:
         for key in ("eta", "temperature", "zeta", "width", "sa_step"):
             checks.number(cfg, f"synthetic.{key}", minimum=0, strict=True)
         checks.number(cfg, "synthetic.prior_precision", minimum=0)
+        for key in ("batch_size", "max_images"):
+            if study.get(key) is not None:
+                checks.positive_int(cfg, f"synthetic.{key}")
+        from csg.synthetic.icsgld_mnist import METHODS
+
+        methods = list(study.get("methods") or [])
+        if not methods or any(m not in METHODS for m in methods):
+            raise ConfigError("synthetic.methods", methods, f"a list of {', '.join(METHODS)}")
     if study.name == "wang_mog25":
         for index, lr0 in enumerate(study.csgld.lr0):
             if not checks._is_number(lr0) or lr0 <= 0:

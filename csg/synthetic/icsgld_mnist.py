@@ -71,7 +71,7 @@ def load_digits(classes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
 
 
 def run_method(method: str, x: torch.Tensor, y: torch.Tensor, study, seed: int) -> tuple[pd.DataFrame, torch.nn.Module]:
-    """``study.iterations`` full-batch steps of ``method`` from the same initial network; one row per step."""
+    """``study.iterations`` steps of ``method`` (full or mini-batch) from the same initial network; one row a step."""
     classes = int(study.classes)
     scale = float(IMAGES_PER_CLASS * classes)
     torch.manual_seed(seed)  # the same initial network for every method
