@@ -144,6 +144,24 @@ def test_simulation_runs_every_method_at_a_tiny_budget():
     assert len(result.modes) == 25 * len(METHODS)
 
 
+def test_simulation_weights_each_contour_sample_by_the_partition_of_its_own_energy():
+    """The sample a contour step yields is the point whose energy gave J (before the move), weighted by
+    theta(J)^zeta; the moved point's J is only known at the next step (the simulation once paired them wrongly)."""
+    from csg.synthetic.icsgld_simulation import contour_step
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.tensor([[0.3, -0.2], [1.1, 0.4]], dtype=torch.float64)
+    start = x.clone()
+    partition = EnergyPartition(-5.0, 0.125, 100, zeta=0.75)
+    sampler = ContourSGLD([x], lr=3e-3, num_data=1, temperature=1.0, partition=partition, chains=2, generator=generator)
+    x.grad = torch.ones_like(x)
+    energy = torch.tensor([-3.0, 1.0], dtype=torch.float64)
+    point, weight = contour_step(sampler, partition, x, energy)
+    assert torch.equal(point, start) and not torch.equal(x, start)  # the sample is the point before the move
+    j = partition.index(energy)
+    assert torch.equal(weight, partition.theta[0, j] ** 0.75) and j.tolist() == [16, 48]
+
+
 @pytest.mark.parametrize("difference", ["backward", "forward"])
 def test_forward_difference_keeps_theta_off_an_unreachable_lowest_partition(difference):
     """ICSGLD Appendix D.5's target, 0.4 N(-6, 1) + 0.6 N(4, 1): no energy lies below 1.43, so partition 0

@@ -100,6 +100,17 @@ def _stderr(values: Tensor) -> float:
     return values.std(unbiased=True).item() / math.sqrt(len(values)) if len(values) > 1 else float("nan")
 
 
+def contour_step(sampler, partition: EnergyPartition, x: Tensor, energy: Tensor) -> tuple[Tensor, Tensor]:
+    """One contour step from ``x`` at its (noisy) ``energy``; returns the sample it yields and its weight.
+
+    The sample is ``x`` itself, before the move: its energy gave the partition J, and theta(J)^zeta (after
+    this step's update of theta) is its importance weight. The moved point's partition is not known until its
+    energy is evaluated at the next step."""
+    point = x.detach().clone()
+    sampler.step(energy=energy)
+    return point, partition.importance_weights(sampler.last_index)
+
+
 def _run(method: str, target, truth, steps: int, repeats: int, checkpoints: int, generator) -> _Recorder:
     """One method for ``steps`` iterations of 5 chains (P5) or 5 * steps of one chain (T5)."""
     parallel = method.endswith("P5")
@@ -140,9 +151,8 @@ def _run(method: str, target, truth, steps: int, repeats: int, checkpoints: int,
             chunk_points.append(xs[0][:, None].clone())
             chunk_weights.append(torch.ones(repeats, 1, dtype=torch.float64))
         elif partition is not None:
-            sampler.step(energy=target.noisy_energy(xs[0], generator))
-            weights = partition.importance_weights(sampler.last_index)
-            chunk_points.append(xs[0].reshape(repeats, chains, 2).clone())
+            points, weights = contour_step(sampler, partition, xs[0], target.noisy_energy(xs[0], generator))
+            chunk_points.append(points.reshape(repeats, chains, 2))
             chunk_weights.append(weights.reshape(repeats, chains))
         else:
             if method.startswith("cycSGLD"):
