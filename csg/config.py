@@ -144,11 +144,11 @@ def validate(cfg: DictConfig) -> None:
     for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
         if not isinstance(_get(cfg, key), bool):
             raise ConfigError(key, _get(cfg, key), "true or false")
-    if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
-        raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
-    _auto_or_bool(cfg, "trainer.compile", "compiled on CUDA")
-    if _get(cfg, "trainer.stack_chains") not in (None, True, False):
-        raise ConfigError("trainer.stack_chains", _get(cfg, "trainer.stack_chains"), "true or false")
+    for key in ("trainer.deterministic", "trainer.stack_chains"):
+        if _get(cfg, key) not in (None, True, False):  # None: a run saved before the key existed
+            raise ConfigError(key, _get(cfg, key), "true or false")
+    if _get(cfg, "trainer.compile") not in (None, "auto", True, False):
+        raise ConfigError("trainer.compile", _get(cfg, "trainer.compile"), "auto (compiled on CUDA), true or false")
     signals = _get(cfg, "trainer.checkpoint.signals")
     allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if signals is None or any(str(name) not in allowed_signals for name in signals):
@@ -158,12 +158,6 @@ def validate(cfg: DictConfig) -> None:
     if cfg.trace.enabled:
         non_negative_int(cfg, "trace.burnin")
         positive_int(cfg, "trace.samples")
-
-
-def _auto_or_bool(cfg: DictConfig, key: str, auto_means: str) -> None:
-    """``key`` is auto, true or false (or absent: a run saved before the key existed)."""
-    if _get(cfg, key) not in (None, "auto", True, False):
-        raise ConfigError(key, _get(cfg, key), f"auto ({auto_means}), true or false")
 
 
 def _validate_contour(cfg: DictConfig) -> None:
