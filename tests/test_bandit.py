@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
+from csg.bandit.agents import Agent, AgentSpec, Setting
 from csg.bandit.mushroom import EAT, LEAVE, expected_regret, load_mushrooms, rewards
-from csg.bandit.report import agent_specs, final_regret, report
+from csg.bandit.report import Results, agent_specs, final_regret, load_results, report
 from csg.bandit.run import run_agent
 from tests.conftest import ROOT
 
@@ -41,19 +43,126 @@ def test_rewards_and_expected_regret_follow_the_riquelme_setting():
     assert expected_regret(torch.tensor([True, True, False, False]), actions).tolist() == [15.0, 0.0, 0.0, 5.0]
 
 
+def _small(cfg, **partition):
+    """A 256-mushroom buffer, with the partitions on the same mean squared errors as the config's on 4096."""
+    contour = OmegaConf.to_container(cfg.contour)
+    contour = {**contour, "width": contour["width"] * 256 / cfg.capacity, **partition}
+    return Setting(capacity=256, batch_size=64, hidden=16, weight_decay=float(cfg.weight_decay), partition=contour,
+                   warm_steps=int(contour["warm"] * 10))
+
+
 def test_every_agent_plays_and_the_report_is_written(tmp_path):
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
     data = load_mushrooms(str(tmp_path), download=False)
-    frames = []
+    runs = []
     for spec in agent_specs(cfg):
         spec.iterations = 2  # a few updates of every rule
-        frames.append(run_agent(spec, data, steps=3, contexts_per_step=20, initial=128, capacity=256, batch_size=64,
-                                hidden=16, partition=OmegaConf.to_container(cfg.contour), seed=0))
+        runs.append(run_agent(spec, data, _small(cfg), steps=3, contexts_per_step=20, initial=128, seed=0))
     import pandas as pd
 
-    curves = pd.concat(frames)
+    curves, traces, thetas = (pd.concat([f for f in frames if len(f)]) for frames in zip(*runs))
     assert list(dict.fromkeys(curves.agent)) == list(cfg.agents)
     assert (curves.groupby("agent").cumulative_regret.apply(lambda c: c.is_monotonic_increasing)).all()
-    path = report(curves.assign(scale="smoke"), tmp_path / "out", "smoke", data.source)
+    assert sorted(traces.agent.unique()) == ["pCSGLD", "pICSGLD"] and set(traces.step) == {0, 1, 2, 3}
+    path = report(Results(curves.assign(scale="smoke"), traces, thetas, data.source), cfg, tmp_path / "out", "smoke")
     table = final_regret(curves)
-    assert len(table) == 6 and path.read_text().count("\n| ") == 7 and (tmp_path / "out" / "bandit.png").exists()
+    text = path.read_text()
+    assert len(table) == 6 and text.count("paper's Figure 4 rank") == 1 and "| top partition |" in text
+    assert all((tmp_path / "out" / name).exists() for name in ("bandit.png", "bandit_trace.png", "bandit_theta.csv"))
+    # --report-only: the same report from the CSVs alone
+    again = load_results(tmp_path / "out", cfg)
+    assert again.source == data.source
+    assert report(again, cfg, tmp_path / "again", "smoke").read_text() == text
+
+
+def test_contour_agent_is_psgld_while_its_energy_sits_in_the_top_partition(tmp_path):
+    """The authors' partitions end at a mean squared error of 990 / 4096; while a batch holds an eaten poisonous
+    mushroom (reward -35 or 5) it stays above, pICSGLD's multiplier stays 1, theta stays uniform, and it plays
+    as pSGLD does, mushroom for mushroom."""
+    cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
+    data = load_mushrooms(str(tmp_path), download=False)
+    specs = {spec.name: spec for spec in agent_specs(cfg, ["pSGLD", "pICSGLD"])}
+    for spec in specs.values():
+        spec.iterations = 4
+    kwargs = dict(steps=8, contexts_per_step=20, initial=128, seed=1)
+    plain, _, _ = run_agent(specs["pSGLD"], data, _small(cfg), **kwargs)
+    contour, trace, thetas = run_agent(specs["pICSGLD"], data, _small(cfg), **kwargs)
+    assert (trace.flattened_fraction == 0).all() and (trace.multiplier_min == 1).all()
+    assert torch.allclose(torch.tensor(thetas.theta.values), torch.tensor(0.01, dtype=torch.float64))
+    assert contour.cumulative_regret.tolist() == plain.cumulative_regret.tolist()
+    # partitions that cover the energies: theta stays uniform through the warm-up, then adapts and moves the multiplier
+    covering, trace, _ = run_agent(specs["pICSGLD"], data, _small(cfg, width=1000.0, warm=0.5), **kwargs)
+    warm = trace.step <= 4
+    assert (trace.flattened_fraction > 0.5).all()
+    assert (trace[warm].theta_max == 0.01).all() and (trace[~warm].theta_max > 0.0101).all()
+    moved = (trace.multiplier_max != 1) | (trace.multiplier_min != 1)
+    assert not moved[warm].any() and moved[~warm].any()
+
+
+def _one_step_agent(update: str, temperature: float, seed: int = 0, iterations: int = 3):
+    """An agent whose batch is the whole (permuted) buffer, so that the authors' step can be replayed exactly."""
+    spec = AgentSpec(name="a", update=update, chains=1, iterations=iterations, lr=3e-7 if update == "psgld" else 1e-6,
+                     temperature=temperature)
+    setting = Setting(capacity=64, batch_size=16, hidden=200, weight_decay=1e-2)
+    return Agent(spec, 50, setting, seed=seed), setting
+
+
+def _buffer(n: int = 16, features: int = 50):
+    g = torch.Generator().manual_seed(3)
+    contexts = (torch.rand(n, features, generator=g) < 0.3).float()
+    actions = torch.randint(0, 2, (n,), generator=g)
+    return contexts, actions, torch.randn(n, generator=g) * 10
+
+
+def _authors_step(params, buffer, setting, lr, iterations, *, precondition):
+    """The authors' update written out: U = N x MSE, g = grad U + wd theta; RMSprop: V_0 = 1,
+    V <- 0.99 V + 0.01 (g / batch)^2, G = 1 / (1e-3 + sqrt V), theta <- theta - lr G g; else theta <- theta - lr g."""
+    contexts, actions, rewards = buffer
+    params = [p.detach().clone().requires_grad_(True) for p in params]
+    squares = [torch.ones_like(p) for p in params]
+    preconditioners = []
+    for _ in range(iterations):
+        h = contexts
+        for layer in range(3):
+            h = h @ params[layer][0] + params[3 + layer][0]
+            h = torch.relu(h) if layer < 2 else h
+        energy = setting.capacity * (h.gather(1, actions[:, None]).squeeze(1) - rewards).pow(2).mean()
+        grads = torch.autograd.grad(energy, params)
+        with torch.no_grad():
+            preconditioners = []
+            for p, g, v in zip(params, grads, squares):
+                g = g + setting.weight_decay * p
+                if precondition:
+                    v.mul_(0.99).add_(0.01 * (g / setting.batch_size) ** 2)
+                    preconditioners.append(1.0 / (1e-3 + v.sqrt()))
+                    g = g * preconditioners[-1]
+                p.sub_(lr * g)
+    return [p.detach() for p in params], preconditioners
+
+
+@pytest.mark.parametrize("update", ["sgld", "psgld"])
+def test_agents_take_the_authors_step_on_the_energy(update):
+    agent, setting = _one_step_agent(update, temperature=0.0)
+    start = [p.detach().clone() for p in agent.model.parameters()]  # the weights, then the biases
+    buffer = _buffer()
+    agent.train(*buffer)
+    expected, _ = _authors_step(start, buffer, setting, agent.spec.lr, 3, precondition=update == "psgld")
+    ours = list(agent.model.weights) + list(agent.model.biases)
+    for mine, theirs in zip(ours, expected):
+        assert torch.allclose(mine.detach(), theirs, rtol=1e-4, atol=1e-6)
+
+
+def test_psgld_agent_noise_is_the_authors_sqrt_2_lr_t_g():
+    """Same seeds at T = 0.3 and T = 0: after one step the difference is the noise, N(0, 2 lr T G) per coordinate."""
+    hot, setting = _one_step_agent("psgld", temperature=0.3, iterations=1)
+    cold, _ = _one_step_agent("psgld", temperature=0.0, iterations=1)
+    start = [p.detach().clone() for p in hot.model.parameters()]
+    buffer = _buffer()
+    hot.train(*buffer)
+    cold.train(*buffer)
+    _, preconditioners = _authors_step(start, buffer, setting, hot.spec.lr, 1, precondition=True)
+    hot_params = list(hot.model.weights) + list(hot.model.biases)
+    cold_params = list(cold.model.weights) + list(cold.model.biases)
+    z = torch.cat([((h - c).detach() / (2 * hot.spec.lr * 0.3 * g).sqrt()).reshape(-1)
+                   for h, c, g in zip(hot_params, cold_params, preconditioners)])
+    assert z.numel() > 40000 and abs(float(z.std()) - 1.0) < 0.02 and abs(float(z.mean())) < 0.02

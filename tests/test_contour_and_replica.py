@@ -29,6 +29,15 @@ def test_interacting_chains_update_theta_with_their_averaged_random_field():
         assert torch.allclose(row, theta + 0.1 * field)
 
 
+def test_random_field_of_the_original_csgld_raises_theta_j_to_zeta():
+    partition = EnergyPartition(0.0, 1.0, 3, zeta=0.75, field_exponent=0.75, sa_step=lambda k: 0.1)
+    partition.theta.copy_(torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64))
+    partition.update(torch.tensor([1]))
+    expected = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64) + 0.1 * 0.3**0.75 * (
+        torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64) - torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64))
+    assert torch.allclose(partition.theta[0], expected)
+
+
 def test_gradient_multiplier_and_importance_weights():
     partition = EnergyPartition(0.0, 0.5, 4, zeta=2.0)
     partition.theta.copy_(torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=torch.float64))
@@ -51,14 +60,16 @@ def test_contour_step_scales_the_sgld_gradient():
     assert torch.allclose(x, expected.double(), atol=1e-5)
 
 
-def _gaussian_contour(chains: int, steps: int, sampler_cls=ContourSGLD, **kwargs):
+def _gaussian_contour(chains: int, steps: int, sampler_cls=ContourSGLD, partitions: int = 32, overflow: bool = False,
+                      **kwargs):
     """Contour chains sharing one theta on a standard 2-D Gaussian (U = |x|^2 / 2, so U ~ Exponential(1)).
 
     Returns the partition, the importance-weighted mean of |x|^2 over the second half, and the
     fraction of that half spent in the lowest partition."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(chains, 2, generator=generator, dtype=torch.float64)
-    partition = EnergyPartition(0.0, 0.25, 32, zeta=1.0, groups=1, sa_step=lambda k: min(1e-2, 3.0 / (k**0.6 + 100)))
+    partition = EnergyPartition(0.0, 0.25, partitions, zeta=1.0, groups=1, overflow=overflow,
+                                sa_step=lambda k: min(1e-2, 3.0 / (k**0.6 + 100)))
     sampler = sampler_cls([x], lr=0.01, num_data=1, temperature=1.0, partition=partition, chains=chains,
                           generator=generator, **kwargs)
     weighted, total, lowest = 0.0, 0.0, 0
@@ -84,6 +95,33 @@ def test_theta_converges_to_the_energy_partition_masses():
     assert torch.allclose(theta[:10], masses[:10], rtol=0.2)
     assert second_moment == pytest.approx(2.0, rel=0.1)  # importance weights undo the flattening: E|x|^2 = 2
     assert lowest < 0.1  # the flattened chains leave the lowest partition (the target holds 0.22 there)
+
+
+def test_overflow_partition_stands_outside_the_flattening():
+    partition = EnergyPartition(0.0, 1.0, 4, zeta=2.0, overflow=True, sa_step=lambda k: 0.1)
+    partition.theta.copy_(torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=torch.float64))
+    theta = partition.theta[0].clone()
+    energy = torch.tensor([1.5, 3.2, 9.0])  # partitions 1, then 3 (the overflow: from u0 + (m - 1) du = 3) twice
+    j = partition.index(energy)
+    assert partition.multiplier_of(energy, temperature=1.0).tolist() == pytest.approx([1 + 2.0 * math.log(0.3 / 0.4), 1, 1])
+    assert partition.importance_weights(j).tolist() == pytest.approx([0.09, 0.0, 0.0])
+    partition.update(j)  # the field of the one chain below the overflow, not a third of it
+    field = theta[1] * (torch.nn.functional.one_hot(torch.tensor(1), 4).double() - theta)
+    assert torch.allclose(partition.theta[0], theta + 0.1 * field)
+    before = partition.theta.clone()
+    partition.update(partition.index(torch.tensor([5.0, 7.0])))  # every chain in the overflow: theta stays
+    assert torch.equal(partition.theta, before)
+
+
+def test_theta_below_an_overflow_partition_converges_to_the_conditional_masses():
+    """U ~ Exponential(1), partitions of 0.25 on [0, 2) and the overflow above: theta(i) -> the mass of partition
+    i given U < 2, (e^-a - e^-b) / (1 - e^-2), and theta of the overflow partition decays."""
+    partition, _, _ = _gaussian_contour(chains=100, steps=4000, partitions=9, overflow=True)
+    edges = [0.25 * i for i in range(9)]
+    masses = torch.tensor([math.exp(-edges[i]) - math.exp(-edges[i + 1]) for i in range(8)], dtype=torch.float64)
+    theta = partition.theta[0]
+    assert 0.5 * (theta[:8] - masses / (1 - math.exp(-2))).abs().sum() < 0.05
+    assert theta[8] < 0.02
 
 
 def test_contour_sghmc_runs_and_keeps_its_momentum_state():
@@ -135,13 +173,67 @@ def test_simulation_metrics_on_exact_and_shifted_histograms():
 
 
 def test_simulation_runs_every_method_at_a_tiny_budget():
-    from csg.synthetic.icsgld_simulation import METHODS, run_simulation
+    from csg.synthetic.icsgld_simulation import METHODS, Protocol, run_simulation
 
-    result = run_simulation(steps=100, repeats=2, checkpoints=4)
+    protocol = Protocol(warm_up_p5=20, warm_up_t5=100, thin=5, pilot_steps=300, pilot_warm_up=50, true_samples=2000)
+    result = run_simulation(steps=200, repeats=2, checkpoints=4, protocol=protocol)
     assert list(result.final.method) == list(METHODS)
-    assert result.final.kl.notna().all() and (result.final.kl > 0).all()
-    assert result.curves.groupby("method").gradient_evaluations.max().eq(500).all()
+    assert result.final.kl.notna().all() and (result.final.hist_kl > 0).all()
+    assert result.curves.groupby("method").gradient_evaluations.max().eq(1000).all()
     assert len(result.modes) == 25 * len(METHODS)
+    samples = result.final.set_index("method").samples
+    # every 5th iteration after the warm-up; reSGLD keeps its T = 1 chain only, cycSGLD its low-step-size part
+    assert samples["SGLD x P5"] == 5 * 35 and samples["reSGLD x P5"] == 35  # k = 25, 30, ..., 195
+    assert samples["CSGLD x T5"] == 179 > samples["cycSGLD x T5"]  # k = 105, ..., 995
+
+
+def test_knn_divergence_on_known_gaussians():
+    """KL(N(0, I) || N(mu, I)) = |mu|^2 / 2 in 2-D; the k-NN estimate from 4000 draws of each is close to it."""
+    from csg.synthetic.icsgld_simulation import KNNDivergence
+
+    g = torch.Generator().manual_seed(0)
+    estimate = KNNDivergence(torch.randn(4000, 2, generator=g, dtype=torch.float64))
+    assert abs(estimate(torch.randn(4000, 2, generator=g, dtype=torch.float64))) < 0.05
+    shifted = torch.randn(4000, 2, generator=g, dtype=torch.float64) + torch.tensor([1.0, 0.5], dtype=torch.float64)
+    assert estimate(shifted) == pytest.approx(0.625, abs=0.08)
+    assert estimate(shifted, torch.ones(4000, dtype=torch.float64)) == pytest.approx(estimate(shifted))
+    # importance weights: draws of N(0, 2 I) weighted by N(0, I) / N(0, 2 I) stand for N(0, I); unweighted they do not
+    wide = torch.randn(8000, 2, generator=g, dtype=torch.float64) * math.sqrt(2.0)
+    ratio = torch.exp(-wide.pow(2).sum(1) / 4)
+    assert abs(estimate(wide, ratio)) < 0.1 and estimate(wide) > 0.15  # KL(N(0, I) || N(0, 2 I)) = 0.19
+
+
+def test_exact_draws_recover_the_target():
+    from csg.synthetic import icsgld_simulation as sim
+    from csg.targets import ICSGLDLandscape
+
+    target = ICSGLDLandscape()
+    draws = sim.exact_draws(target, 40_000, torch.Generator().manual_seed(1))
+    assert draws.shape == (40_000, 2) and draws.abs().max() <= sim.DOMAIN
+    histogram = torch.zeros(sim.BINS**2, dtype=torch.float64).index_add_(0, sim.bin_index(draws)[0],
+                                                                          torch.ones(len(draws), dtype=torch.float64))
+    square = torch.zeros(sim.BINS, sim.BINS, dtype=torch.float64)
+    square[5:55, 5:55] = 1.0  # the bins of [-2.5, 2.5]^2
+    true_modes = sim.mode_masses((sim.true_bin_masses(target) * square.flatten())[None])[0]
+    assert 0.5 * (sim.mode_masses(histogram[None])[0] - true_modes).abs().sum() < 0.02
+
+
+def test_resgld_correction_starts_at_25_and_follows_the_energy_noise():
+    """The notebook's reSGLD: hat_var moves towards the variance of 10 noisy energies (0.25^2) every 100 steps,
+    and while it is large the correction (1/T_j - 1/T_i)^2 hat_var blocks the swaps."""
+    from csg.synthetic.icsgld_simulation import ENERGY_NOISE, _resgld_swaps
+    from csg.targets import ICSGLDLandscape
+
+    target, g = ICSGLDLandscape(grad_noise=0.25, energy_noise=ENERGY_NOISE), torch.Generator().manual_seed(0)
+    xs = [torch.zeros(4000, 2, dtype=torch.float64), torch.full((4000, 2), 0.5, dtype=torch.float64)]
+    hat_var = torch.full((4000,), 25.0, dtype=torch.float64)
+    _resgld_swaps(xs, [1.0, 2.0], hat_var, 99, target, g)  # (k + 1) % 100 == 0: one update, omega = 3e-3
+    assert torch.allclose(hat_var.mean(), torch.tensor(0.997 * 25 + 3e-3 * 0.0625 * 0.9, dtype=torch.float64), atol=1e-3)
+    # the cold chain sits at U = -4, the hot one at U = 4.2: a swap needs exp(-0.5 * 8.2 - 0.25 * 25) ~ 3e-5
+    assert (xs[0][:, 0] == 0.5).double().mean() < 1e-3
+    hat_var.fill_(0.0)
+    _resgld_swaps(xs, [0.01, 0.02], hat_var, 0, target, g)  # at T = 0.01 and 0.02 a swap downhill is always accepted
+    assert (xs[0][:, 0] == 0.0).all() and (xs[1][:, 0] == 0.5).all()
 
 
 def test_simulation_weights_each_contour_sample_by_the_partition_of_its_own_energy():

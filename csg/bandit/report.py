@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -10,11 +11,20 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from csg.atomic import atomic_write_text
-from csg.bandit.agents import AgentSpec
+from csg.bandit.agents import AgentSpec, Setting
 from csg.bandit.mushroom import load_mushrooms
 from csg.bandit.run import run_agent
+from csg.bandit.settings import settings_rows
 from csg.errors import ConfigError
 from csg.experiments.aggregate import mean_and_stderr
+
+
+@dataclass
+class Results:
+    curves: pd.DataFrame   # cumulative regret per agent, seed and step
+    traces: pd.DataFrame   # the contour agents, one row per step (csg.bandit.agents.Agent._record)
+    thetas: pd.DataFrame   # the contour agents' theta every THETA_EVERY steps
+    source: str            # the data's
 
 
 def agent_specs(cfg: DictConfig, names: list[str] | None = None) -> list[AgentSpec]:
@@ -25,19 +35,40 @@ def agent_specs(cfg: DictConfig, names: list[str] | None = None) -> list[AgentSp
     return [AgentSpec(name=name, **settings) for name, settings in agents.items() if names is None or name in names]
 
 
-def run_all(cfg: DictConfig, scale: str, names: list[str] | None = None) -> tuple[pd.DataFrame, str]:
-    """(curves of every agent and seed, the data's source)."""
+def load_results(out: Path, cfg: DictConfig) -> Results:
+    """The results a previous run wrote into ``out`` (``scripts/bandit.py --report-only``); a run that did not
+    record its data's source names the one ``cfg.data`` finds now."""
+    out = Path(out)
+    if not (out / "bandit.csv").exists():
+        raise ConfigError("--out", str(out), "a directory holding a previous run's bandit.csv")
+    frames = [pd.read_csv(out / name) if (out / name).exists() else pd.DataFrame()
+              for name in ("bandit.csv", "bandit_trace.csv", "bandit_theta.csv")]
+    final = pd.read_csv(out / "bandit_final.csv")
+    if "data" in final:
+        return Results(*frames, str(final.data.iloc[0]))
+    return Results(*frames, load_mushrooms(cfg.data.root, bool(cfg.data.download), str(cfg.data.source)).source)
+
+
+def setting_of(cfg: DictConfig, steps: int) -> Setting:
+    partition = OmegaConf.to_container(cfg.contour, resolve=True)
+    return Setting(capacity=int(cfg.capacity), batch_size=int(cfg.batch_size), hidden=int(cfg.hidden),
+                   weight_decay=float(cfg.weight_decay), partition=partition,
+                   warm_steps=int(float(partition["warm"]) * steps))
+
+
+def run_all(cfg: DictConfig, scale: str, names: list[str] | None = None) -> Results:
+    """Every agent over its seeds: curves, the contour agents' traces and thetas, and the data's source."""
     specs = agent_specs(cfg, names)  # bad names fail before anything runs
     data = load_mushrooms(cfg.data.root, bool(cfg.data.download), str(cfg.data.source))
     steps, seeds = (cfg.smoke.steps, cfg.smoke.seeds) if scale == "smoke" else (cfg.steps, cfg.seeds)
-    partition = OmegaConf.to_container(cfg.contour, resolve=True)
-    frames = [run_agent(spec, data, steps=int(steps), contexts_per_step=int(cfg.contexts_per_step),
-                        initial=int(cfg.initial), capacity=int(cfg.capacity), batch_size=int(cfg.batch_size),
-                        hidden=int(cfg.hidden), partition=partition, seed=int(seed))
-              for spec in specs for seed in seeds]
-    curves = pd.concat(frames, ignore_index=True)
+    setting = setting_of(cfg, int(steps))
+    runs = [run_agent(spec, data, setting, steps=int(steps), contexts_per_step=int(cfg.contexts_per_step),
+                      initial=int(cfg.initial), seed=int(seed))
+            for spec in specs for seed in seeds]
+    curves, traces, thetas = (pd.concat([f for f in frames if len(f)] or [pd.DataFrame()], ignore_index=True)
+                              for frames in zip(*runs))
     curves["scale"] = scale
-    return curves, data.source
+    return Results(curves, traces, thetas, data.source)
 
 
 def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
@@ -47,7 +78,42 @@ def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
     return table.astype({"seeds": int})[["agent", "mean", "seeds", "stderr"]]
 
 
-def report(curves: pd.DataFrame, out: Path, scale: str, source: str) -> Path:
+def paired_differences(curves: pd.DataFrame) -> list[str]:
+    """Markdown rows of final-regret differences between the sampling agents, paired by seed."""
+    last = curves[curves.step == curves.step.max()].pivot(index="seed", columns="agent", values="cumulative_regret")
+    pairs = [("pICSGLD", "pSGLD"), ("pICSGLD", "pCSGLD"), ("pCSGLD", "pSGLD")]
+    rows = []
+    for first, second in pairs:
+        if first in last and second in last and len(last) > 1:
+            d = last[first] - last[second]
+            rows.append(f"| {first} - {second} | {', '.join(f'{v:+.0f}' for v in d)} | {d.mean():+.0f} +- "
+                        f"{d.std() / math.sqrt(len(d)):.0f} |")
+    return rows
+
+
+PAPER_RANK = {"pICSGLD": "1", "pCSGLD": "2", "pSGLD": "3", "ConstSGD": "4-5", "Dropout": "4-5", "EpsGreedy": "6"}
+
+
+def trace_summary(traces: pd.DataFrame, thetas: pd.DataFrame, cfg: DictConfig) -> list[str]:
+    """Per contour agent, over its seeds: where the energy sat, how often the multiplier left 1, theta at the end."""
+    c = cfg.contour
+    top = float(c.low) + (int(c.partitions) - 1) * float(c.width)
+    lines = [f"| agent | iterations with U < {top:g} (all steps / last 500) | median U, last 500 steps | steps with a "
+             "multiplier other than 1 | multiplier min, max | final theta: largest, top partition | largest share of "
+             "an importance weight | seeds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    last_step = traces.step.max()
+    for agent, block in traces.groupby("agent", sort=False):
+        late = block[block.step > last_step - 500]
+        moved = ((block.multiplier_min < 1 - 1e-12) | (block.multiplier_max > 1 + 1e-12)).groupby(block.seed).sum()
+        final = block[block.step == last_step]
+        lines.append(f"| {agent} | {block.flattened_fraction.mean():.4f} / {late.flattened_fraction.mean():.4f} | "
+                     f"{late.energy_median.median():.0f} | {moved.mean():.0f} of {last_step + 1} | "
+                     f"{block.multiplier_min.min():.3g}, {block.multiplier_max.max():.3g} | {final.theta_max.mean():.3g}, "
+                     f"{final.theta_top.mean():.3g} | {block.weight_max_share.max():.3g} | {block.seed.nunique()} |")
+    return lines
+
+
+def _plot_traces(traces: pd.DataFrame, thetas: pd.DataFrame, cfg: DictConfig, path: Path, scale: str) -> None:
     from csg.synthetic.plots import save_png_pdf
 
     import matplotlib
@@ -55,22 +121,81 @@ def report(curves: pd.DataFrame, out: Path, scale: str, source: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out)
+    c = cfg.contour
+    top = float(c.low) + (int(c.partitions) - 1) * float(c.width)
+    agents = list(dict.fromkeys(traces.agent))
+    figure, axes = plt.subplots(len(agents), 4, figsize=(16, 3.2 * len(agents)), squeeze=False)
+    for row, agent in zip(axes, agents):
+        block = traces[traces.agent == agent]
+        for number, (seed, run) in enumerate(block.groupby("seed")):
+            color = f"C{number}"
+            row[0].plot(run.step, run.energy_median, lw=0.6, color=color, label=f"seed {seed}")
+            row[1].plot(run.step, run.flattened_fraction, lw=0.6, color=color)
+            row[2].plot(run.step, run.multiplier_max, lw=0.6, color=color)
+            row[2].plot(run.step, run.multiplier_min, lw=0.6, color=color, ls=":")
+        row[0].axhline(top, color="k", ls="--", lw=0.8, label=f"top partition from U = {top:g}")
+        row[0].set(yscale="log", xlabel="step", ylabel="median energy U = N x MSE", title=agent)
+        row[0].legend(fontsize=7)
+        row[1].set(xlabel="step", ylabel=f"share of iterations with U < {top:g}", ylim=(-0.02, 1.02))
+        row[2].set(xlabel="step", ylabel="multiplier: max (solid), min (dotted)")
+        grid = thetas[(thetas.agent == agent) & (thetas.seed == thetas.seed.min())].pivot(
+            index="partition", columns="step", values="theta")
+        image = row[3].imshow(grid.clip(lower=1e-12).apply("log10").to_numpy(), aspect="auto", origin="lower",
+                              extent=(grid.columns.min(), max(grid.columns.max(), grid.columns.min() + 1), -0.5,
+                                      len(grid) - 0.5))
+        figure.colorbar(image, ax=row[3], label="log10 theta")
+        row[3].set(xlabel="step", ylabel="partition J", title=f"theta, seed {thetas.seed.min()}")
+    figure.suptitle(f"Mushroom bandit: the contour agents ({scale})")
+    figure.tight_layout()
+    save_png_pdf(figure, path)
+    plt.close(figure)
+
+
+def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
+    from csg.synthetic.plots import save_png_pdf
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out, curves = Path(out), results.curves
     table = final_regret(curves)
+    table["rank"] = table["mean"].rank(method="min").astype(int)
     steps = int(curves.step.max())
     seeds = sorted(curves.seed.unique())
     atomic_write_text(out / "bandit.csv", curves.to_csv(index=False))
-    atomic_write_text(out / "bandit_final.csv", table.to_csv(index=False))
+    atomic_write_text(out / "bandit_final.csv", table.assign(data=results.source).to_csv(index=False))
     lines = [f"# ICSGLD paper, Mushroom contextual bandit: cumulative regret ({scale.upper()} SCALE)", "",
              f"Measured {date.today()}: {steps} steps of 20 mushrooms after 1024 random plays, seeds "
-             f"{', '.join(map(str, seeds))}; data: {source}. Regret in expectation (5 per edible mushroom left, "
-             "15 per poisonous one eaten). The paper shows the curves only (its Figure 4: pICSGLD lowest, then "
-             "pCSGLD and pSGLD, the variational and greedy agents highest); it publishes no numbers to set beside "
-             f"these. Command: `make icsgld-bandit{' SCALE=smoke' if scale == 'smoke' else ''}`.", "",
-             "| agent | cumulative regret (mean +- s.e.) | seeds |", "|---|---:|---:|"]
+             f"{', '.join(map(str, seeds))}; data: {results.source}. Regret in expectation (5 per edible mushroom "
+             "left, 15 per poisonous one eaten). The paper shows the curves only (its Figure 4); it publishes no "
+             "numbers to set beside these, so its ranking (1 = lowest regret) stands beside ours. Command: "
+             f"`make icsgld-bandit{' SCALE=smoke' if scale == 'smoke' else ''}`.", "",
+             "| agent | cumulative regret (mean +- s.e.) | our rank | paper's Figure 4 rank | seeds |",
+             "|---|---:|---:|---:|---:|"]
     for row in table.itertuples():
         error = f" +- {row.stderr:.0f}" if not math.isnan(row.stderr) else ""
-        lines.append(f"| {row.agent} | {row.mean:.0f}{error} | {row.seeds} |")
+        lines.append(f"| {row.agent} | {row.mean:.0f}{error} | {row.rank} | {PAPER_RANK.get(row.agent, '-')} | "
+                     f"{row.seeds} |")
+    sampling = [name for name in ("pICSGLD", "pCSGLD", "pSGLD") if name in set(table.agent)]
+    if len(sampling) > 1:
+        order = table.set_index("agent")["mean"][sampling].sort_values().index
+        lines += ["", f"The paper's order of the sampling agents, lowest regret first: {', '.join(sampling)}; ours: "
+                  f"{', '.join(order)}."]
+    paired = paired_differences(curves)
+    if paired:
+        lines += ["", "Paired by seed (every agent of a seed meets the same mushrooms and coin flips): the difference of "
+                  "final regrets, mean +- s.e. over seeds (negative: the first agent's regret is lower).", "",
+                  "| difference | per seed | mean +- s.e. |", "|---|---|---:|"] + paired
+    if len(results.traces):
+        atomic_write_text(out / "bandit_trace.csv", results.traces.to_csv(index=False, float_format="%.9g"))
+        atomic_write_text(out / "bandit_theta.csv", results.thetas.to_csv(index=False, float_format="%.9g"))
+        _plot_traces(results.traces, results.thetas, cfg, out / "bandit_trace", scale)
+        lines += ["", "## What the contour agents do", "",
+                  "Traces of every step (bandit_trace.csv, theta every 100 steps in bandit_theta.csv; figure "
+                  "bandit_trace.png):", ""] + trace_summary(results.traces, results.thetas, cfg)
+    lines += ["", "## Settings", ""] + settings_rows(cfg, results.source)
     atomic_write_text(out / "bandit.md", "\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(6, 4))
     for agent, block in curves.groupby("agent", sort=False):

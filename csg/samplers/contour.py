@@ -58,17 +58,26 @@ class EnergyPartition:
         multiplier_clip: the multiplier is clipped to this interval (the authors' code: [-5, 5]).
         difference: ``"backward"`` (the paper's Eq.: log theta(J) - log theta(J - 1)) or ``"forward"``
             (log theta(J + 1) - log theta(J), the authors' Appendix D.5 script).
+        overflow: the last partition holds every energy from :math:`u_0 + (m-1)\Delta u` up and stands outside
+            the flattening, as in the authors' bandit code: a chain there moves with multiplier 1, adds
+            nothing to theta's update (the field is averaged over the chains below it, and is zero when
+            there are none) and has importance weight 0. Without it (the default) the last partition is an
+            ordinary one and only energies above :math:`u_0 + m\Delta u` get multiplier 1.
+        field_exponent: a in the random field :math:`\theta(J)^a (1\{i = J\} - \theta(i))`: 1 is ICSGLD's Eq. 8
+            (the default); :math:`\zeta` is the field of the original CSGLD (Deng et al. 2020), which the
+            authors' CSGLD simulation notebook uses.
     """
 
     def __init__(self, low: float, width: float, partitions: int, *, zeta: float, groups: int = 1,
                  sa_step: Callable[[int], float] = default_sa_step, multiplier_clip: tuple[float, float] = (-5.0, 5.0),
-                 difference: str = "backward", dtype: torch.dtype = torch.float64,
+                 difference: str = "backward", overflow: bool = False, field_exponent: float = 1.0,
+                 dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None):
         if width <= 0 or partitions < 2 or zeta <= 0 or groups < 1:
             raise ValueError("need width > 0, partitions >= 2, zeta > 0 and groups >= 1")
         if difference not in ("backward", "forward"):
             raise ValueError(f"difference={difference!r}: backward or forward")
-        self.difference = difference
+        self.difference, self.overflow, self.field_exponent = difference, bool(overflow), float(field_exponent)
         self.low, self.width, self.partitions, self.zeta = float(low), float(width), int(partitions), float(zeta)
         self.sa_step, self.multiplier_clip = sa_step, multiplier_clip
         self.theta = torch.full((groups, partitions), 1.0 / partitions, dtype=dtype, device=device)
@@ -82,6 +91,10 @@ class EnergyPartition:
         """J: the partition of each energy (long tensor of the energies' shape)."""
         j = torch.floor((energy.to(self.theta.dtype) - self.low) / self.width)
         return j.clamp(0, self.partitions - 1).long()
+
+    def flattened(self, j: Tensor) -> Tensor:
+        """Whether each partition index takes part in the flattening (all but the overflow partition)."""
+        return j < self.partitions - 1 if self.overflow else torch.ones_like(j, dtype=torch.bool)
 
     def _by_group(self, values: Tensor) -> Tensor:
         """(groups, chains per group), on theta's device (indices gathered across processes may arrive on the CPU)."""
@@ -99,7 +112,8 @@ class EnergyPartition:
             upper, lower = log_theta.gather(1, (j + 1).clamp_max(self.partitions - 1)), log_theta.gather(1, j)
         else:
             upper, lower = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
-        factor = (1.0 + self.zeta * temperature * (upper - lower) / self.width).clamp(*self.multiplier_clip).reshape(-1)
+        factor = (1.0 + self.zeta * temperature * (upper - lower) / self.width).clamp(*self.multiplier_clip)
+        factor = torch.where(self.flattened(j), factor, torch.ones_like(factor)).reshape(-1)
         if energy is None:
             return factor
         above = energy.reshape(-1).to(factor.device, factor.dtype) >= self.low + self.partitions * self.width
@@ -110,11 +124,13 @@ class EnergyPartition:
         return self.multiplier(self.index(energy), temperature, energy)
 
     def random_field(self, j: Tensor) -> Tensor:
-        r"""The average over each group's chains of :math:`H_i = \theta(J)(1\{i=J\} - \theta(i))`: (groups, m)."""
+        r"""The average over each group's chains of :math:`H_i = \theta(J)^a(1\{i=J\} - \theta(i))`: (groups, m)
+        (a = ``field_exponent``; with ``overflow``, over the group's chains below the overflow partition)."""
         j = self._by_group(j)
-        theta_j = self.theta.gather(1, j)  # (groups, P)
+        counted = self.flattened(j).to(self.theta.dtype)
+        theta_j = self.theta.gather(1, j).pow(self.field_exponent) * counted  # (groups, P)
         visits = torch.zeros_like(self.theta).scatter_add_(1, j, theta_j)  # sum_p theta(J_p) 1{i = J_p}
-        return (visits - self.theta * theta_j.sum(1, keepdim=True)) / j.shape[1]
+        return (visits - self.theta * theta_j.sum(1, keepdim=True)) / counted.sum(1, keepdim=True).clamp_min(1.0)
 
     def update(self, j: Tensor) -> None:
         r""":math:`\theta \leftarrow \theta + \omega_k \bar H(\theta, x)` (Eq. 16); the sum stays 1."""
@@ -123,8 +139,10 @@ class EnergyPartition:
         self.theta.clamp_(min=torch.finfo(self.theta.dtype).tiny)
 
     def importance_weights(self, j: Tensor) -> Tensor:
-        r""":math:`\theta(J)^\zeta` of each chain's current sample."""
-        return self.theta.gather(1, self._by_group(j)).pow(self.zeta).reshape(-1)
+        r""":math:`\theta(J)^\zeta` of each chain's current sample (0 in the overflow partition)."""
+        j = self._by_group(j)
+        weights = self.theta.gather(1, j).pow(self.zeta)
+        return torch.where(self.flattened(j), weights, torch.zeros_like(weights)).reshape(-1)
 
     def state_dict(self) -> dict[str, Any]:
         return {"theta": self.theta.clone(), "updates": self.updates}
@@ -239,7 +257,7 @@ class ContourPSGLD(_Contour, PSGLD):
 
     def __init__(self, params, lr: float = 1e-3, *, num_data: float, partition: EnergyPartition, chains: int = 1,
                  temperature: float = 1.0, weight_decay: float = 0.0, alpha: float = 0.99, eps: float = 1e-5,
-                 gather=None, generator: torch.Generator | None = None):
+                 initial_square_avg: float = 0.0, gather=None, generator: torch.Generator | None = None):
         super().__init__(params, lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay,
-                         alpha=alpha, eps=eps, generator=generator)
+                         alpha=alpha, eps=eps, initial_square_avg=initial_square_avg, generator=generator)
         self._setup_contour(partition, chains, gather)

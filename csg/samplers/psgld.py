@@ -20,16 +20,18 @@ class PSGLD(SGMCMCOptimizer):
 
     The small :math:`\Gamma(\theta)` correction term of Li et al. is dropped, as in their
     experiments. ``temperature=0`` is RMSprop-preconditioned SGD. Param-group keys: ``lr``,
-    ``num_data``, ``temperature``, ``weight_decay``, ``alpha`` (0.99) and ``eps`` (:math:`\lambda`, 1e-5).
+    ``num_data``, ``temperature``, ``weight_decay``, ``alpha`` (0.99), ``eps`` (:math:`\lambda`, 1e-5) and
+    ``initial_square_avg`` (:math:`V_0`, 0 as torch's RMSprop; the ICSGLD authors' bandit starts from ones).
     """
 
     def __init__(self, params, lr: float = 1e-3, *, num_data: float, temperature: float = 1.0,
-                 weight_decay: float = 0.0, alpha: float = 0.99, eps: float = 1e-5,
+                 weight_decay: float = 0.0, alpha: float = 0.99, eps: float = 1e-5, initial_square_avg: float = 0.0,
                  generator: torch.Generator | None = None):
-        if not 0.0 <= alpha < 1.0 or eps <= 0:
-            raise ValueError(f"need 0 <= alpha < 1 and eps > 0, got alpha={alpha}, eps={eps}")
+        if not 0.0 <= alpha < 1.0 or eps <= 0 or initial_square_avg < 0:
+            raise ValueError(f"need 0 <= alpha < 1, eps > 0 and initial_square_avg >= 0, got alpha={alpha}, eps={eps}, "
+                             f"initial_square_avg={initial_square_avg}")
         defaults = dict(lr=lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay, alpha=alpha,
-                        eps=eps)
+                        eps=eps, initial_square_avg=initial_square_avg)
         super().__init__(params, defaults, generator)
 
     def _hyperparameters(self, group):
@@ -43,7 +45,8 @@ class PSGLD(SGMCMCOptimizer):
         for p in params:
             state = self.state[p]
             if "square_avg" not in state:
-                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["square_avg"] = torch.full_like(p, group.get("initial_square_avg", 0.0),
+                                                      memory_format=torch.preserve_format)
             squares.append(state["square_avg"])
         torch._foreach_mul_(squares, group["alpha"])
         torch._foreach_addcmul_(squares, grads, grads, value=1.0 - group["alpha"])
