@@ -165,8 +165,8 @@ class Agent:
                 continue
             energy = self.setting.capacity * losses.detach()
             energies.append(energy)
-            multipliers.append(self.partition.multiplier_of(energy, self.spec.temperature))  # as the step applies it
             self.sampler.step(energy=energy)
+            multipliers.append(self.sampler.last_multiplier)
             self.weights = self.partition.importance_weights(self.sampler.last_index).float() + self.reg
         if self.partition is not None:
             self._record(torch.stack(energies), torch.stack(multipliers))

@@ -94,7 +94,7 @@ def paired_differences(curves: pd.DataFrame) -> list[str]:
 PAPER_RANK = {"pICSGLD": "1", "pCSGLD": "2", "pSGLD": "3", "ConstSGD": "4-5", "Dropout": "4-5", "EpsGreedy": "6"}
 
 
-def trace_summary(traces: pd.DataFrame, thetas: pd.DataFrame, cfg: DictConfig) -> list[str]:
+def trace_summary(traces: pd.DataFrame, cfg: DictConfig) -> list[str]:
     """Per contour agent, over its seeds: where the energy sat, how often the multiplier left 1, theta at the end."""
     c = cfg.contour
     top = float(c.low) + (int(c.partitions) - 1) * float(c.width)
@@ -194,7 +194,7 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
         _plot_traces(results.traces, results.thetas, cfg, out / "bandit_trace", scale)
         lines += ["", "## What the contour agents do", "",
                   "Traces of every step (bandit_trace.csv, theta every 100 steps in bandit_theta.csv; figure "
-                  "bandit_trace.png):", ""] + trace_summary(results.traces, results.thetas, cfg)
+                  "bandit_trace.png):", ""] + trace_summary(results.traces, cfg)
     lines += ["", "## Settings", ""] + settings_rows(cfg, results.source)
     atomic_write_text(out / "bandit.md", "\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(6, 4))

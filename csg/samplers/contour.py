@@ -162,7 +162,7 @@ class _Contour:
         if chains % partition.groups:
             raise ValueError(f"chains={chains} is not a multiple of the partition's groups={partition.groups}")
         self.partition, self.chains, self.gather = partition, chains, gather
-        self._multiplier: Tensor | None = None
+        self.last_multiplier: Tensor | None = None  # the multiplier of each chain at the last step
         self.last_index: Tensor | None = None
 
     @torch.no_grad()
@@ -171,7 +171,7 @@ class _Contour:
         energy = torch.as_tensor(energy).detach().reshape(-1).to(self.partition.theta.device)
         j = self.partition.index(energy)
         temperature = self.param_groups[0]["temperature"]
-        self._multiplier = self.partition.multiplier(j, temperature, energy)
+        self.last_multiplier = self.partition.multiplier(j, temperature, energy)
         loss = super().step(closure)
         if temperature == 0:  # an exploration stage (optimisation): theta adapts in sampling stages only
             return loss
@@ -186,7 +186,7 @@ class _Contour:
         super()._update(folded, params, self._scaled(group, params, grads), self._hyperparameters(folded), noise)
 
     def _scaled(self, group, params, grads) -> list[Tensor]:
-        multiplier = self._multiplier.to(params[0].dtype)
+        multiplier = self.last_multiplier.to(params[0].dtype)
         scaled = []
         for p, g in zip(params, grads):
             d = g if group["weight_decay"] == 0 else g + group["weight_decay"] * p

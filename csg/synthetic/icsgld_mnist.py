@@ -98,10 +98,9 @@ def run_method(method: str, x: torch.Tensor, y: torch.Tensor, study, seed: int) 
         energy = scale * loss.detach()
         row = {"method": method, "iteration": k, "loss": loss.item(), "energy": energy.item()}
         if partition is not None:
-            j = partition.index(energy.reshape(1))
-            row["partition"] = int(j)
-            row["multiplier"] = float(partition.multiplier(j, temperature, energy.reshape(1)))
             sampler.step(energy=energy)
+            row["partition"] = int(partition.index(energy.reshape(1)))
+            row["multiplier"] = float(sampler.last_multiplier)
         else:
             sampler.step()
         rows.append(row)
