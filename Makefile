@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+REFERENCE_STAMP := $(VENV)/.reference-stamp
 PYTEST_ARGS ?=
 
 .PHONY: help install demo test clean table1 table2 table3 table4 table5 fig1 fig2 fig3 fig4 cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-table1-report icsgld-bandit bench bench-synthetic bench-gpu \
-	table1-report table2-report table3-report table5-report fig3-report fig4-report
+	table1-report table2-report table3-report table5-report fig3-report fig4-report reference accuracy accuracy-report
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
@@ -17,6 +18,8 @@ help:
 	@echo "make fig1     cSG-MCMC Figure 1: the two step-size schedules (seconds); make fig2 = make table4"
 	@echo "make table4   cSG-MCMC Table 4, Figures 2 and 5 (25 Gaussians; CPU, under a minute)"
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, a few minutes); table5-report: aggregate only"
+	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
+	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
 	@echo "make cyclical-mcmc   Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets (CPU, a few minutes)"
 	@echo "make icsgld-sim   ICSGLD paper Section 5.2: 5 samplers on the 25-mode landscape, KL curves (CPU)"
@@ -64,6 +67,19 @@ fig1: $(STAMP)
 fig2: table4  # Figures 2 and 5 come from the Table 4 study
 
 TABLE5 := experiment=table5_sgld,table5_sghmc,table5_csgld,table5_csghmc,table5_sgld_constant,table5_sghmc_constant
+
+$(REFERENCE_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[reference]"
+	@touch $(REFERENCE_STAMP)
+
+reference: $(REFERENCE_STAMP)
+	$(BIN)/python scripts/accuracy.py reference
+
+accuracy: $(STAMP)
+	$(BIN)/python scripts/accuracy.py accuracy --scale $(SCALE)
+
+accuracy-report: $(STAMP)
+	$(BIN)/python scripts/accuracy.py accuracy --report-only
 
 table5: $(STAMP)
 	$(BIN)/python train.py -m $(TABLE5) data=heart,german,australian seed=0,1,2 hydra.sweep.dir=multirun/table5/$(NOW) $(LAUNCH)
@@ -132,7 +148,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py
 	$(BIN)/python scripts/bench_summary.py
 
-test: $(STAMP)
+test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

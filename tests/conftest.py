@@ -22,22 +22,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def train(args, run_dir: Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python train.py <args>`` into ``run_dir``, without the caller's Hydra and W&B variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "HYDRA_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}", "trainer.progress=false"],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
+    )
+
+
 @pytest.fixture
 def run_train(tmp_path):
     """Run ``python train.py <args>`` in a fresh run directory; returns (CompletedProcess, run_dir)."""
 
     def _run(*args: str, run_dir: Path | None = None, timeout: float = 300) -> tuple[subprocess.CompletedProcess, Path]:
         run_dir = run_dir or tmp_path / "run"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "HYDRA_"))}
-        env["PYTHONUNBUFFERED"] = "1"
-        process = subprocess.run(
-            [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}", "trainer.progress=false"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
-        return process, run_dir
+        return train(args, run_dir, tmp_path, timeout), run_dir
 
     return _run

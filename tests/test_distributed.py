@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,10 +14,27 @@ import pytest
 import torch
 
 from csg import distributed
-from tests.conftest import ROOT
+from tests.conftest import ROOT, train
 
 SHORT = ["trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0", "sampler.samples_per_cycle=1", "logger=none",
          "trainer.progress=false"]
+
+
+FINISHED = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1"]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished short run with its checkpoint, trained once for the tests that re-use a run directory."""
+    base = tmp_path_factory.mktemp("finished")
+    process = train(FINISHED, base / "run", base)
+    assert process.returncode == 0, process.stderr
+    return base / "run"
+
+
+def _copy(run_dir, tmp_path):
+    shutil.copytree(run_dir, tmp_path / "run")
+    return tmp_path / "run"
 
 
 def _samples(run_dir):
@@ -128,11 +146,9 @@ def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
     assert [line.split(",")[0] for line in epochs[1:]] == [str(e) for e in range(12)]
 
 
-def test_resume_refuses_a_checkpoint_of_another_config(run_train, tmp_path):
-    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "logger=none"]
-    first, run_dir = run_train(*args)
-    assert first.returncode == 0, first.stderr
-    second, _ = run_train(*args, "seed=1", run_dir=run_dir)
+def test_resume_refuses_a_checkpoint_of_another_config(run_train, tmp_path, finished_run):
+    run_dir = _copy(finished_run, tmp_path)
+    second, _ = run_train(*FINISHED, "logger=none", "seed=1", run_dir=run_dir)
     assert second.returncode == 2
     lines = [line for line in second.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "trainer.checkpoint.resume" in lines[0] and "seed=0" in lines[0]
@@ -146,11 +162,11 @@ def _one_line_refusal(process, *fragments):
         assert fragment in lines[0], lines[0]
 
 
-def test_a_checkpoint_of_another_model_is_refused_before_loading_and_the_run_dir_kept(run_train, tmp_path):
+def test_a_checkpoint_of_another_model_is_refused_before_loading_and_the_run_dir_kept(run_train, tmp_path,
+                                                                                       finished_run):
     # the issue's case: a run dir of one model, re-used for another whose weights would not even load
-    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "trainer.progress=false"]
-    first, run_dir = run_train(*args)
-    assert first.returncode == 0, first.stderr
+    args = FINISHED
+    run_dir = _copy(finished_run, tmp_path)
     before = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "train.log"}
     second, _ = run_train(*args, "model=resnet18", run_dir=run_dir)
     _one_line_refusal(second, "trainer.checkpoint.resume", "model.name='mlp', this run 'resnet18'",
@@ -160,11 +176,11 @@ def test_a_checkpoint_of_another_model_is_refused_before_loading_and_the_run_dir
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not a checkpoint"])
-def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(run_train, tmp_path, damage):
-    args = ["trainer.epochs=4", "sampler.cycles=1", "sampler.samples_per_cycle=1", "trainer.progress=false"]
+def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(run_train, tmp_path, damage,
+                                                                              finished_run):
+    args = FINISHED
     if damage == "truncated":  # a job killed while the file was copied, a full disk: a real run's file, cut
-        first, run_dir = run_train(*args)
-        assert first.returncode == 0, first.stderr
+        run_dir = _copy(finished_run, tmp_path)
         checkpoint = run_dir / "checkpoint.pt"
         checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
     else:  # someone else's file under our name, in a directory with a finished run's results
