@@ -8,7 +8,9 @@ Rooms of the package:
 - :mod:`csg.training`: the loop around a sampler; :mod:`csg.step`: one iteration, eager, compiled or captured;
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
 - :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models;
-- :mod:`csg.run`: one run from a Hydra config (what ``train.py`` calls).
+- :mod:`csg.build`: a config -> the run's objects; :mod:`csg.run`: the life of one run (what ``train.py``
+  calls); :mod:`csg.evaluation.store`: the finished run's samples -> metrics;
+- :mod:`csg.experiments`: paper tables from runs, and the registry of every paper target.
 """
 
 __version__ = "0.1.0"

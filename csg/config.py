@@ -2,7 +2,7 @@
 
 Every failed check raises :class:`csg.errors.ConfigError` naming the dotted
 key, the value given and what is allowed. Checks that need the data (does
-``samples_per_cycle`` fit the sampling stage?) happen in :mod:`csg.run` once
+``samples_per_cycle`` fit the sampling stage?) happen in :mod:`csg.build` once
 the data set's size is known, still before training.
 """
 

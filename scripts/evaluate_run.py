@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from csg.cli import run_or_exit  # noqa: E402
-from csg.run import evaluate_run, format_metrics  # noqa: E402
+from csg.evaluation.store import evaluate_run, format_metrics  # noqa: E402
 
 
 def main(argv: list[str]) -> None:

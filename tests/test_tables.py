@@ -95,7 +95,7 @@ def test_every_run_of_every_sweep_composes_validates_and_fits_its_samples(spec, 
     from hydra import compose, initialize_config_dir
 
     from csg.config import validate
-    from csg.run import build_schedule, plan_collection
+    from csg.build import build_schedule, plan_collection
 
     preset = spec.presets[scale]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):

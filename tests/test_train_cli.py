@@ -93,7 +93,7 @@ def test_divergence_is_one_line_and_non_zero(run_train):
 
 
 def test_harmonic_cycle_weights_re_evaluate_a_finished_run(run_train):
-    from csg.run import evaluate_run
+    from csg.evaluation.store import evaluate_run
 
     process, run_dir = run_train("trainer.epochs=8", "sampler.cycles=2", "sampler.explore=0.5",
                                  "sampler.samples_per_cycle=2", "logger=none")

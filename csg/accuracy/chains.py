@@ -1,8 +1,8 @@
 """The Table 5 samplers on the reference posteriors, and their distance to them.
 
 Each chain is built from the composed Table 5 preset (``experiment=table5_<method>``) by the same
-functions as a ``train.py`` run (:func:`csg.run.build_schedule`, :func:`csg.run.build_sampler`,
-:func:`csg.run.plan_trace`), with the same seed streams, and stepped as :func:`csg.training.train_chain`
+functions as a ``train.py`` run (:func:`csg.build.build_schedule`, :func:`csg.build.build_sampler`,
+:func:`csg.build.plan_trace`), with the same seed streams, and stepped as :func:`csg.training.train_chain`
 steps it: full-batch mean loss, ``lr = factor * schedule.lr(k)``, temperature on in sampling stages.
 ``factor = 1`` is the Table 5 protocol; the other factors scale the whole schedule, for the step size
 tuned per method.
@@ -125,7 +125,7 @@ def run_chain(cfg: DictConfig, factor: float, seed: int, x: torch.Tensor, y: tor
     """One full-batch chain of ``cfg`` with its schedule scaled by ``factor`` (float64, CPU)."""
     from csg import distributed
     from csg.models import create_model
-    from csg.run import build_sampler, build_schedule, plan_trace, seed_streams
+    from csg.build import build_sampler, build_schedule, plan_trace, seed_streams
 
     streams = seed_streams(seed)
     torch.manual_seed(streams["init"])

@@ -31,12 +31,12 @@ def agent_specs(cfg: DictConfig, names: list[str] | None = None) -> list[AgentSp
     agents = OmegaConf.to_container(cfg.agents, resolve=True)
     unknown = sorted(set(names or []) - set(agents))
     if unknown:
-        raise ConfigError("--agents", ",".join(unknown), f"names among {', '.join(agents)}")
+        raise ConfigError("agents", ",".join(unknown), f"names among {', '.join(agents)}")
     return [AgentSpec(name=name, **settings) for name, settings in agents.items() if names is None or name in names]
 
 
 def load_results(out: Path, cfg: DictConfig) -> Results:
-    """The results a previous run wrote into ``out`` (``scripts/bandit.py --report-only``); a run that did not
+    """The results a previous run wrote into ``out`` (``make icsgld-bandit-report``); a run that did not
     record its data's source names the one ``cfg.data`` finds now."""
     out = Path(out)
     if not (out / "bandit.csv").exists():

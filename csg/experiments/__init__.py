@@ -3,8 +3,10 @@
 - :mod:`csg.experiments.aggregate`: run directories -> one pandas DataFrame (missing runs kept);
 - :mod:`csg.experiments.tables`: cSG-MCMC Tables 1-3 (their sweeps, and paper-vs-reproduced tables);
 - :mod:`csg.experiments.fig1`, :mod:`csg.experiments.fig3`, :mod:`csg.experiments.fig4`: the figures;
-- :mod:`csg.experiments.table5`: cSG-MCMC Table 5 (Bayesian logistic regression ESS).
+- :mod:`csg.experiments.table5`: cSG-MCMC Table 5 (Bayesian logistic regression ESS);
+- :mod:`csg.experiments.launch`: how a target starts its ``train.py`` runs (multiruns, torchrun, SLURM);
+- :mod:`csg.experiments.registry`: every paper target (what ``make <target>`` runs), one registry.
 
-``scripts/reproduce.py <table>`` runs a table's sweeps and writes its CSV and Markdown
-(``make table1`` etc.); ``scripts/report.py`` aggregates Table 5 and Figure 4.
+``scripts/reproduce.py <target>`` is the one driver: it runs a target's experiments and writes its
+tables and figures (``make table1``, ``make icsgld-bandit``, ...; ``make -n <target>`` shows the call).
 """

@@ -99,7 +99,7 @@ def _model_and_test_data(run_dir: Path, device: torch.device):
     from omegaconf import OmegaConf
 
     import csg  # noqa: F401  (config resolvers)
-    from csg.run import build_data_and_model
+    from csg.build import build_data_and_model
 
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     data, model = build_data_and_model(cfg, device)

@@ -8,9 +8,16 @@ import pandas as pd
 
 from csg.atomic import atomic_write_text
 from csg.experiments.aggregate import load_runs
+from csg.experiments.tables import SweepPlan
 
 METHODS = {"sgd": "SGD", "sgdm": "SGDM", "snapshot_sgdm": "Snapshot", "sgld": "SGLD", "sghmc": "SGHMC",
            "csgld": "cSGLD", "csghmc": "cSGHMC"}
+# full: MLP on MNIST against notMNIST on disk; smoke: the shipped digits against letters drawn from fonts
+SWEEPS = SweepPlan(
+    presets={"full": "fig4", "smoke": "fig4_smoke"},
+    seeds={"full": "0", "smoke": "0"},
+    sweeps=((f"sampler={','.join(METHODS)}", "seed={seeds}"),),
+)
 
 
 def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from csg.atomic import atomic_write_text
 from csg.experiments.aggregate import load_runs, mean_and_stderr
+from csg.experiments.tables import SweepPlan
 from csg.paper import paper_value
 
 DATASETS = ("australian", "german", "heart")
@@ -20,6 +21,13 @@ METHODS = {  # sampler.name -> (label in the paper, schedule)
     "sgld_constant": ("SGLD", "constant (not in the paper)"),
     "sghmc_constant": ("SGHMC", "constant (not in the paper)"),
 }
+# the runs: every preset on every data set, 3 seeds (54 runs, CPU)
+SWEEPS = SweepPlan(
+    presets={"full": None},
+    seeds={"full": "0,1,2"},
+    sweeps=(("experiment=table5_sgld,table5_sghmc,table5_csgld,table5_csghmc,table5_sgld_constant,"
+             "table5_sghmc_constant", "data=heart,german,australian", "seed={seeds}"),),
+)
 
 
 def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:

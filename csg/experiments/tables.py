@@ -189,11 +189,24 @@ TABLES: dict[str, TableSpec] = {
 }
 
 
-def expand(spec: TableSpec, scale: str, epochs: int, seeds: str | None = None) -> list[list[str]]:
+@dataclass(frozen=True)
+class SweepPlan:
+    """The multiruns of a paper target whose report is its own (Table 5, Figure 4): the fields of a
+    :class:`TableSpec` that :func:`expand` reads. ``presets[scale]`` None: the sweeps pick the presets."""
+
+    presets: dict[str, str | None]
+    seeds: dict[str, str]
+    sweeps: tuple[tuple[str, ...], ...]
+    data: dict[str, str] = field(default_factory=dict)
+    processes: dict[int, int] = field(default_factory=dict)
+    values: dict[str, dict[str, object]] = field(default_factory=dict)
+
+
+def expand(spec: TableSpec | SweepPlan, scale: str, epochs: int, seeds: str | None = None) -> list[list[str]]:
     """The overrides of each multirun of ``spec`` at ``scale`` (comma lists left for Hydra to expand).
 
     A sweep with an empty value (a model this scale does not have) becomes an empty list: nothing to run."""
-    values = {"data": spec.data[scale], "seeds": seeds or spec.seeds[scale], "epochs": epochs,
+    values = {"data": spec.data.get(scale, ""), "seeds": seeds or spec.seeds[scale], "epochs": epochs,
               "half_epochs": max(1, epochs // 2), "quad_epochs": 4 * epochs, **spec.values.get(scale, {})}
     sweeps = [[override.format(**values) for override in sweep] for sweep in spec.sweeps]
     return [[] if any(o.endswith("=") for o in sweep) else sweep for sweep in sweeps]

@@ -1,0 +1,87 @@
+"""How a paper target starts its runs: ``train.py`` as Hydra multiruns, under ``torchrun`` or on SLURM.
+
+The driver (``scripts/reproduce.py``) runs every ``train.py`` job as a child process, exactly as a
+user would type it, so that a run made by a paper target and one typed by hand are the same run
+(same run directory, config record, log and ``metrics.json``). Every command is printed before it
+starts; a failed one ends the target with a one-line error that says where the finished runs are.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from csg.errors import CsgError
+from csg.experiments.tables import expected_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN = ROOT / "train.py"
+
+
+class LaunchFailed(CsgError):
+    """A ``train.py`` child process failed; its own error is already on the console."""
+
+
+def preset_epochs(preset: str | None, overrides: list[str]) -> int:
+    """trainer.epochs of the composed preset (with the user's overrides), for sweeps of half the budget."""
+    from hydra import compose, initialize_config_dir
+
+    import csg  # noqa: F401  (registers the config resolvers)
+
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("config", overrides=([f"experiment={preset}"] if preset else []) + overrides)
+    return int(cfg.trainer.epochs)
+
+
+def _call(command: list[str], what: str, runs: Path | None) -> None:
+    print("+ " + " ".join(str(part) for part in command[1:]), flush=True)
+    if subprocess.run(command, cwd=ROOT).returncode != 0:
+        where = f"; the runs that finished stay in {runs}, and --report-only --runs {runs} aggregates them" if runs else ""
+        raise LaunchFailed(f"{what} failed (its error is above){where}")
+
+
+def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher: str, overrides: list[str],
+               processes: dict[int, int] | None = None) -> None:
+    """Each sweep as one Hydra multirun into ``runs/sweep<i>``; a sweep of interacting chains (``processes``:
+    sweep -> P) runs each of its points under ``torchrun --nproc_per_node=P`` locally, or as SLURM jobs of P
+    tasks."""
+    processes = processes or {}
+    base = [f"experiment={preset}"] if preset else []
+    for index, sweep in enumerate(sweeps):
+        if not sweep:
+            continue
+        tasks = processes.get(index, 1)
+        if tasks > 1 and launcher == "local":
+            for number, point in enumerate(expected_runs([sweep])):
+                pairs = [f"{key}={value}" for key, value in point.items()]
+                name = "_".join(value for key, value in point.items() if key in ("sampler", "model", "seed"))
+                command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={tasks}",
+                           str(TRAIN), *base, *pairs, *overrides,
+                           f"hydra.run.dir={runs / f'sweep{index}' / f'{number}_{name}'}"]
+                _call(command, f"the run `{' '.join(pairs)}`", runs)
+            continue
+        command = [sys.executable, str(TRAIN), "-m", *base, *sweep, *overrides, f"hydra.sweep.dir={runs / f'sweep{index}'}"]
+        if launcher == "slurm":
+            command.append("hydra/launcher=slurm")
+            if tasks > 1:
+                command += [f"hydra.launcher.tasks_per_node={tasks}", f"hydra.launcher.gpus_per_node={tasks}"]
+        _call(command, f"the multirun `{' '.join(sweep)}`", runs)
+
+
+def run_study(study: str, out: Path, run_dir: Path, overrides: list[str]) -> None:
+    """One study on analytic targets (``train.py synthetic=<study>``, configs/synthetic/) writing into ``out``."""
+    command = [sys.executable, str(TRAIN), f"synthetic={study}", f"synthetic.output_dir={out}", *overrides,
+               f"hydra.run.dir={run_dir}"]
+    _call(command, f"the study `synthetic={study}`", None)
+
+
+def newest_runs(folder: str) -> Path:
+    """The newest ``multirun/<folder>/<date>`` (what ``--report-only`` aggregates without ``--runs``)."""
+    from csg.errors import ConfigError
+
+    candidates = sorted((Path("multirun") / folder).glob("*"))  # the driver works from the repository
+    if not candidates:
+        raise ConfigError("--runs", "(none given)", f"a folder of runs: none under multirun/{folder}/, run the "
+                          "target first")
+    return candidates[-1]

@@ -1,0 +1,260 @@
+"""Every paper target, one registry: what ``make <target>`` and ``scripts/reproduce.py <target>`` run.
+
+A :class:`Target` runs its experiments (Hydra multiruns of ``train.py``, studies on analytic targets, or
+in-process jobs) and writes its tables and figures under ``results/<paper>/`` (``.../smoke/`` at smoke
+scale). Every target reads the same :class:`Job` (``--scale``, ``--launcher``, ``--seeds``,
+``--report-only``, ``--runs``, ``--preset``, ``--out``, and ``KEY=VALUE`` overrides); a flag a target
+has no use for is a one-line error naming the targets that take it, before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from csg.errors import ConfigError
+from csg.experiments import fig3, fig4, table5, tables
+from csg.experiments.launch import ROOT, newest_runs, preset_epochs, run_study, run_sweeps
+
+LETTERS = Path("data") / "generated_notmnist"  # the notMNIST-style letters of the smoke-scale OOD targets
+
+
+@dataclass(frozen=True)
+class Job:
+    """One call of the driver: the target and its flags (``None``: the target's default)."""
+
+    target: str
+    out: Path                       # where the tables and figures go
+    out_given: bool = False         # --out typed by the user (else results/<paper>[/smoke])
+    scale: str = "full"
+    launcher: str = "local"
+    seeds: str | None = None
+    report_only: bool = False
+    runs: Path | None = None
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()
+    stamp: str = ""                 # <date>_<time>: the folder of this call's runs
+
+
+FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None}
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    what: str
+    paper_dir: str                  # results/<paper_dir>
+    make: Callable[[Job], list[str]]  # runs the target (or only reports); returns the lines to print
+    scales: tuple[str, ...] = ("full",)
+    flags: frozenset[str] = field(default_factory=frozenset)  # the FLAGS it takes
+
+    def check(self, job: Job) -> None:
+        """A one-line error for a scale or a flag this target does not take."""
+        if job.scale not in self.scales:
+            raise ConfigError("--scale", job.scale, f"{' or '.join(self.scales)} for {self.name}")
+        for flag, default in FLAGS.items():
+            value = getattr(job, flag)
+            if value != default and flag not in self.flags:
+                takers = [name for name, target in TARGETS.items() if flag in target.flags]
+                raise ConfigError(f"--{flag.replace('_', '-')}", value,
+                                  f"not used by {self.name}; the targets that take it: {', '.join(takers)}")
+
+
+def default_out(target: Target, scale: str) -> Path:
+    return Path("results") / target.paper_dir / ("smoke" if scale == "smoke" else "")
+
+
+def _letters(job: Job) -> None:
+    """The smoke scale's OOD letters (scripts/make_letters.py), drawn once."""
+    if job.scale == "smoke" and not (ROOT / LETTERS / "J").is_dir():
+        from csg.data.notmnist import render_letters
+
+        render_letters(ROOT / LETTERS, 200, 0)
+        print(f"wrote 2000 letters to {LETTERS}")
+
+
+def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], prepare=None) -> Callable[[Job], list[str]]:
+    """A target made of multiruns: run the sweeps of ``plan`` (unless --report-only), then ``report``."""
+
+    def make(job: Job) -> list[str]:
+        preset = job.preset or plan.presets[job.scale]
+        folder = preset or job.target  # its runs: multirun/<folder>/<date>
+        epochs = preset_epochs(preset, list(job.overrides)) if preset else 0
+        if job.report_only:
+            runs = job.runs or newest_runs(folder)
+        else:
+            if prepare is not None:
+                prepare(job)
+            runs = job.runs or Path("multirun") / folder / job.stamp
+            run_sweeps(preset, tables.expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
+                       list(job.overrides), plan.processes)
+        return report(job, runs, epochs, preset)
+
+    return make
+
+
+def _missing(lines: list[str], missing: list[dict[str, str]]) -> list[str]:
+    return lines + ["missing run: " + " ".join(f"{k}={v}" for k, v in run.items()) for run in missing]
+
+
+def _table_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
+    name = tables.TABLES[job.target.replace("-", "_")].name
+    _, missing = tables.report(name, runs, job.out, job.scale, epochs=epochs, seeds=job.seeds, preset=preset)
+    return _missing([f"{job.target}: wrote {job.out / (name + '.md')} from {runs}"], missing)
+
+
+def _fig3_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
+    missing = fig3.report(runs, job.out, job.scale, epochs=epochs, seeds=job.seeds)
+    return _missing([f"fig3: wrote {job.out / 'fig3.md'} from {runs}"], missing)
+
+
+def _own_report(report: Callable[[Path, Path], object], name: str):
+    def write(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
+        report(runs, job.out)
+        return [f"{name}: wrote {job.out / (name + '.md')} from {runs}"]
+
+    return write
+
+
+def _studies(*studies: str) -> Callable[[Job], list[str]]:
+    """A target made of studies on analytic targets (configs/synthetic/), each one ``train.py synthetic=...``."""
+
+    def make(job: Job) -> list[str]:
+        for study in studies:
+            run_study(study, job.out, Path("runs") / study / job.stamp, list(job.overrides))
+        return [f"{job.target}: wrote {', '.join(studies)} into {job.out}"]
+
+    return make
+
+
+def _fig1(job: Job) -> list[str]:
+    from csg.experiments import fig1
+
+    return [f"fig1: wrote {fig1.render(job.out)}"]
+
+
+def _options(job: Job, allowed: dict[str, str]) -> dict[str, str]:
+    """``KEY=VALUE`` overrides of an in-process target, checked against its keys (key -> what it takes)."""
+    options = {}
+    for override in job.overrides:
+        key, _, value = override.partition("=")
+        if key not in allowed:
+            keys = "; ".join(f"{k}=<{v}>" for k, v in allowed.items()) or "none"
+            raise ConfigError(key, value, f"overrides of {job.target}: {keys}")
+        options[key] = value
+    return options
+
+
+def _bandit(job: Job) -> list[str]:
+    from omegaconf import OmegaConf
+
+    from csg.bandit.report import load_results, report, run_all
+
+    agents = [o.split("=", 1)[1].split(",") for o in job.overrides if o.startswith("agents=")]
+    yaml = [o for o in job.overrides if not o.startswith("agents=")]
+    cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
+    if job.seeds is not None:
+        OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
+    scale = job.scale
+    if job.report_only:
+        results = load_results(job.out, cfg)
+        scale = str(results.curves.scale.iloc[0])
+    else:
+        results = run_all(cfg, scale, agents[-1] if agents else None)
+    return [f"icsgld-bandit: wrote {report(results, cfg, job.out, scale)}"]
+
+
+def _names(text: str | None, allowed: list[str], key: str) -> tuple[str, ...]:
+    names = tuple(allowed if text is None else text.split(","))
+    for name in names:
+        if name not in allowed:
+            raise ConfigError(key, name, f"one of {', '.join(allowed)}")
+    return names
+
+
+def _references(job: Job) -> Path:
+    return (job.out if job.out_given else Path("results") / "csgmcmc") / "reference"
+
+
+def _reference(job: Job) -> list[str]:
+    from csg.accuracy.reference import TARGETS, NutsSettings, build_reference
+
+    options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
+                             "warmup": "NUTS warm-up iterations per chain", "samples": "NUTS draws per chain"})
+    settings = NutsSettings(warmup=int(options.get("warmup", 1000)), samples=int(options.get("samples", 5000)))
+    lines = []
+    for name in _names(options.get("targets"), list(TARGETS), "targets"):
+        print(f"{name}: NUTS, {settings.chains} chains x ({settings.warmup} + {settings.samples}) ...", flush=True)
+        result = build_reference(TARGETS[name], settings)
+        path = _references(job) / f"{name}.json"
+        result.save(path)
+        lines.append(f"{name}: R-hat {result.rhat_max:.4f}, ESS bulk {result.ess_bulk_min:.0f} / tail "
+                     f"{result.ess_tail_min:.0f}, {result.divergences} divergences, {result.seconds:.0f} s -> {path}")
+        print(lines[-1], flush=True)
+    return [f"reference: wrote {len(lines)} reference(s) into {_references(job)}"]
+
+
+def _accuracy(job: Job) -> list[str]:
+    import pandas as pd
+
+    from csg.accuracy import report, study
+    from csg.accuracy.reference import TARGETS
+
+    options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}"})
+    targets = _names(options.get("targets"), list(TARGETS), "targets")
+    references = _references(job)
+    missing = [name for name in targets if not (references / f"{name}.json").exists()]
+    if missing:
+        raise ConfigError("targets", ",".join(missing), f"targets with a reference in {references}: run "
+                          "`make reference` first")
+    runs_csv = job.out / "accuracy_runs.csv"
+    if job.report_only:
+        if not runs_csv.exists():
+            raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make accuracy` first")
+        runs = pd.read_csv(runs_csv)
+        result = study.Study(runs, study.summarise(runs), float("nan"))
+    else:
+        seeds = tuple(int(s) for s in (job.seeds or "0,1,2").split(","))
+        smoke = {"factors": (0.5, 1.0), "overrides": study.SMOKE} if job.scale == "smoke" else {}
+        result = study.run_study(references, targets, seeds, **smoke, log=lambda line: print(line, flush=True))
+    report.write(result, job.out, references, job.scale)
+    return [f"accuracy: wrote {job.out / 'accuracy.md'}"]
+
+
+SWEEP_FLAGS = frozenset(FLAGS)
+BOTH = ("full", "smoke")
+_TABLES = {name: _sweeps(tables.TABLES[name], _table_report) for name in ("table1", "table2", "table3")}
+
+TARGETS: dict[str, Target] = {target.name: target for target in (
+    Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods (smoke: MNIST digits, MLP)",
+           "csgmcmc", _TABLES["table1"], BOTH, SWEEP_FLAGS),
+    Target("table2", "cSG-MCMC Table 2: 4 parallel chains against one, cyclical against decreasing",
+           "csgmcmc", _TABLES["table2"], BOTH, SWEEP_FLAGS),
+    Target("table3", "cSG-MCMC Table 3: ResNet-50 on ImageNet", "csgmcmc", _TABLES["table3"], BOTH, SWEEP_FLAGS),
+    Target("table4", "cSG-MCMC Table 4, Figures 2 and 5: 25-Gaussian mode coverage (CPU, under a minute)",
+           "csgmcmc", _studies("table4")),
+    Target("table5", "cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, minutes)", "csgmcmc",
+           _sweeps(table5.SWEEPS, _own_report(table5.report, "table5")),
+           flags=frozenset({"launcher", "seeds", "report_only", "runs"})),
+    Target("fig1", "cSG-MCMC Figure 1: the two step-size schedules (seconds)", "csgmcmc", _fig1),
+    Target("fig3", "cSG-MCMC Figure 3: MDS, interpolation between samples, error against cycles", "csgmcmc",
+           _sweeps(fig3.SPEC, _fig3_report), BOTH, SWEEP_FLAGS),
+    Target("fig4", "cSG-MCMC Figure 4: entropy on notMNIST (smoke: letters drawn from fonts)", "csgmcmc",
+           _sweeps(fig4.SWEEPS, _own_report(fig4.report, "fig4"), prepare=_letters), BOTH, SWEEP_FLAGS),
+    Target("reference", "NUTS reference posteriors (NumPyro; the reference extra)", "csgmcmc", _reference),
+    Target("accuracy", "Table 5's samplers against the NUTS references (CPU, ~20 min)", "csgmcmc", _accuracy,
+           BOTH, frozenset({"seeds", "report_only"})),
+    Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
+           _studies("wang_mixture1d", "wang_mog25")),
+    Target("icsgld-sim", "ICSGLD Section 5.2: 5 samplers on the 25-mode landscape, KL curves", "icsgld",
+           _studies("icsgld_sim")),
+    Target("icsgld-variance", "ICSGLD Appendix D.5: variance of theta, ICSGLD x P10 against CSGLD x T10", "icsgld",
+           _studies("icsgld_variance")),
+    Target("icsgld-mnist", "ICSGLD Section 5.1: loss of SGD, SGLD and ICSGLD on MNIST digits 0-4", "icsgld",
+           _studies("icsgld_mnist")),
+    Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",
+           _sweeps(tables.TABLES["icsgld_table1"], _table_report, prepare=_letters), BOTH, SWEEP_FLAGS),
+    Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset)",
+           "icsgld", _bandit, BOTH, frozenset({"seeds", "report_only"})),
+)}
