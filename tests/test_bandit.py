@@ -166,3 +166,28 @@ def test_psgld_agent_noise_is_the_authors_sqrt_2_lr_t_g():
     z = torch.cat([((h - c).detach() / (2 * hot.spec.lr * 0.3 * g).sqrt()).reshape(-1)
                    for h, c, g in zip(hot_params, cold_params, preconditioners)])
     assert z.numel() > 40000 and abs(float(z.std()) - 1.0) < 0.02 and abs(float(z.mean())) < 0.02
+
+
+def _results(agent_seeds, regret, source="keel", scale="full"):
+    import pandas as pd
+
+    curves = pd.DataFrame([{"agent": a, "seed": s, "step": k, "cumulative_regret": regret * k, "scale": scale}
+                           for a, s in agent_seeds for k in (1, 2)])
+    traces = pd.DataFrame([{"agent": a, "seed": s, "step": 0, "energy_median": regret} for a, s in agent_seeds])
+    thetas = pd.DataFrame([{"agent": a, "seed": s, "step": 0, "partition": 0, "theta": 1.0} for a, s in agent_seeds])
+    return Results(curves, traces, thetas, source)
+
+
+def test_more_seeds_are_added_to_a_previous_run_and_a_redone_run_replaces_its_old_one():
+    from csg.bandit.report import combine
+    from csg.errors import ConfigError
+
+    previous = _results([("pSGLD", 0), ("pICSGLD", 0), ("EpsGreedy", 0)], regret=10.0)
+    more = _results([("pSGLD", 1), ("pICSGLD", 0)], regret=20.0)
+    merged = combine(previous, more)
+    last = merged.curves[merged.curves.step == 2].set_index(["agent", "seed"]).cumulative_regret
+    assert last.to_dict() == {("pSGLD", 0): 20.0, ("EpsGreedy", 0): 20.0, ("pSGLD", 1): 40.0, ("pICSGLD", 0): 40.0}
+    assert len(merged.traces) == len(merged.thetas) == 4
+    assert final_regret(merged.curves).set_index("agent").seeds.to_dict() == {"EpsGreedy": 1, "pICSGLD": 1, "pSGLD": 2}
+    with pytest.raises(ConfigError):
+        combine(previous, _results([("pSGLD", 1)], 20.0, source="uci"))

@@ -71,6 +71,24 @@ def run_all(cfg: DictConfig, scale: str, names: list[str] | None = None) -> Resu
     return Results(curves, traces, thetas, data.source)
 
 
+def combine(previous: Results, new: Results) -> Results:
+    """``previous`` with ``new``'s runs added (more seeds of some agents); a run in both, same agent and seed,
+    is ``new``'s. Refused across data sources or scales: their regrets are not comparable."""
+    if previous.source != new.source or set(previous.curves.scale) != set(new.curves.scale):
+        raise ConfigError("extend", True, f"runs of the same data and scale as the previous ones ({previous.source}, "
+                          f"{', '.join(sorted(set(previous.curves.scale)))})")
+    redone = set(zip(new.curves.agent, new.curves.seed))
+
+    def merged(old: pd.DataFrame, added: pd.DataFrame) -> pd.DataFrame:
+        if old.empty or added.empty:
+            return added if old.empty else old
+        kept = old[[pair not in redone for pair in zip(old.agent, old.seed)]]
+        return pd.concat([kept, added], ignore_index=True)
+
+    return Results(merged(previous.curves, new.curves), merged(previous.traces, new.traces),
+                   merged(previous.thetas, new.thetas), new.source)
+
+
 def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
     """Per agent: mean, standard error and number of seeds of the cumulative regret at the last step."""
     last = curves[curves.step == curves.step.max()]

@@ -149,10 +149,12 @@ def _options(job: Job, allowed: dict[str, str]) -> dict[str, str]:
 def _bandit(job: Job) -> list[str]:
     from omegaconf import OmegaConf
 
-    from csg.bandit.report import load_results, report, run_all
+    from csg.bandit.report import combine, load_results, report, run_all
 
+    ours = ("agents=", "extend=")  # a subset of the agents; add the runs to those already in --out
     agents = [o.split("=", 1)[1].split(",") for o in job.overrides if o.startswith("agents=")]
-    yaml = [o for o in job.overrides if not o.startswith("agents=")]
+    extend = any(o in ("extend=true", "extend=True") for o in job.overrides)
+    yaml = [o for o in job.overrides if not o.startswith(ours)]
     cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
     if job.seeds is not None:
         OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
@@ -161,7 +163,10 @@ def _bandit(job: Job) -> list[str]:
         results = load_results(job.out, cfg)
         scale = str(results.curves.scale.iloc[0])
     else:
+        previous = load_results(job.out, cfg) if extend else None  # no previous run: refused before running
         results = run_all(cfg, scale, agents[-1] if agents else None)
+        if previous is not None:
+            results = combine(previous, results)
     return [f"icsgld-bandit: wrote {report(results, cfg, job.out, scale)}"]
 
 
@@ -255,6 +260,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            _studies("icsgld_mnist")),
     Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",
            _sweeps(tables.TABLES["icsgld_table1"], _table_report, prepare=_letters), BOTH, SWEEP_FLAGS),
-    Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset)",
+    Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset; "
+           "extend=true: add to the runs in --out)",
            "icsgld", _bandit, BOTH, frozenset({"seeds", "report_only"})),
 )}
