@@ -191,3 +191,17 @@ def test_more_seeds_are_added_to_a_previous_run_and_a_redone_run_replaces_its_ol
     assert final_regret(merged.curves).set_index("agent").seeds.to_dict() == {"EpsGreedy": 1, "pICSGLD": 1, "pSGLD": 2}
     with pytest.raises(ConfigError):
         combine(previous, _results([("pSGLD", 1)], 20.0, source="uci"))
+
+
+def test_the_report_says_which_agents_have_which_seeds(tmp_path):
+    import pandas as pd
+
+    from csg.bandit.report import combine
+
+    cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
+    merged = combine(_results([("pSGLD", 0), ("EpsGreedy", 0)], 10.0), _results([("pSGLD", 1)], 20.0))
+    text = report(Results(merged.curves, pd.DataFrame(), pd.DataFrame(), "keel"), cfg, tmp_path, "full").read_text()
+    assert "Seeds differ between agents: pSGLD: seeds 0, 1; EpsGreedy: seeds 0." in text
+    seed0 = Results(merged.curves[merged.curves.seed == 0], pd.DataFrame(), pd.DataFrame(), "keel")
+    same = report(seed0, cfg, tmp_path / "same", "full").read_text()
+    assert "Seeds differ" not in same

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import math
 
 import numpy as np
 import pytest

@@ -266,7 +266,6 @@ def test_backward_multiplier_collapses_theta_when_the_lowest_partition_is_empty(
     """The D.5 target has no energy below 1.43, so partition 0 (0.15 .. 1.15) is never visited. The paper's
     backward difference log theta(J) - log theta(J - 1) then divides by a vanishing theta(0) at J = 1 and theta
     collapses onto partition 1; the authors' script's forward difference approaches the density of states."""
-    import numpy as np
 
     from csg.synthetic import icsgld_variance as study
 
@@ -303,7 +302,6 @@ def test_the_mnist_study_runs_its_three_methods_from_one_network(tmp_path):
     """The three methods start from the same network (same first loss); SGD (T = 0) and SGLD then part; the
     contour run records the partition of each energy and a multiplier of 1 on partitions it never revisited."""
     import pandas as pd
-    from omegaconf import OmegaConf
 
     from csg.synthetic import icsgld_mnist
 

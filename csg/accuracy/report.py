@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from csg.accuracy import chains
-from csg.accuracy.reference import TARGETS, Reference
+from csg.accuracy.reference import Reference
 from csg.accuracy.study import Study, paired_difference, primary_metric
 from csg.atomic import atomic_write_text
 

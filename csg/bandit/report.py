@@ -192,6 +192,15 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
              f"`make icsgld-bandit{' SCALE=smoke' if scale == 'smoke' else ''}`.", "",
              "| agent | cumulative regret (mean +- s.e.) | our rank | paper's Figure 4 rank | seeds |",
              "|---|---:|---:|---:|---:|"]
+    per_agent = curves.groupby("agent", sort=False).seed.unique()
+    if len({tuple(sorted(v)) for v in per_agent}) > 1:  # some agents were given more seeds (extend=true)
+        groups: dict[tuple, list[str]] = {}
+        for agent, agent_seeds in per_agent.items():
+            groups.setdefault(tuple(sorted(agent_seeds)), []).append(agent)
+        lines[-2:-2] = ["Seeds differ between agents: " + "; ".join(
+            f"{', '.join(agents)}: seeds {', '.join(map(str, key))}" for key, agents in groups.items()) +
+            ". The extra seeds were added to a previous run with `python scripts/reproduce.py icsgld-bandit --seeds "
+            "<seeds> agents=<agents> extend=true`; the paired differences below use every seed both agents have.", ""]
     for row in table.itertuples():
         error = f" +- {row.stderr:.0f}" if not math.isnan(row.stderr) else ""
         lines.append(f"| {row.agent} | {row.mean:.0f}{error} | {row.rank} | {PAPER_RANK.get(row.agent, '-')} | "

@@ -147,6 +147,8 @@ def _options(job: Job, allowed: dict[str, str]) -> dict[str, str]:
 
 
 def _bandit(job: Job) -> list[str]:
+    import logging
+
     from omegaconf import OmegaConf
 
     from csg.bandit.report import combine, load_results, report, run_all
@@ -159,6 +161,7 @@ def _bandit(job: Job) -> list[str]:
     if job.seeds is not None:
         OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
     scale = job.scale
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the agents' progress
     if job.report_only:
         results = load_results(job.out, cfg)
         scale = str(results.curves.scale.iloc[0])
