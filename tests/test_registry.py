@@ -63,7 +63,8 @@ def test_a_flag_the_target_does_not_take_is_refused(target, flags, key):
 
 
 def test_the_driver_refuses_in_one_line_before_running(tmp_path):
-    for argv in (["reference", "--scale", "smoke"], ["accuracy", "warmup=10"]):
+    for argv in (["reference", "--scale", "smoke"], ["accuracy", "warmup=10"], ["reference", "warmup=ten"],
+                 ["icsgld-bandit", "extend=maybe"]):
         process = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *argv, "--out", str(tmp_path)],
                                  capture_output=True, text=True, timeout=120)
         assert process.returncode == 2 and "Traceback" not in process.stderr

@@ -155,7 +155,10 @@ def _bandit(job: Job) -> list[str]:
 
     ours = ("agents=", "extend=")  # a subset of the agents; add the runs to those already in --out
     agents = [o.split("=", 1)[1].split(",") for o in job.overrides if o.startswith("agents=")]
-    extend = any(o in ("extend=true", "extend=True") for o in job.overrides)
+    extend = [o.split("=", 1)[1].lower() for o in job.overrides if o.startswith("extend=")]
+    if any(value not in ("true", "false") for value in extend):
+        raise ConfigError("extend", extend[-1], "true (add the runs to those in --out) or false")
+    extend = bool(extend) and extend[-1] == "true"
     yaml = [o for o in job.overrides if not o.startswith(ours)]
     cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
     if job.seeds is not None:
@@ -190,6 +193,9 @@ def _reference(job: Job) -> list[str]:
 
     options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
                              "warmup": "NUTS warm-up iterations per chain", "samples": "NUTS draws per chain"})
+    for key in ("warmup", "samples"):
+        if not options.get(key, "1").isdigit() or int(options.get(key, "1")) < 1:
+            raise ConfigError(key, options[key], "a whole number >= 1")
     settings = NutsSettings(warmup=int(options.get("warmup", 1000)), samples=int(options.get("samples", 5000)))
     lines = []
     for name in _names(options.get("targets"), list(TARGETS), "targets"):
