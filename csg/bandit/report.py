@@ -51,6 +51,12 @@ def load_results(out: Path, cfg: DictConfig) -> Results:
 
 def setting_of(cfg: DictConfig, steps: int) -> Setting:
     partition = OmegaConf.to_container(cfg.contour, resolve=True)
+    if not isinstance(partition.get("lag", False), bool):
+        raise ConfigError("contour.lag", partition["lag"], "true (the authors' previous-iteration J) or false")
+    first = partition.get("first", 0)
+    if not isinstance(first, int) or not 0 <= first <= int(partition["partitions"]) - 2:
+        raise ConfigError("contour.first", first, f"a whole number from 0 to contour.partitions - 2 "
+                          f"({int(partition['partitions']) - 2})")
     return Setting(capacity=int(cfg.capacity), batch_size=int(cfg.batch_size), hidden=int(cfg.hidden),
                    weight_decay=float(cfg.weight_decay), partition=partition,
                    warm_steps=int(float(partition["warm"]) * steps))

