@@ -63,12 +63,18 @@ def test_a_flag_the_target_does_not_take_is_refused(target, flags, key):
 
 
 def test_the_driver_refuses_in_one_line_before_running(tmp_path):
-    for argv in (["reference", "--scale", "smoke"], ["accuracy", "warmup=10"], ["reference", "warmup=ten"],
-                 ["icsgld-bandit", "extend=maybe"]):
-        process = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *argv, "--out", str(tmp_path)],
-                                 capture_output=True, text=True, timeout=120)
-        assert process.returncode == 2 and "Traceback" not in process.stderr
-        assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith("error: ")
+    process = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "reference", "--scale", "smoke",
+                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert process.returncode == 2 and "Traceback" not in process.stderr
+    assert len(process.stderr.strip().splitlines()) == 1 and process.stderr.startswith("error: ")
+    # the targets' own keys, refused by the target before it runs anything (the CLI prints them as above)
+    for target, override, key in (("accuracy", "warmup=10", "warmup"), ("reference", "warmup=ten", "warmup"),
+                                  ("icsgld-bandit", "extend=maybe", "extend")):
+        job = Job(target=target, out=tmp_path, out_given=True, overrides=(override,))
+        TARGETS[target].check(job)
+        with pytest.raises(ConfigError) as refused:
+            TARGETS[target].make(job)
+        assert refused.value.key == key and "\n" not in str(refused.value)
     assert not any(tmp_path.iterdir())
 
 

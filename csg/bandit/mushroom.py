@@ -43,9 +43,12 @@ class Mushrooms:
 
 def one_hot(rows: list[list[str]]) -> np.ndarray:
     """Every column one-hot over its levels (sorted), all levels kept ('?' is a level)."""
-    columns = list(zip(*rows))
-    blocks = [np.asarray([[value == level for level in sorted(set(column))] for value in column], dtype=np.float32)
-              for column in columns]
+    blocks = []
+    for column in zip(*rows):
+        levels = {level: i for i, level in enumerate(sorted(set(column)))}
+        block = np.zeros((len(column), len(levels)), dtype=np.float32)
+        block[np.arange(len(column)), [levels[value] for value in column]] = 1.0
+        blocks.append(block)
     return np.concatenate(blocks, axis=1)
 
 
