@@ -185,6 +185,16 @@ def test_simulation_runs_every_method_at_a_tiny_budget():
     # every 5th iteration after the warm-up; reSGLD keeps its T = 1 chain only, cycSGLD its low-step-size part
     assert samples["SGLD x P5"] == 5 * 35 and samples["reSGLD x P5"] == 35  # k = 25, 30, ..., 195
     assert samples["CSGLD x T5"] == 179 > samples["cycSGLD x T5"]  # k = 105, ..., 995
+    # each repeat's end: the means above are over these, and only the contour methods' samples have unequal weights
+    repeats = result.repeats.set_index(["method", "repeat"])
+    assert len(repeats) == 2 * len(METHODS)
+    assert repeats.kl.groupby("method").mean().reindex(METHODS).tolist() == pytest.approx(result.final.kl.tolist())
+    share = repeats.weight_ess.groupby("method").min()
+    assert share[["SGLD x P5", "cycSGLD x T5", "reSGLD x P5"]].tolist() == pytest.approx([1.0] * 3)
+    assert (share < 1 - 1e-9).sum() == 2
+    from csg.synthetic.icsgld_simulation_report import repeat_lines
+    table = "\n".join(repeat_lines(result.repeats))
+    assert table.count("| ICSGLD x P5 |") == 1 and "corr(KL, share)" in table
 
 
 def test_knn_divergence_on_known_gaussians():

@@ -68,6 +68,7 @@ class SimulationResult:
     final: pd.DataFrame   # method, kl (k-NN, mean over repeats), kl_stderr, hist_kl, mode_tv, ...
     curves: pd.DataFrame  # method, gradient_evaluations, kl, kl_stderr, hist_kl, hist_kl_stderr
     modes: pd.DataFrame   # method, mode_x, mode_y, mass, true_mass
+    repeats: pd.DataFrame = None  # method, repeat, kl, hist_kl, mode_tv, weight_ess (each repeat at the end)
 
 
 def true_bin_masses(target: ICSGLDLandscape, refine: int = 10) -> Tensor:
@@ -174,6 +175,12 @@ class _Recorder:
             q, w = points[:, r].reshape(-1, 2), weights[:, r].reshape(-1)
             values.append(self.knn(q, w if self.weighted else None))
         return torch.tensor(values, dtype=torch.float64)
+
+    def weight_ess(self) -> Tensor:
+        r"""Per repeat, the effective share of its samples under their weights, :math:`(\sum w)^2 / (n \sum w^2)`:
+        1 for equal weights, 1/n when one sample holds all."""
+        weights = torch.cat(self.weights).transpose(0, 1).reshape(self.histograms.shape[0], -1)
+        return weights.sum(1).square() / (weights.shape[1] * weights.square().sum(1))
 
     def checkpoint(self, gradient_evaluations: int) -> None:
         knn = self.knn_kl()
@@ -303,7 +310,7 @@ def run_simulation(steps: int = 80_000, repeats: int = 20, checkpoints: int = 10
     truth = true_bin_masses(target)
     knn = KNNDivergence(exact_draws(target, protocol.true_samples, torch.Generator().manual_seed(seed * 1000 + 999)))
     true_modes = mode_masses(truth[None])[0]
-    finals, curves, modes = [], [], []
+    finals, curves, modes, per_repeat = [], [], [], []
     for number, method in enumerate(methods):
         generator = torch.Generator().manual_seed(seed * 1000 + number)
         with torch.no_grad():
@@ -318,11 +325,14 @@ def run_simulation(steps: int = 80_000, repeats: int = 20, checkpoints: int = 10
                        "samples": kept, "gradient_evaluations": 5 * steps, "repeats": repeats})
         curves += [{"method": method, "gradient_evaluations": g, "kl": m, "kl_stderr": s, "hist_kl": hm,
                     "hist_kl_stderr": hs} for g, m, s, hm, hs in recorder.curve]
+        ess = recorder.weight_ess()
+        per_repeat += [{"method": method, "repeat": r, "kl": kl[r].item(), "hist_kl": hist[r].item(),
+                        "mode_tv": tv[r].item(), "weight_ess": ess[r].item()} for r in range(repeats)]
         mean_masses = masses.mean(0)
         for index in range(25):
             modes.append({"method": method, "mode_x": index // 5 - 2, "mode_y": index % 5 - 2,
                           "mass": mean_masses[index].item(), "true_mass": true_modes[index].item()})
-    return SimulationResult(pd.DataFrame(finals), pd.DataFrame(curves), pd.DataFrame(modes))
+    return SimulationResult(pd.DataFrame(finals), pd.DataFrame(curves), pd.DataFrame(modes), pd.DataFrame(per_repeat))
 
 
 def run(study, output_dir, seed: int) -> dict:
@@ -339,6 +349,7 @@ def run(study, output_dir, seed: int) -> dict:
     atomic_write_text(output_dir / "simulation.csv", result.final.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
+    atomic_write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
     seconds = time.perf_counter() - started
     atomic_write_text(output_dir / "simulation.md", report.markdown(result, study, seed, seconds))
     report.figure(result, output_dir / "simulation.png")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from csg.synthetic.icsgld_simulation import BINS, LIMIT, SimulationResult
 
 # (setting, the paper's Appendix D.2, the authors' notebooks (simulations/ at c3affa9), ours, why ours differs)
@@ -65,10 +67,32 @@ def markdown(result: SimulationResult, study, seed: int, seconds: float) -> str:
               f"{r.mode_tv:.3f} +- {r.mode_tv_stderr:.3f} | {r.modes_visited:.1f} | {int(r.samples):,} |"
               for m, r in final.iterrows()]
     ranking = final.kl.sort_values().index.tolist()
-    lines += ["", f"Ranked by final KL, lowest first: {', '.join(ranking)}.", "", "## Settings", "",
+    lines += ["", f"Ranked by final KL, lowest first: {', '.join(ranking)}."] + repeat_lines(result.repeats)
+    lines += ["", "## Settings", "",
               "| setting | paper (Appendix D.2) | authors' notebooks | ours | why ours differs |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(row) + " |" for row in SETTINGS]
     return "\n".join(lines) + "\n"
+
+
+def repeat_lines(repeats: pd.DataFrame) -> list[str]:
+    """Each method's spread over repeats, and for the contour methods how the repeats' KL follows the
+    concentration of their importance weights (weight ESS share: (sum w)^2 / (n sum w^2))."""
+    if repeats is None or repeats.empty:
+        return []
+    lines = ["", "## Over the repeats", "", "Each repeat's final k-NN KL (simulation_repeats.csv): median, quartiles "
+             "and worst; the effective share of the samples under their importance weights (1: equal weights), median "
+             "and lowest; and, over the repeats, Spearman's correlation of the KL with that share.", "",
+             "| method | KL median | KL quartiles | KL worst | weight ESS share, median (lowest) | corr(KL, share) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for method, block in repeats.groupby("method", sort=False):
+        kl, share = block.kl, block.weight_ess
+        weighted = share.min() < 1 - 1e-9
+        corr = f"{kl.corr(share, method='spearman'):+.2f}" if weighted else "-"
+        lines.append(f"| {method} | {kl.median():.3f} | {kl.quantile(0.25):.3f} .. {kl.quantile(0.75):.3f} | "
+                     f"{kl.max():.3f} | {share.median():.3f} ({share.min():.3f}) | {corr} |" if weighted else
+                     f"| {method} | {kl.median():.3f} | {kl.quantile(0.25):.3f} .. {kl.quantile(0.75):.3f} | "
+                     f"{kl.max():.3f} | 1 | - |")
+    return lines
 
 
 def figure(result: SimulationResult, path: Path) -> None:
