@@ -312,3 +312,27 @@ def test_bandit_refuses_a_bad_contour_indexing_in_one_line():
         bad = OmegaConf.merge(cfg, OmegaConf.from_dotlist([f"contour.{key}={value}"]))
         with pytest.raises(ConfigError, match=match):
             setting_of(bad, 10)
+
+
+def test_the_reading_of_curves_and_traces_counts_what_it_says():
+    import pandas as pd
+
+    from csg.bandit.report import paired_differences, reading
+
+    cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
+    rows = []
+    for seed in (0, 1):
+        for step in range(1, 11):
+            psgld = 10.0 * step
+            picsgld = psgld if step <= 3 + seed else psgld + 5 * (step - 3 - seed) - (8 if step <= 6 else 0)
+            rows += [{"agent": "pSGLD", "seed": seed, "step": step, "cumulative_regret": psgld},
+                     {"agent": "pICSGLD", "seed": seed, "step": step, "cumulative_regret": picsgld}]
+    curves = pd.DataFrame(rows)
+    traces = pd.DataFrame([{"agent": "pICSGLD", "seed": 0, "step": step, "multiplier_min": -1.0 if step in (6, 7, 8) else 0.5}
+                           for step in range(11)])
+    text = "\n".join(reading(curves, traces, cfg))
+    assert "until step 3 in every seed" in text and "the first 1 steps" in text
+    # differences at step 5 (half-way): seed 0: 10 - 8 = +2, seed 1: 5 - 8 = -3; at step 10: +35, +30
+    assert "-0 at step 5, +32 at step 10" in text
+    assert "pSGLD 50, pICSGLD 83" in text and "In 60% of pICSGLD's steps after step 5" in text
+    assert paired_differences(curves) == ["| pICSGLD - pSGLD | +35, +30 | +32 +- 2 | -0 +- 2 |"]

@@ -103,16 +103,51 @@ def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_differences(curves: pd.DataFrame) -> list[str]:
-    """Markdown rows of final-regret differences between the sampling agents, paired by seed."""
-    last = curves[curves.step == curves.step.max()].pivot(index="seed", columns="agent", values="cumulative_regret")
+    """Markdown rows of final-regret differences between the sampling agents, paired by seed, and the same
+    difference half-way."""
+    end = int(curves.step.max())
+    last, half = (curves[curves.step == step].pivot(index="seed", columns="agent", values="cumulative_regret")
+                  for step in (end, end // 2))
     pairs = [("pICSGLD", "pSGLD"), ("pICSGLD", "pCSGLD"), ("pCSGLD", "pSGLD")]
     rows = []
     for first, second in pairs:
-        if first in last and second in last and len(last) > 1:
-            d = last[first] - last[second]
+        if first in last and second in last and len(last[[first, second]].dropna()) > 1:
+            d, h = ((frame[first] - frame[second]).dropna() for frame in (last, half))
             rows.append(f"| {first} - {second} | {', '.join(f'{v:+.0f}' for v in d)} | {d.mean():+.0f} +- "
-                        f"{d.std() / math.sqrt(len(d)):.0f} |")
+                        f"{d.std() / math.sqrt(len(d)):.0f} | {h.mean():+.0f} +- {h.std() / math.sqrt(len(h)):.0f} |")
     return rows
+
+
+def reading(curves: pd.DataFrame, traces: pd.DataFrame, cfg: DictConfig) -> list[str]:
+    """What the curves and traces say about pICSGLD against pSGLD, in numbers: how long the two play the
+    same mushrooms, where pICSGLD stands half-way and at the end, what each adds in the second half, and how
+    often a pICSGLD chain climbs in energy (multiplier < 0) then."""
+    agents = set(curves.agent)
+    if not {"pICSGLD", "pSGLD"} <= agents or traces.empty or "pICSGLD" not in set(traces.agent):
+        return []
+    end = int(curves.step.max())
+    wide = curves.pivot_table(index=["seed", "step"], columns="agent", values="cumulative_regret")
+    both = wide[["pICSGLD", "pSGLD"]].dropna()
+    apart = both[both.pICSGLD != both.pSGLD].reset_index()
+    same_until = int(apart.groupby("seed").step.min().min()) - 1 if len(apart) else end
+    added = {a: (wide[a].xs(end, level="step") - wide[a].xs(end // 2, level="step")).mean()
+             for a in ("pSGLD", "pCSGLD", "pICSGLD") if a in wide}
+    d = (both.pICSGLD - both.pSGLD).groupby(level="step").mean()
+    late = traces[(traces.agent == "pICSGLD") & (traces.step > end // 2)]
+    climbing = float((late.multiplier_min < 0).mean())
+    return ["", "## Reading the curves and traces", "",
+            f"- pICSGLD and pSGLD take the same actions until step {same_until} in every seed: through the warm-up "
+            f"(the first {int(float(cfg.contour.warm) * end)} steps) theta stays uniform, the multiplier is 1 and "
+            "pICSGLD is pSGLD update for update; its first departures change no action at once.",
+            f"- pICSGLD - pSGLD, mean over seeds: {d.get(end // 2, float('nan')):+.0f} at step {end // 2}, "
+            f"{d.iloc[-1]:+.0f} at step {end}; the last step at which it is negative: "
+            f"{int(d[d < 0].index.max()) if (d < 0).any() else 'none'}.",
+            f"- Regret added in steps {end // 2 + 1}-{end}, mean over seeds: "
+            + ", ".join(f"{a} {v:.0f}" for a, v in added.items()) + ".",
+            f"- In {climbing:.0%} of pICSGLD's steps after step {end // 2}, at least one of the step's chain updates "
+            "has a negative multiplier: it moves up the energy, away from a fit of the buffer's rewards. That is the "
+            "flattening ICSGLD uses to leave a mode; here, where each action is the greedy one under the chains' "
+            "fits, it goes with pICSGLD adding more regret than pSGLD over the second half."]
 
 
 PAPER_RANK = {"pICSGLD": "1", "pCSGLD": "2", "pSGLD": "3", "ConstSGD": "4-5", "Dropout": "4-5", "EpsGreedy": "6"}
@@ -124,7 +159,8 @@ def trace_summary(traces: pd.DataFrame, cfg: DictConfig) -> list[str]:
     top = float(c.low) + (int(c.partitions) - 1) * float(c.width)
     lines = [f"| agent | iterations with U < {top:g} (all steps / last 500) | median U, last 500 steps | steps with a "
              "multiplier other than 1 | multiplier min, max | final theta: largest, top partition | largest share of "
-             "an importance weight | seeds |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "an importance weight | steps with a multiplier < 0, second half | seeds |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     last_step = traces.step.max()
     for agent, block in traces.groupby("agent", sort=False):
         late = block[block.step > last_step - 500]
@@ -133,7 +169,8 @@ def trace_summary(traces: pd.DataFrame, cfg: DictConfig) -> list[str]:
         lines.append(f"| {agent} | {block.flattened_fraction.mean():.4f} / {late.flattened_fraction.mean():.4f} | "
                      f"{late.energy_median.median():.0f} | {moved.mean():.0f} of {last_step + 1} | "
                      f"{block.multiplier_min.min():.3g}, {block.multiplier_max.max():.3g} | {final.theta_max.mean():.3g}, "
-                     f"{final.theta_top.mean():.3g} | {block.weight_max_share.max():.3g} | {block.seed.nunique()} |")
+                     f"{final.theta_top.mean():.3g} | {block.weight_max_share.max():.3g} | "
+                     f"{(block[block.step > last_step // 2].multiplier_min < 0).mean():.0%} | {block.seed.nunique()} |")
     return lines
 
 
@@ -183,7 +220,9 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out, curves = Path(out), results.curves
+    order = {name: i for i, name in enumerate(cfg.agents)}
+    out = Path(out)
+    curves = results.curves.sort_values("agent", key=lambda a: a.map(order), kind="stable")
     table = final_regret(curves)
     table["rank"] = table["mean"].rank(method="min").astype(int)
     steps = int(curves.step.max())
@@ -220,14 +259,14 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
     if paired:
         lines += ["", "Paired by seed (every agent of a seed meets the same mushrooms and coin flips): the difference of "
                   "final regrets, mean +- s.e. over seeds (negative: the first agent's regret is lower).", "",
-                  "| difference | per seed | mean +- s.e. |", "|---|---|---:|"] + paired
+                  f"| difference | per seed | mean +- s.e. | at step {steps // 2}, mean +- s.e. |", "|---|---|---:|---:|"] + paired
     if len(results.traces):
         atomic_write_text(out / "bandit_trace.csv", results.traces.to_csv(index=False, float_format="%.9g"))
         atomic_write_text(out / "bandit_theta.csv", results.thetas.to_csv(index=False, float_format="%.9g"))
         _plot_traces(results.traces, results.thetas, cfg, out / "bandit_trace", scale)
         lines += ["", "## What the contour agents do", "",
                   "Traces of every step (bandit_trace.csv, theta every 100 steps in bandit_theta.csv; figure "
-                  "bandit_trace.png):", ""] + trace_summary(results.traces, cfg)
+                  "bandit_trace.png):", ""] + trace_summary(results.traces, cfg) + reading(curves, results.traces, cfg)
     lines += ["", "## Settings", ""] + settings_rows(cfg, results.source)
     atomic_write_text(out / "bandit.md", "\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(6, 4))
