@@ -257,7 +257,7 @@ def test_the_report_says_which_agents_have_which_seeds(tmp_path):
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
     merged = combine(_results([("pSGLD", 0), ("EpsGreedy", 0)], 10.0), _results([("pSGLD", 1)], 20.0))
     text = report(Results(merged.curves, pd.DataFrame(), pd.DataFrame(), "keel"), cfg, tmp_path, "full").read_text()
-    assert "Seeds differ between agents: pSGLD: seeds 0, 1; EpsGreedy: seeds 0." in text
+    assert "Seeds differ between agents: EpsGreedy: seeds 0; pSGLD: seeds 0, 1." in text  # the config's order
     seed0 = Results(merged.curves[merged.curves.seed == 0], pd.DataFrame(), pd.DataFrame(), "keel")
     same = report(seed0, cfg, tmp_path / "same", "full").read_text()
     assert "Seeds differ" not in same
@@ -328,11 +328,19 @@ def test_the_reading_of_curves_and_traces_counts_what_it_says():
             rows += [{"agent": "pSGLD", "seed": seed, "step": step, "cumulative_regret": psgld},
                      {"agent": "pICSGLD", "seed": seed, "step": step, "cumulative_regret": picsgld}]
     curves = pd.DataFrame(rows)
-    traces = pd.DataFrame([{"agent": "pICSGLD", "seed": 0, "step": step, "multiplier_min": -1.0 if step in (6, 7, 8) else 0.5}
+    traces = pd.DataFrame([{"agent": "pICSGLD", "seed": 0, "step": step, "multiplier_max": 1.0,
+                            "multiplier_min": -1.0 if step in (6, 7, 8) else 0.5 if step >= 2 else 1.0}
                            for step in range(11)])
     text = "\n".join(reading(curves, traces, cfg))
-    assert "until step 3 in every seed" in text and "the first 1 steps" in text
+    assert "until step 3 in every seed" in text and "the first 1 steps" in text and "leaves 1 at step 2" in text
     # differences at step 5 (half-way): seed 0: 10 - 8 = +2, seed 1: 5 - 8 = -3; at step 10: +35, +30
     assert "-0 at step 5, +32 at step 10" in text
     assert "pSGLD 50, pICSGLD 83" in text and "In 60% of pICSGLD's steps after step 5" in text
     assert paired_differences(curves) == ["| pICSGLD - pSGLD | +35, +30 | +32 +- 2 | -0 +- 2 |"]
+    assert "adding more regret than pSGLD" in text
+    # a run whose energy never reaches the partitions: the same agent twice, and no claim about climbing
+    still = traces.assign(multiplier_min=1.0)
+    same = curves.assign(cumulative_regret=lambda f: 10.0 * f.step)
+    text = "\n".join(reading(same, still, cfg))
+    assert "never leaves 1" in text and "in every step of every seed" in text
+    assert "In 0% of pICSGLD's steps after step 5" in text and "moves up the energy" not in text

@@ -133,21 +133,39 @@ def reading(curves: pd.DataFrame, traces: pd.DataFrame, cfg: DictConfig) -> list
     added = {a: (wide[a].xs(end, level="step") - wide[a].xs(end // 2, level="step")).mean()
              for a in ("pSGLD", "pCSGLD", "pICSGLD") if a in wide}
     d = (both.pICSGLD - both.pSGLD).groupby(level="step").mean()
-    late = traces[(traces.agent == "pICSGLD") & (traces.step > end // 2)]
+    mine = traces[traces.agent == "pICSGLD"]
+    moved = mine[(mine.multiplier_min < 1 - 1e-12) | (mine.multiplier_max > 1 + 1e-12)]
+    late = mine[mine.step > end // 2]
     climbing = float((late.multiplier_min < 0).mean())
-    return ["", "## Reading the curves and traces", "",
-            f"- pICSGLD and pSGLD take the same actions until step {same_until} in every seed: through the warm-up "
-            f"(the first {int(float(cfg.contour.warm) * end)} steps) theta stays uniform, the multiplier is 1 and "
-            "pICSGLD is pSGLD update for update; its first departures change no action at once.",
+    warm = f"through the warm-up (the first {int(float(cfg.contour.warm) * end)} steps) theta stays uniform"
+    if moved.empty:
+        first = (f"- pICSGLD's multiplier never leaves 1 (its energy stays above the partitions' top): {warm}, and "
+                 "after it no iteration falls in a partition, so pICSGLD is pSGLD update for update.")
+    else:
+        first = (f"- {warm[0].upper()}{warm[1:]}, the multiplier is 1 and pICSGLD is pSGLD update for update; its multiplier first "
+                 f"leaves 1 at step {int(moved.step.min())}.")
+    if same_until >= end:
+        first += " The two take the same actions in every step of every seed."
+    else:
+        first += f" The two take the same actions until step {same_until} in every seed."
+    more = added.get("pICSGLD", 0.0) - added.get("pSGLD", 0.0)
+    compare = "more" if more > 0.5 else "less" if more < -0.5 else "as much"
+    last = (f"- In {climbing:.0%} of pICSGLD's steps after step {end // 2}, at least one of the step's chain updates "
+            "has a negative multiplier")
+    if climbing > 0:
+        last += (": it moves up the energy, away from a fit of the buffer's rewards. That is the flattening ICSGLD "
+                 "uses to leave a mode; here, where each action is the greedy one under the chains' fits, it goes "
+                 f"with pICSGLD adding {compare} regret {'than' if compare != 'as much' else 'as'} pSGLD over the "
+                 "second half.")
+    else:
+        last += "."
+    return ["", "## Reading the curves and traces", "", first,
             f"- pICSGLD - pSGLD, mean over seeds: {d.get(end // 2, float('nan')):+.0f} at step {end // 2}, "
             f"{d.iloc[-1]:+.0f} at step {end}; the last step at which it is negative: "
             f"{int(d[d < 0].index.max()) if (d < 0).any() else 'none'}.",
             f"- Regret added in steps {end // 2 + 1}-{end}, mean over seeds: "
             + ", ".join(f"{a} {v:.0f}" for a, v in added.items()) + ".",
-            f"- In {climbing:.0%} of pICSGLD's steps after step {end // 2}, at least one of the step's chain updates "
-            "has a negative multiplier: it moves up the energy, away from a fit of the buffer's rewards. That is the "
-            "flattening ICSGLD uses to leave a mode; here, where each action is the greedy one under the chains' "
-            "fits, it goes with pICSGLD adding more regret than pSGLD over the second half."]
+            last]
 
 
 PAPER_RANK = {"pICSGLD": "1", "pCSGLD": "2", "pSGLD": "3", "ConstSGD": "4-5", "Dropout": "4-5", "EpsGreedy": "6"}
