@@ -338,6 +338,8 @@ def test_the_reading_of_curves_and_traces_counts_what_it_says():
     assert "pSGLD 50, pICSGLD 83" in text and "In 60% of pICSGLD's steps after step 5" in text
     assert paired_differences(curves) == ["| pICSGLD - pSGLD | +35, +30 | +32 +- 2 | -0 +- 2 |"]
     assert "adding more regret than pSGLD" in text
+    level = curves.assign(cumulative_regret=lambda f: f.cumulative_regret.where(f.step <= 5, 10.0 * f.step + 40))
+    assert "adding about as much regret as pSGLD" in "\n".join(reading(level, traces, cfg))
     # a run whose energy never reaches the partitions: the same agent twice, and no claim about climbing
     still = traces.assign(multiplier_min=1.0)
     same = curves.assign(cumulative_regret=lambda f: 10.0 * f.step)

@@ -97,6 +97,26 @@ def test_theta_converges_to_the_energy_partition_masses():
     assert lowest < 0.1  # the flattened chains leave the lowest partition (the target holds 0.22 there)
 
 
+@pytest.mark.parametrize("exponent", ["icsgld", "csgld"])
+def test_density_of_states_undoes_the_fixed_point_of_each_random_field(exponent):
+    """Partitions drawn exactly from the flattened law theta_star(i) / theta(i)^zeta: ICSGLD's field (a = 1) leads
+    theta to theta_star^(1/zeta), CSGLD's (a = zeta) to theta_star; both estimates of theta_star land on it."""
+    zeta = 2.0
+    a = 1.0 if exponent == "icsgld" else zeta
+    star = torch.tensor([0.4, 0.25, 0.15, 0.1, 0.06, 0.04], dtype=torch.float64)
+    omega = 0.005 if exponent == "icsgld" else 0.1  # CSGLD's field carries theta(J)^2 ~ 0.04: a larger step
+    partition = EnergyPartition(0.0, 1.0, 6, zeta=zeta, field_exponent=a, sa_step=lambda k: omega)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(3000):
+        law = star / partition.theta[0].pow(zeta)
+        partition.update(torch.multinomial(law / law.sum(), 50, replacement=True, generator=generator))
+    fixed = star.pow(1 / (1 + zeta - a))
+    assert 0.5 * (partition.theta[0] - fixed / fixed.sum()).abs().sum() < 0.02
+    assert 0.5 * (partition.density_of_states()[0] - star).abs().sum() < 0.03
+    other = star.pow(1 / zeta) if exponent == "csgld" else star  # the other field's fixed point is far from it
+    assert 0.5 * (partition.theta[0] - other / other.sum()).abs().sum() > 0.05
+
+
 def test_overflow_partition_stands_outside_the_flattening():
     partition = EnergyPartition(0.0, 1.0, 4, zeta=2.0, overflow=True, sa_step=lambda k: 0.1)
     partition.theta.copy_(torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=torch.float64))
@@ -194,7 +214,34 @@ def test_simulation_runs_every_method_at_a_tiny_budget():
     assert (share < 1 - 1e-9).sum() == 2
     from csg.synthetic.icsgld_simulation_report import repeat_lines
     table = "\n".join(repeat_lines(result.repeats))
-    assert table.count("| ICSGLD x P5 |") == 1 and "corr(KL, share)" in table
+    assert table.count("| ICSGLD x P5 |") == 1 and "corr(KL, share)" in table and "corr(KL, theta TV)" in table
+    theta_tv = repeats.theta_tv.groupby("method")
+    assert theta_tv.count()[["SGLD x P5", "cycSGLD x T5", "reSGLD x P5"]].tolist() == [0, 0, 0]  # no theta
+    assert ((repeats.theta_tv.dropna() > 0) & (repeats.theta_tv.dropna() < 1)).sum() == 4
+    assert "ICSGLD x P5's two worst repeats" in table
+
+
+def test_exact_density_of_states_of_the_landscape():
+    """Without energy noise, theta_star is the grid's mass per partition; with it, the mass moves between
+    neighbouring partitions but the mean energy stays (the noise has mean 0)."""
+    import math
+
+    from csg.samplers.contour import EnergyPartition
+    from csg.synthetic.icsgld_simulation import DOMAIN, exact_density_of_states
+    from csg.targets import ICSGLDLandscape
+
+    partition = EnergyPartition(-5.0, 0.125, 100, zeta=0.75, multiplier_clip=(-math.inf, math.inf))
+    clean = exact_density_of_states(ICSGLDLandscape(), partition, points=300)
+    h = 2 * DOMAIN / 300
+    axis = torch.linspace(-DOMAIN + h / 2, DOMAIN - h / 2, 300, dtype=torch.float64)
+    u = ICSGLDLandscape().energy(torch.cartesian_prod(axis, axis))
+    mass = torch.zeros(100, dtype=torch.float64).index_add_(0, partition.index(u), torch.exp(-u))
+    assert torch.allclose(clean, mass / mass.sum(), atol=1e-12)
+    noisy = exact_density_of_states(ICSGLDLandscape(energy_noise=0.25), partition, points=300)
+    centres = -5.0 + 0.125 * (torch.arange(100, dtype=torch.float64) + 0.5)
+    assert noisy.sum().item() == pytest.approx(1.0)
+    assert (noisy * centres).sum().item() == pytest.approx((clean * centres).sum().item(), abs=0.01)
+    assert 0.5 * (noisy - clean).abs().sum().item() > 0.02  # the noise (2 partitions wide) moves some mass
 
 
 def test_knn_divergence_on_known_gaussians():

@@ -240,6 +240,8 @@ def test_the_exact_density_of_states_of_the_d5_mixture():
 
 
 @pytest.mark.parametrize("study, override, key", [
+    ("icsgld_sim", "synthetic.pilot_steps=5000", "synthetic.pilot_steps"),
+    ("icsgld_sim", "synthetic.steps=1000", "synthetic.steps"),
     ("icsgld_variance", "synthetic.difference=sideways", "synthetic.difference"),
     ("icsgld_variance", "synthetic.repeats=1", "synthetic.repeats"),
     ("icsgld_mnist", "synthetic.classes=11", "synthetic.classes"),

@@ -149,13 +149,14 @@ def reading(curves: pd.DataFrame, traces: pd.DataFrame, cfg: DictConfig) -> list
     else:
         first += f" The two take the same actions until step {same_until} in every seed."
     more = added.get("pICSGLD", 0.0) - added.get("pSGLD", 0.0)
-    compare = "more" if more > 0.5 else "less" if more < -0.5 else "as much"
+    close = 0.05 * max(abs(added.get("pSGLD", 0.0)), 1.0)  # within 5% of pSGLD's: about as much
+    compare = "more" if more > close else "less" if more < -close else "about as much"
     last = (f"- In {climbing:.0%} of pICSGLD's steps after step {end // 2}, at least one of the step's chain updates "
             "has a negative multiplier")
     if climbing > 0:
         last += (": it moves up the energy, away from a fit of the buffer's rewards. That is the flattening ICSGLD "
                  "uses to leave a mode; here, where each action is the greedy one under the chains' fits, it goes "
-                 f"with pICSGLD adding {compare} regret {'than' if compare != 'as much' else 'as'} pSGLD over the "
+                 f"with pICSGLD adding {compare} regret {'as' if compare == 'about as much' else 'than'} pSGLD over the "
                  "second half.")
     else:
         last += "."

@@ -144,6 +144,16 @@ class EnergyPartition:
         weights = self.theta.gather(1, j).pow(self.zeta)
         return torch.where(self.flattened(j), weights, torch.zeros_like(weights)).reshape(-1)
 
+    def density_of_states(self) -> Tensor:
+        r"""Each group's estimate of the density of states :math:`\theta_\star(i) = \int_{X_i} \pi(x) dx`,
+        normalised: (groups, m). Sampling from :math:`\pi(x) / \theta(J(x))^\zeta`, the field
+        :math:`\theta(J)^a (1\{i = J\} - \theta(i))` has its fixed point at
+        :math:`\theta \propto \theta_\star^{1 / (1 + \zeta - a)}`: :math:`\theta_\star` itself for CSGLD's a = zeta,
+        :math:`\theta_\star^{1/\zeta}` for ICSGLD's a = 1 (the paper's Section 4.1); so the estimate is
+        :math:`\theta^{1 + \zeta - a}`, normalised."""
+        estimate = self.theta.pow(1.0 + self.zeta - self.field_exponent)
+        return estimate / estimate.sum(1, keepdim=True)
+
     def state_dict(self) -> dict[str, Any]:
         return {"theta": self.theta.clone(), "updates": self.updates}
 

@@ -36,7 +36,7 @@ def _studies():
 _POSITIVE_INTS = {
     "table4": ("steps", "repeats", "parallel_chains", "coverage.min_samples"),
     "wang_mixture1d": ("cycle_length", "cycles", "chains", "repeats"),
-    "icsgld_sim": ("steps", "repeats", "checkpoints"),
+    "icsgld_sim": ("steps", "repeats", "checkpoints", "pilot_steps"),
     "icsgld_variance": ("steps", "repeats"),
     "icsgld_mnist": ("iterations", "partitions", "filters", "hidden"),
     "wang_mog25": ("rwm.cycle_length", "rwm.cycles", "rwm.chains", "csgld.cycles", "csgld.cycle_length", "csgld.chains"),
@@ -61,6 +61,16 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"synthetic.{key}", cycles, f"a multiple of synthetic.{_SPLITS[study.name][1]}={chains}")
     if study.name == "table4":
         checks.number(cfg, "synthetic.coverage.radius", minimum=0, strict=True)
+    if study.name == "icsgld_sim":
+        from csg.synthetic.icsgld_simulation import Protocol
+
+        if study.steps <= Protocol.warm_up_p5 + Protocol.thin:
+            raise ConfigError("synthetic.steps", study.steps, f"an integer above {Protocol.warm_up_p5 + Protocol.thin} "
+                              f"(the P5 chains' warm-up, then every {Protocol.thin}th iteration is a sample)")
+        if study.pilot_steps <= Protocol.pilot_warm_up + Protocol.thin:
+            raise ConfigError("synthetic.pilot_steps", study.pilot_steps,
+                              f"an integer above {Protocol.pilot_warm_up + Protocol.thin} (the pilot's warm-up, then "
+                              f"every {Protocol.thin}th iteration)")
     if study.name == "icsgld_variance":
         checks.one_of(cfg, "synthetic.difference", ("forward", "backward"))
         if study.repeats < 2:

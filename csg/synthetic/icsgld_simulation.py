@@ -90,6 +90,24 @@ def exact_draws(target: ICSGLDLandscape, n: int, generator: torch.Generator) -> 
     return torch.cat(accepted)[:n]
 
 
+def exact_density_of_states(target: ICSGLDLandscape, partition: EnergyPartition, points: int = 1000) -> Tensor:
+    r"""The exact :math:`\theta_\star(i)`: the target's mass (on the chains' square) whose noisy energy
+    :math:`U(x) + \sigma\xi` falls in partition i, as the samplers index it (the ends absorb the tails), from a
+    ``points`` x ``points`` grid of cell centres and the normal CDF of the energy noise."""
+    h = 2 * DOMAIN / points
+    axis = torch.linspace(-DOMAIN + h / 2, DOMAIN - h / 2, points, dtype=torch.float64)
+    u = target.energy(torch.cartesian_prod(axis, axis))
+    mass = torch.exp(-(u - u.min()))
+    edges = partition.low + partition.width * torch.arange(1, partition.partitions, dtype=torch.float64)
+    sigma = max(target.energy_noise, 1e-12)
+    theta = torch.zeros(partition.partitions, dtype=torch.float64)
+    for block in range(0, len(u), 50_000):
+        v, m = u[block:block + 50_000, None], mass[block:block + 50_000, None]
+        below = torch.special.ndtr((edges[None, :] - v) / sigma)  # P(noisy U < each inner edge)
+        theta += (m * torch.cat([torch.zeros_like(v), below, torch.ones_like(v)], 1).diff(dim=1)).sum(0)
+    return theta / theta.sum()
+
+
 class KNNDivergence:
     r"""KL(p || q) from samples (Perez-Cruz 2008, the authors' estimator):
     :math:`\frac{d}{n}\sum_i \log(s_i / r_i) + \log\frac{m}{n - 1}`, with :math:`r_i` the distance from
@@ -152,6 +170,7 @@ class _Recorder:
         self.points: list[Tensor] = []   # (kept, repeats, chains, 2)
         self.weights: list[Tensor] = []  # (kept, repeats, chains)
         self.curve: list[tuple] = []
+        self.theta_tv: Tensor | None = None  # contour methods: TV of theta's density of states to the exact one
 
     def add(self, points: Tensor, weights: Tensor) -> None:
         """``points``: (steps, repeats, chains, 2), ``weights`` (steps, repeats, chains)."""
@@ -299,6 +318,9 @@ def _run(method: str, target, truth, knn, steps: int, repeats: int, checkpoints:
                 recorder.add(torch.stack(chunk_points), torch.stack(chunk_weights))
             chunk_points, chunk_weights = [], []
             recorder.checkpoint((k + 1) * (5 if parallel else 1))
+    if contour:
+        exact = exact_density_of_states(target, partition)
+        recorder.theta_tv = 0.5 * (partition.density_of_states() - exact).abs().sum(1)
     return recorder
 
 
@@ -326,8 +348,10 @@ def run_simulation(steps: int = 80_000, repeats: int = 20, checkpoints: int = 10
         curves += [{"method": method, "gradient_evaluations": g, "kl": m, "kl_stderr": s, "hist_kl": hm,
                     "hist_kl_stderr": hs} for g, m, s, hm, hs in recorder.curve]
         ess = recorder.weight_ess()
+        theta_tv = recorder.theta_tv if recorder.theta_tv is not None else torch.full((repeats,), float("nan"))
         per_repeat += [{"method": method, "repeat": r, "kl": kl[r].item(), "hist_kl": hist[r].item(),
-                        "mode_tv": tv[r].item(), "weight_ess": ess[r].item()} for r in range(repeats)]
+                        "mode_tv": tv[r].item(), "weight_ess": ess[r].item(), "theta_tv": theta_tv[r].item()}
+                       for r in range(repeats)]
         mean_masses = masses.mean(0)
         for index in range(25):
             modes.append({"method": method, "mode_x": index // 5 - 2, "mode_y": index % 5 - 2,
@@ -343,15 +367,16 @@ def run(study, output_dir, seed: int) -> dict:
     from csg.synthetic import icsgld_simulation_report as report
 
     started = time.perf_counter()
+    protocol = Protocol(pilot_steps=int(study.get("pilot_steps", Protocol.pilot_steps)))
     result = run_simulation(steps=int(study.steps), repeats=int(study.repeats), checkpoints=int(study.checkpoints),
-                            seed=seed)
+                            seed=seed, protocol=protocol)
     output_dir = Path(output_dir)
     atomic_write_text(output_dir / "simulation.csv", result.final.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
     seconds = time.perf_counter() - started
-    atomic_write_text(output_dir / "simulation.md", report.markdown(result, study, seed, seconds))
+    atomic_write_text(output_dir / "simulation.md", report.markdown(result, study, seed, seconds, protocol))
     report.figure(result, output_dir / "simulation.png")
     final = result.final.set_index("method")
     return {"seconds": seconds, "kl": final.kl.to_dict(), "mode_tv": final.mode_tv.to_dict()}
