@@ -23,6 +23,7 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp makes 0600; the result gets the mode open() would give it
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -32,6 +33,16 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The mode a file written in place would have: an existing file's own, else 0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:

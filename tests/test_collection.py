@@ -48,3 +48,20 @@ def test_sample_files_are_atomic_sorted_and_complete(tmp_path):
     assert (record["cycle"], record["epoch"], record["iteration"], record["index"]) == (1, 18, 189, 2)
     assert record["lr"] == 0.01 and record["train_loss"] == 0.5
     assert torch.all(record["state_dict"]["weight"] == 2)
+
+
+def test_atomic_writes_give_the_mode_a_plain_write_would(tmp_path):
+    """mkstemp's temporary file is 0600; the written file is 0666 less the umask, or keeps an existing file's mode."""
+    from csg.atomic import atomic_write_text
+
+    previous = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "new.md", "a")
+        assert os.stat(tmp_path / "new.md").st_mode & 0o777 == 0o644
+        kept = tmp_path / "kept.md"
+        kept.write_text("old")
+        os.chmod(kept, 0o640)
+        atomic_write_text(kept, "new")
+        assert os.stat(kept).st_mode & 0o777 == 0o640 and kept.read_text() == "new"
+    finally:
+        os.umask(previous)
