@@ -38,6 +38,7 @@ def test_the_member_is_unpacked_to_the_target(tmp_path, monkeypatch):
     target = tmp_path / "data" / "Mushroom.rda"
     assert extract_member("r-cran-cba", MEMBER, target)
     assert target.read_bytes() == b"RDX3\n\x00\x01" and not list(target.parent.glob("*.partial"))
+    assert not list(target.parent.glob(".*.tmp"))  # the atomic write left no temporary file
 
 
 def test_a_failed_download_or_a_missing_member_leaves_nothing_behind(tmp_path, monkeypatch):

@@ -84,12 +84,10 @@ def _mushrooms(attributes: list[list[str]], labels: list[str], origin: str, path
 
 def _cba_file(root: Path, download: bool) -> tuple[Path, str] | None:
     """cba's Mushroom.rda under ``root``, else where Debian installs it, else unpacked from the Debian package."""
-    for path in (root / CBA_FILE, SYSTEM_CBA):
-        if path.exists():
-            return path, f"R package cba's copy {path} (Debian {CBA_PACKAGE})"
-    if download and extract_member(CBA_PACKAGE, CBA_MEMBER, root / CBA_FILE):
-        return root / CBA_FILE, f"R package cba's copy {root / CBA_FILE} (Debian {CBA_PACKAGE})"
-    return None
+    path = next((p for p in (root / CBA_FILE, SYSTEM_CBA) if p.exists()), None)
+    if path is None and download and extract_member(CBA_PACKAGE, CBA_MEMBER, root / CBA_FILE):
+        path = root / CBA_FILE
+    return None if path is None else (path, f"R package cba's copy {path} (Debian {CBA_PACKAGE})")
 
 
 def cba_rows(path: Path) -> tuple[list[list[str]], list[str]]:

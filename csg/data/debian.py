@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
+
+from csg.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,6 @@ def extract_member(package: str, member: str, target: Path, timeout: float = 120
         except (OSError, subprocess.SubprocessError, StopIteration, KeyError, tarfile.TarError) as error:
             log.warning("Debian package %s: %s", package, str(error).splitlines()[0] if str(error) else type(error).__name__)
             return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    partial.write_bytes(data)
-    os.replace(partial, target)
+    with atomic_open(target) as handle:
+        handle.write(data)
     return True

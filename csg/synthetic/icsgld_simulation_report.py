@@ -107,15 +107,14 @@ def repeat_lines(repeats: pd.DataFrame) -> list[str]:
     for method, block in repeats.groupby("method", sort=False):
         kl, share = block.kl, block.weight_ess
         row = f"| {method} | {kl.median():.3f} | {kl.quantile(0.25):.3f} .. {kl.quantile(0.75):.3f} | {kl.max():.3f} |"
-        tv = block.theta_tv if "theta_tv" in block else pd.Series(float("nan"), index=block.index)
+        tv = block.theta_tv
         if share.min() < 1 - 1e-9:
             row += (f" {share.median():.3f} ({share.min():.3f}) | {kl.corr(share, method='spearman'):+.2f} |"
                     f" {tv.median():.3f} ({tv.max():.3f}) | {kl.corr(tv, method='spearman'):+.2f} |")
         else:
             row += " 1 | - | - | - |"
         lines.append(row)
-    contour = repeats[repeats.theta_tv.notna()] if "theta_tv" in repeats else repeats.iloc[:0]
-    for method, block in contour.groupby("method", sort=False):
+    for method, block in repeats[repeats.theta_tv.notna()].groupby("method", sort=False):
         worst = block.nlargest(2, "kl")
         ranks = block.theta_tv.rank(ascending=False)
         lines.append("")
