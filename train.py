@@ -14,7 +14,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from csg.cli import exit_on_unknown_choice, run_or_exit
+from csg.cli import run_or_exit
+from csg.preflight import run_checks_or_exit
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -33,5 +34,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    exit_on_unknown_choice(sys.argv[1:], CONFIG_DIR)
+    run_checks_or_exit(sys.argv[1:], CONFIG_DIR)  # every job of the command, before Hydra starts one
     main()

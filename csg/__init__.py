@@ -20,14 +20,18 @@ from csg import _torchvision_compat
 _torchvision_compat.install()  # lets torchvision (and timm, torchmetrics) import next to a CPU-only torch
 
 
-def _register_resolvers() -> None:
-    """OmegaConf resolvers of the configs: which file logs, which process saves Hydra's .hydra folder."""
+def process_rank() -> int:
+    """This process's global rank as torchrun or SLURM set it (0 outside them): rank 0 writes the run directory."""
     import os
 
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+
+
+def _register_resolvers() -> None:
+    """OmegaConf resolvers of the configs: which file logs, which process saves Hydra's .hydra folder."""
     from omegaconf import OmegaConf
 
-    def rank() -> int:
-        return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    rank = process_rank
 
     OmegaConf.register_new_resolver("csg_log_file", lambda name: f"{name}.log" if rank() == 0 else f"{name}_rank{rank()}.log",
                                     replace=True)

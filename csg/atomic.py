@@ -18,20 +18,26 @@ import torch
 
 @contextmanager
 def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """Open a temporary binary file beside ``path``; on success it replaces ``path``."""
+    """Open a temporary binary file beside ``path``; on success it replaces ``path``.
+
+    An ``OSError`` (a full disk, a read-only file system, a parent that is a file) names ``path``, not the
+    temporary file, and leaves ``path`` as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.fchmod(fd, _mode_for(path))  # mkstemp makes 0600; the result gets the mode open() would give it
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as error:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(error, OSError) and error.errno is not None:
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
 
 

@@ -54,10 +54,48 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
         eval_world_size=layout.world_size,
         **node_options(cfg.data, drop=("name", "recipe")),
     )
-    model = create_model(
-        cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **node_options(cfg.model)
-    )
-    return data, prepare_model(model.to(device), device)
+    options = node_options(cfg.model)
+    try:
+        model = create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
+        raise ConfigError("model.name", str(cfg.model.name),
+                          f"a model built with its group's keys {options}: {_first_line(error)}") from None
+    model = prepare_model(model.to(device), device)
+    check_model_fits(model, data, cfg)
+    return data, model
+
+
+def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig) -> None:
+    """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
+    number drawn): the model takes the data and gives ``num_classes`` outputs, and no parameter is empty."""
+    name, shape = str(cfg.model.name), tuple(data.input_shape)
+    empty = [key for key, parameter in model.named_parameters() if parameter.numel() == 0]
+    if empty:
+        raise ConfigError("model.name", name, f"a model without empty parameters: {empty[0]} has shape "
+                          f"{tuple(model.get_parameter(empty[0]).shape)} (a layer of width 0)")
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            output = model(torch.zeros((1, *shape), device=device))
+    except Exception as error:  # noqa: BLE001 - whatever the architecture raises, the answer is the same
+        raise ConfigError("model.name", name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
+                          f"{_first_line(error)}") from None
+    finally:
+        model.train(training)
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
+        got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ConfigError("model.name", name, f"a model with {data.num_classes} outputs (the classes of "
+                          f"data={cfg.data.name}) per example: it gives {got}")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):
@@ -73,6 +111,13 @@ def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = 
 def build_schedule(cfg: DictConfig, total_steps: int):
     from csg.schedules import create_schedule
 
+    if cfg.sampler.schedule == "cyclical" and cfg.sampler.cycles > total_steps:
+        raise ConfigError("sampler.cycles", cfg.sampler.cycles,
+                          f"at most the run's {total_steps} iterations (trainer.epochs={cfg.trainer.epochs} of "
+                          f"{total_steps // cfg.trainer.epochs} batches): a cycle needs at least one iteration")
+    if cfg.sampler.schedule == "decreasing" and total_steps < 2:
+        raise ConfigError("trainer.epochs", cfg.trainer.epochs,
+                          f"a run of at least 2 iterations for sampler.schedule=decreasing (it has {total_steps})")
     return create_schedule(
         cfg.sampler.schedule,
         lr0=cfg.sampler.lr0,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,16 +96,26 @@ def random_states(device: torch.device | None = None) -> dict[str, Any]:
     return {
         "torch": torch.get_rng_state(),
         "cuda": [torch.cuda.get_rng_state(device)] if cuda else [],
-        "numpy": np.random.get_state(),
+        "numpy": _numpy_state(),
         "python": random.getstate(),
     }
+
+
+def _numpy_state() -> dict[str, Any]:
+    """numpy's global MT19937 state as a tensor and plain numbers: what ``torch.load(weights_only=True)`` reads
+    without allow-listing any numpy class."""
+    name, key, position, has_gauss, cached = np.random.get_state()
+    return {"bit_generator": str(name), "key": torch.from_numpy(key.astype(np.int64)), "pos": int(position),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
 
 
 def set_random_states(states: dict[str, Any], device: torch.device | None = None) -> None:
     torch.set_rng_state(states["torch"])
     if states["cuda"] and device is not None and device.type == "cuda":
         torch.cuda.set_rng_state(states["cuda"][0], device)
-    np.random.set_state(states["numpy"])
+    saved = states["numpy"]
+    np.random.set_state((saved["bit_generator"], saved["key"].numpy().astype(np.uint32), saved["pos"],
+                         saved["has_gauss"], saved["cached_gaussian"]))
     random.setstate(states["python"])
 
 
@@ -140,20 +151,27 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint file as saved (on the CPU), loading nothing into the run yet.
 
     A file that cannot be read, or is not a checkpoint of train.py (a job killed while copying it, a full
-    disk, another program's file), is a :class:`ConfigError` naming the file and the two ways on.
+    disk, another program's file), is a :class:`ConfigError` naming the file and the two ways on. The file is
+    read with ``weights_only=True``: tensors, numbers, strings and containers only, so a file planted in a run
+    directory (which lives on a shared file system) cannot run code; a file that needs any other class is
+    refused like a damaged one.
     """
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
         missing = [key for key in _REQUIRED if key not in checkpoint] if isinstance(checkpoint, dict) else list(_REQUIRED)
         problem = f"it lacks {', '.join(missing)}" if missing else None
     except Exception as error:  # noqa: BLE001 - any failure to read is the same answer to the user
         message = str(error).strip()
-        problem = message.splitlines()[0].split(". ")[0] if message else type(error).__name__  # its first sentence
+        unsafe = re.search(r"Unsupported global: GLOBAL (\S+)", message)
+        if unsafe:  # weights_only refused a class: the file would have run code, or is not ours
+            problem = f"it holds {unsafe.group(1)}, which no checkpoint of train.py holds; nothing of it was run"
+        else:
+            problem = message.splitlines()[0].split(". ")[0] if message else type(error).__name__  # first sentence
     if problem is not None:
         raise ConfigError(
             "trainer.checkpoint.resume", True,
-            f"a readable checkpoint; {path} cannot be read ({problem}): delete it to start over, or set "
-            "trainer.checkpoint.resume=false (the samples already written stay)",
+            f"a readable checkpoint; {path} cannot be read ({problem}): set trainer.checkpoint.resume=false to "
+            "move the run's files aside (into earlier/<time>/) and start over, or use another hydra.run.dir",
         )
     return checkpoint
 

@@ -61,9 +61,16 @@ def exit_on_unknown_choice(argv: list[str], config_dir: Path) -> None:
         raise SystemExit(2)
 
 
-def run_or_exit(function: Callable[[], Any]) -> Any:
-    """Call ``function``; a :class:`CsgError` ends the process with a one-line message and its exit code.
+def run_or_exit(function: Callable[[], Any], run_dir: Path | None = None) -> Any:
+    """Call ``function``; errors the user can act on end the process with one line, and no traceback:
 
+    - a :class:`CsgError` (bad input, a refused directory or checkpoint, a diverged chain): its message and its
+      exit code; a refusal (raised before the run directory was changed) is not written to the run's log;
+    - a file-system error (a full disk, a read-only file system, a path that is a file): what happened to
+      which file, and how to go on (exit 1);
+    - Ctrl-C (SIGINT, unless ``trainer.checkpoint.signals`` lists it): exit 130, and how to go on.
+
+    ``run_dir`` (default: Hydra's output directory, if any) is where the "how to go on" looks for a checkpoint.
     A preemption signal (SIGTERM, SIGUSR1, SIGUSR2), once the checkpoint is written, is handed back
     to its previous owner: the process ends as the signal would have ended it, or submitit requeues it.
     """
@@ -72,14 +79,47 @@ def run_or_exit(function: Callable[[], Any]) -> Any:
     try:
         return function()
     except CsgError as error:
-        _to_log_files(f"error: {error}")
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(error.exit_code) from None
+        _end(f"error: {error}", error.exit_code, logged=not getattr(error, "refused", False))
+    except OSError as error:
+        what = f"{error.strerror or type(error).__name__}: {error.filename}" if error.filename else str(error)
+        _end(f"error: {what}; {_how_to_go_on(error, run_dir)}", 1, logged=not getattr(error, "refused", False))
+    except KeyboardInterrupt as error:
+        _end(f"interrupted (Ctrl-C); {_how_to_go_on(error, run_dir)}", 130,
+             logged=not getattr(error, "refused", False))
     except Preempted as stop:
         message = f"{stop}; run the same command in the same run directory to resume"
         _to_log_files(message)
         print(message, file=sys.stderr)
         let_signal_act(stop)
+
+
+def _end(message: str, code: int, *, logged: bool) -> None:
+    if logged:
+        _to_log_files(message)
+    print(message, file=sys.stderr)
+    raise SystemExit(code) from None
+
+
+def _how_to_go_on(error: BaseException, run_dir: Path | None) -> str:
+    """What the user can do after a stop that was not a refusal: resume, or start again."""
+    if getattr(error, "refused", False):
+        return "nothing was written; run the same command again"
+    run_dir = run_dir if run_dir is not None else _hydra_run_dir()
+    if run_dir is None:
+        return "run the same command again"
+    checkpoints = sorted(Path(run_dir).glob("checkpoint*.pt"))
+    if checkpoints:
+        return (f"the files already written in {run_dir} are kept, and the same command resumes the run from "
+                f"{checkpoints[0].name}")
+    return f"no checkpoint had been written in {run_dir}: the same command starts the run again"
+
+
+def _hydra_run_dir() -> Path | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from csg.rundir import hydra_output_dir
+
+    return hydra_output_dir() if HydraConfig.initialized() else None
 
 
 def _to_log_files(message: str) -> None:

@@ -20,6 +20,7 @@ in collection order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 
 from csg.atomic import atomic_torch_save
+from csg.errors import ConfigError
 from csg.schedules import Schedule
 
 
@@ -71,16 +73,29 @@ def capacity(by_cycle: dict[int, list[CollectionPoint]]) -> int:
 
 
 class SampleStore:
-    """The ``samples/`` directory of a run: atomic writes, sorted listing, loading."""
+    """The ``samples/`` directory of a run: atomic writes, sorted listing, loading and checking.
+
+    :meth:`load` and :meth:`metadata` read a sample with ``torch.load(weights_only=True)`` (never unpickling
+    anything but tensors and plain containers) and refuse a file that is not a complete sample with a
+    one-line :class:`~csg.errors.ConfigError` (key ``samples``) naming the file and what is wrong with it;
+    :meth:`verify` checks every sample of the store that way before any of them is used.
+    """
+
+    RECORD_KEYS = ("state_dict", "index", "cycle", "epoch")  # what every sample file holds (see save)
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
 
     def save(self, model: torch.nn.Module, *, index: int, cycle: int, epoch: int, **metadata: Any) -> Path:
         state_dict = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-        path = self.directory / f"sample_{index:04d}_cycle{cycle:02d}_epoch{epoch:04d}.pt"
+        path = self.directory / self.file_name(index, cycle, epoch)
         atomic_torch_save({"state_dict": state_dict, "index": index, "cycle": cycle, "epoch": epoch, **metadata}, path)
         return path
+
+    @staticmethod
+    def file_name(index: int, cycle: int, epoch: int) -> str:
+        """The name of the ``index``-th sample, taken in ``cycle`` at the end of ``epoch``: names sort in order."""
+        return f"sample_{index:04d}_cycle{cycle:02d}_epoch{epoch:04d}.pt"
 
     def paths(self) -> list[Path]:
         """Every sample file below the directory, chain folders included, in (chain, collection) order."""
@@ -91,11 +106,98 @@ class SampleStore:
 
     @staticmethod
     def load(path: str | Path) -> dict[str, Any]:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        """A sample's record; :class:`ConfigError` naming the file when it is damaged or not a sample."""
+        return _read_sample(Path(path), mmap=False)
 
     @staticmethod
     def metadata(path: str | Path) -> dict[str, Any]:
         """A sample's record without its ``state_dict`` (memory-mapped: the tensors are not read)."""
-        record = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        record = _read_sample(Path(path), mmap=True)
         record.pop("state_dict", None)
         return record
+
+    def verify(self, expected: list[str] | None = None, *,
+               model_state: Mapping[str, torch.Tensor] | None = None) -> None:
+        """Check that the store's samples can be used, reading each one's record (memory-mapped, cheap).
+
+        ``expected``: file names relative to the store's directory (``sample_0000_cycle00_epoch0008.pt``,
+        ``chain01/...``) that must exist, e.g. the samples a checkpoint says were written. ``model_state``:
+        a model's ``state_dict`` that every sample must fit (the same keys, each tensor of the same shape).
+        Raises :class:`ConfigError` with key ``samples`` naming the first (in name order) missing file, file
+        that is not a complete sample of train.py (truncated, empty, another format, a record without its
+        keys), or sample that does not fit ``model_state``. A store without samples passes when nothing is
+        expected.
+        """
+        wanted = {self.directory / name for name in (expected or [])}
+        for path in sorted(set(self.paths()) | wanted):
+            if not path.exists():
+                raise ConfigError("samples", str(path), "a sample file this run wrote: it is missing")
+            if not path.is_file():
+                raise ConfigError("samples", str(path), "a sample file: it is not a file")
+            record = _read_sample(path, mmap=True)
+            if model_state is not None:
+                problem = _misfit(record["state_dict"], model_state)
+                if problem:
+                    raise ConfigError("samples", str(path), f"a sample of the run's model: it does not fit ({problem})")
+
+
+def _read_sample(path: Path, mmap: bool) -> dict[str, Any]:
+    """``torch.load`` of a sample file (weights only), or a one-line :class:`ConfigError` saying what is wrong."""
+    try:
+        record = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except FileNotFoundError:
+        raise ConfigError("samples", str(path), "a sample file: it does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError("samples", str(path), "a sample file: it is a directory") from None
+    except PermissionError:
+        raise ConfigError("samples", str(path), "a sample file this user can read: permission denied") from None
+    except Exception as error:  # torch.load raises RuntimeError, UnpicklingError, EOFError, KeyError, ... by format
+        raise ConfigError("samples", str(path),
+                          f"a sample file written by train.py: {_unreadable(path, error)}") from None
+    missing = [key for key in SampleStore.RECORD_KEYS if not isinstance(record, dict) or key not in record]
+    if missing:
+        what = (f"a record without {', '.join(missing)}" if isinstance(record, dict)
+                else f"a {type(record).__name__}")
+        raise ConfigError("samples", str(path), f"a sample file written by train.py: it holds {what}")
+    state = record["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ConfigError("samples", str(path),
+                          "a sample file written by train.py: its state_dict is not a dict of tensors")
+    return record
+
+
+def _unreadable(path: Path, error: Exception) -> str:
+    """Why ``torch.load`` failed, in words: torch's own messages span many lines."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError as os_error:
+        return f"it cannot be read ({os_error.strerror})"
+    if not head:
+        return "it is empty"
+    if head == b"PK\x03\x04" and not zipfile.is_zipfile(path):
+        return "it is truncated (a torch.save archive without its end)"
+    if head != b"PK\x03\x04":
+        return "it is not a file of torch.save (another format, or damaged from its start)"
+    if "weights only" in str(error).lower() or "weights_only" in str(error):
+        return "it holds Python objects other than tensors, which are not unpickled (torch.load weights_only=True)"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"it is damaged ({type(error).__name__}: {first[:160]})"
+
+
+def _misfit(state: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]) -> str:
+    """How ``state`` differs from ``reference`` in keys or shapes ('' when it fits)."""
+    missing, unexpected = [k for k in reference if k not in state], [k for k in state if k not in reference]
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing keys {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
+        if unexpected:
+            parts.append(f"unexpected keys {', '.join(unexpected[:3])}{' ...' if len(unexpected) > 3 else ''}")
+        return "; ".join(parts)
+    for key, tensor in reference.items():
+        if tuple(state[key].shape) != tuple(tensor.shape):
+            return f"{key} has shape {list(state[key].shape)}, the model's {list(tensor.shape)}"
+    return ""

@@ -8,6 +8,7 @@ the data set's size is known, still before training.
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
 from typing import Any
@@ -48,14 +49,14 @@ def non_negative_int(cfg: DictConfig, key: str) -> int:
 
 
 def number(cfg: DictConfig, key: str, *, minimum: float, strict: bool = False, below: float | None = None) -> float:
-    """A real number >= ``minimum`` (> if ``strict``), and < ``below`` if given."""
+    """A finite real number >= ``minimum`` (> if ``strict``), and < ``below`` if given."""
     value = _get(cfg, key)
-    ok = _is_number(value) and (value > minimum if strict else value >= minimum)
+    ok = _is_number(value) and math.isfinite(value) and (value > minimum if strict else value >= minimum)
     if below is not None:
         ok = ok and value < below
     if not ok:
         if below is None:
-            allowed = f"a number {'>' if strict else '>='} {minimum:g}"
+            allowed = "a finite number" if minimum == -math.inf else f"a finite number {'>' if strict else '>='} {minimum:g}"
         else:
             allowed = f"a number in {'(' if strict else '['}{minimum:g}, {below:g})"
         raise ConfigError(key, value, allowed)

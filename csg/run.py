@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from csg import config as checks
 from csg import distributed
-from csg.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from csg.atomic import atomic_torch_save, atomic_write_json
 from csg.build import (build_data_and_model, build_interaction, build_ood_loader, build_sampler, build_schedule,
                        interacts, node_options, plan_collection, plan_trace, seed_streams)
 from csg.checkpoint import PreemptionSignals, read_checkpoint, restore_checkpoint, save_checkpoint
@@ -30,6 +30,7 @@ from csg.errors import ConfigError
 from csg.evaluation.ess import ess_summary
 from csg.evaluation.store import evaluate_store, format_metrics
 from csg.loggers import NullLogger, build_logger
+from csg.rundir import RunDirectory, earlier_results, hydra_output_dir, refuse_earlier_results
 from csg.stacking import make_stacked_step, why_not_stackable
 from csg.step import make_step
 from csg.training import Hooks, Lane, Precision, train_chains
@@ -71,41 +72,37 @@ RESOLVED_DEVICE = "device type"  # where trainer.device=auto put the chain: a CP
 
 
 def _check_same_config(checkpoint: dict[str, Any], current: dict[str, Any], path: Path) -> None:
-    """Refuse a checkpoint of another config before anything is loaded from it.
-
-    Hydra has already written this command's config into ``<run dir>/.hydra/``; a refusal puts back the
-    files of the run the checkpoint belongs to, so that the directory still describes its samples."""
+    """Refuse a checkpoint of another config before anything is loaded from it."""
     saved = checkpoint["config"]
     for key in sorted(set(saved) | set(current), key=lambda k: (not k.endswith(".name"), k)):  # a changed choice first
         if saved.get(key) != current.get(key):
-            for name, text in (checkpoint.get("hydra_files") or {}).items():
-                atomic_write_text(path.parent / ".hydra" / name, text)
             raise ConfigError(
                 "trainer.checkpoint.resume", True,
                 f"a checkpoint made with this config; {path} has {key}={saved.get(key)!r}, this run {current.get(key)!r} "
-                "(use another hydra.run.dir, or trainer.checkpoint.resume=false to start over)",
+                "(use another hydra.run.dir, or trainer.checkpoint.resume=false to move that run aside and start over)",
             )
 
 
-def _hydra_files(run_dir: Path) -> dict[str, str]:
-    """The texts of ``<run dir>/.hydra/*.yaml`` (Hydra's record of the command), kept in the checkpoints."""
-    folder = run_dir / ".hydra"
-    return {path.name: path.read_text() for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
-
-
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train the chain(s) as ``cfg`` says; return the metrics written to ``run_dir/metrics.json``."""
+    """Train the chain(s) as ``cfg`` says; return the metrics written to ``run_dir/metrics.json``.
+
+    Everything that can refuse the command (the config, the run directory's earlier results, a checkpoint,
+    the data, the model's fit to the data, the collection plan) is checked before the run directory is
+    changed at all (:class:`csg.rundir.RunDirectory`)."""
+    import csg
+
     started = time.perf_counter()
-    checks.validate(cfg)
-    run_dir = Path(run_dir if run_dir is not None else _hydra_output_dir())
-    layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
-    try:
-        _check_interacting_layout(cfg, layout)
-        metrics = _run(cfg, run_dir, layout, started)
-    except BaseException:
-        distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
-        raise
-    distributed.teardown(layout)
+    run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
+    with RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:
+        checks.validate(cfg)
+        layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
+        try:
+            _check_interacting_layout(cfg, layout)
+            metrics = _run(cfg, directory, layout, started)
+        except BaseException:
+            distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
+            raise
+        distributed.teardown(layout)
     return metrics
 
 
@@ -132,20 +129,36 @@ def _quiet_other_ranks(layout: distributed.Layout) -> None:
     root.setLevel(logging.WARNING)
 
 
-def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: float) -> dict[str, Any]:
+def _earlier_results_to_move(cfg: DictConfig, run_dir: Path) -> tuple[bool, list[str]]:
+    """(resume from checkpoints, the earlier results that ``resume=false`` moves aside).
+
+    A directory holding an earlier run's results with no checkpoint to resume them from is refused."""
+    found = earlier_results(run_dir)
+    if not cfg.trainer.checkpoint.resume:
+        return False, found
+    if found and not any(name.startswith("checkpoint") for name in found):
+        raise refuse_earlier_results(run_dir, found, "and no checkpoint to resume them from")
+    return bool(found), []
+
+
+def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, started: float) -> dict[str, Any]:
+    run_dir = directory.path
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
     set_deterministic(bool(cfg.trainer.get("deterministic", False)))
     precision = Precision(str(cfg.trainer.precision), device)
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    resuming = bool(cfg.trainer.checkpoint.resume) and any(run_dir.glob("checkpoint*.pt"))
+    resuming, move_aside = _earlier_results_to_move(cfg, run_dir)
+    prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming)
+                for chain in layout.local_chains()]
+    ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
+    together = _stack_chains(cfg, prepared, layout, precision)
+    directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
+    distributed.barrier(layout)  # no process writes before the earlier results are moved aside
     logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, **node_options(cfg.logger))
               if layout.is_global_zero else NullLogger())
     chains = []
     try:
-        prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir) for chain in layout.local_chains()]
-        ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
-        together = _stack_chains(cfg, prepared, layout, precision)
         for group in [prepared] if together else [[chain] for chain in prepared]:
             chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger))
         distributed.barrier(layout)
@@ -199,15 +212,16 @@ def _run(cfg: DictConfig, run_dir: Path, layout: distributed.Layout, started: fl
 
 
 def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, device: torch.device,
-                   precision: Precision, run_dir: Path) -> dict[str, Any]:
+                   precision: Precision, run_dir: Path, resuming: bool) -> dict[str, Any]:
     """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one.
 
-    A checkpoint is read and its config compared with this run's first, before any data or model is built."""
+    A checkpoint is read and its config compared with this run's first, before any data or model is built;
+    its samples are checked once the collection plan is known (:func:`_check_samples_on_disk`)."""
     suffix = f"_chain{chain:02d}" if layout.chains > 1 else ""
     checkpoint_path = run_dir / f"checkpoint{suffix}.pt"
     fingerprint = {**config_fingerprint(cfg), RESOLVED_DEVICE: device.type}
     saved = None
-    if cfg.trainer.checkpoint.resume and checkpoint_path.exists():
+    if resuming and checkpoint_path.exists():
         saved = read_checkpoint(checkpoint_path)
         _check_same_config(saved, fingerprint, checkpoint_path)
     seeds = seed_streams(int(cfg.seed), chain)
@@ -219,6 +233,9 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
     schedule = build_schedule(cfg, total_steps)
     plan = plan_collection(cfg, schedule, len(data.train))
     trace = plan_trace(cfg, schedule, total_steps, model)
+    store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples")
+    if resuming:
+        _check_samples_on_disk(run_dir, store, saved, checkpoint_path, plan)
     if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=layout.group)
     sampler = build_sampler(cfg, model, data.num_train, layout, device,
@@ -229,8 +246,6 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
         trained_model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, process_group=layout.group
         )
-    store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples")
-
     state = None
     if saved is not None:
         state = restore_checkpoint(saved, model=model, sampler=sampler, scaler=precision.scaler, device=device)
@@ -241,19 +256,41 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
             trace.buffer[: trace.count] = draws
         log.info("resumed chain %d from %s at epoch %d, batch %d", chain, checkpoint_path, state.epoch + 1, state.batch)
 
-    hydra_files = _hydra_files(run_dir)
-
     def checkpoint(loop_state) -> None:
         if layout.is_chain_leader:
             extra = {"config": fingerprint, "trace": (trace.draws.clone(), trace.count) if trace is not None else None,
-                     "interaction": interaction.state_dict() if interaction is not None else None,
-                     "hydra_files": hydra_files}
+                     "interaction": interaction.state_dict() if interaction is not None else None}
             save_checkpoint(checkpoint_path, model=model, sampler=sampler, state=loop_state,
                             scaler=precision.scaler, extra=extra, device=device)
 
     return {"chain": chain, "data": data, "model": model, "trained_model": trained_model, "sampler": sampler,
             "schedule": schedule, "plan": plan, "trace": trace, "store": store, "state": state,
             "checkpoint": checkpoint, "total_steps": total_steps, "interaction": interaction}
+
+
+def _check_samples_on_disk(run_dir: Path, store: SampleStore, saved: dict[str, Any] | None, checkpoint_path: Path,
+                           plan) -> None:
+    """The samples in ``store`` are the ones the chain's checkpoint records, all readable, plus at most those
+    of the plan's collection points the resumed chain has yet to reach (written after the checkpoint, before
+    a stop: the chain writes them again). Anything else is an earlier run's, refused before training."""
+    on_disk = {str(path.relative_to(store.directory)) for path in store.paths()}
+
+    def refuse(names, why: str) -> ConfigError:
+        shown = [str((store.directory / name).relative_to(run_dir)) for name in sorted(names)[:3]]
+        return refuse_earlier_results(run_dir, shown + (["..."] if len(names) > 3 else []), why)
+
+    if saved is None:
+        if on_disk:
+            raise refuse(on_disk, f"and no checkpoint ({checkpoint_path.name}) to resume them from")
+        return
+    recorded = [Path(record["path"]).name for record in saved["loop"]["samples"] if "path" in record]
+    resumed_epoch = int(saved["loop"]["epoch"])
+    to_come = {SampleStore.file_name(index, point.cycle, point.epoch)
+               for index, point in enumerate(plan) if point.epoch >= resumed_epoch}
+    foreign = on_disk - set(recorded) - to_come
+    if foreign:
+        raise refuse(foreign, f"that {checkpoint_path.name} does not record")
+    store.verify(recorded)
 
 
 def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distributed.Layout,
@@ -348,9 +385,3 @@ def interaction_summary(chains: list[dict[str, Any]]) -> dict[str, Any]:
                             "correction": interaction.correction, "swap_rates": interaction.swap_rates(),
                             "proposals": interaction.proposals}}
     return {}
-
-
-def _hydra_output_dir() -> Path:
-    from hydra.core.hydra_config import HydraConfig
-
-    return Path(HydraConfig.get().runtime.output_dir)

@@ -109,11 +109,15 @@ def _check_finite(loss_sums: list[float], epoch: int, epochs: int, iteration: in
                   states: Sequence[LoopState], lanes: Sequence[Lane]) -> None:
     for loss_sum, state, lane in zip(loss_sums, states, lanes):
         if not math.isfinite(loss_sum):
-            where = f" in {lane.store.directory}" if lane.store is not None else ""
             which = f"chain {lane.chain + 1}: " if len(lanes) > 1 else ""
+            if state.samples:
+                where = f" in {lane.store.directory}" if lane.store is not None else ""
+                kept = f"the {len(state.samples)} samples already written{where} are kept"
+            else:
+                kept = "no sample had been written yet"
             raise DivergenceError(
                 f"{which}training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, "
-                f"lr={lr:.4g}); stopped; the {len(state.samples)} samples already written{where} are kept"
+                f"lr={lr:.4g}); stopped; {kept}; a smaller sampler.lr0 may help"
             )
 
 

@@ -1,10 +1,23 @@
 #!/usr/bin/env python
 """Evaluate the samples of a finished train.py run again, without training.
 
+    python scripts/evaluate_run.py RUN_DIR [KEY=VALUE ...]
     python scripts/evaluate_run.py runs/2026-11-22/10-00-00_csghmc_mnist5k_seed0 evaluation.cycle_weights=harmonic
 
-Overrides are dotted key=value pairs applied to the run's saved config. Writes
-evaluation_<cycle_weights>.json into the run directory and prints the table.
+Overrides are key=value pairs applied to the run's saved config (RUN_DIR/.hydra/config.yaml). Only what
+changes how the samples are evaluated may be overridden, and only keys the saved config has:
+  evaluation.*            evaluation.cycle_weights=equal|harmonic, evaluation.ece_bins=N
+  trainer.device          auto, cpu, cuda, cuda:N, mps;  trainer.precision: 32, bf16-mixed, 16-mixed
+  data.eval_batch_size, data.num_workers, data.device_resident
+  data.root, data.download   where the run's data set is read from (when it has moved)
+  ood=<name>              an out-of-distribution set (configs/ood/<name>.yaml: none, notmnist, fashion_mnist, svhn)
+  ood.*                   its settings (ood.root=..., ood.download=...)
+The keys that made the samples (data=/data.name, model.*, sampler.*, seed, trainer.epochs, ...) are
+refused: evaluating the samples as something they are not would give wrong numbers. Values are checked as
+train.py checks them. Every sample file is checked (complete, a sample of the run's model) before any is
+used; a bad input is a one-line `error:` (exit status 2) and writes nothing.
+
+Writes evaluation_<cycle_weights>.json into the run directory (atomically) and prints the table.
 """
 
 import sys
@@ -13,15 +26,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from csg.cli import run_or_exit  # noqa: E402
-from csg.evaluation.store import evaluate_run, format_metrics  # noqa: E402
+from csg.errors import ConfigError  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
-    if not argv or argv[0] in {"-h", "--help"}:
+    if argv and argv[0] in {"-h", "--help"}:
         print(__doc__)
-        raise SystemExit(0 if argv else 2)
-    metrics = run_or_exit(lambda: evaluate_run(argv[0], argv[1:]))
-    print(format_metrics(metrics))
+        raise SystemExit(0)
+
+    def evaluate():
+        from csg.evaluation.store import evaluate_run, format_metrics
+
+        if not argv:
+            raise ConfigError("run_dir", None, "a run directory of train.py: python scripts/evaluate_run.py RUN_DIR "
+                              "[KEY=VALUE ...] (--help)")
+        options = [arg for arg in argv if arg.startswith("-")]
+        if options:
+            name, _, value = options[0].partition("=")
+            raise ConfigError(name, value or True, "no option but --help: RUN_DIR [KEY=VALUE ...]")
+        return format_metrics(evaluate_run(argv[0], argv[1:]))
+
+    print(run_or_exit(evaluate))
 
 
 if __name__ == "__main__":

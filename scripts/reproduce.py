@@ -10,6 +10,8 @@ run are in csg/experiments/registry.py. KEY=VALUE overrides go to every train.py
 (e.g. data.root=/data/cifar), to the bandit's YAML (icsgld-bandit; agents=pSGLD,pICSGLD runs a
 subset), or to the NUTS jobs (reference: targets, warmup, samples; accuracy: targets).
 Results: results/<paper>/ (full) or results/<paper>/smoke/ (smoke); runs: multirun/<preset>/<date>/.
+--report-only refuses, in one line and before writing anything, a --runs folder that does not exist or
+holds no finished run (metrics.json) of the target, and a run whose config or metrics.json is damaged.
 """
 
 import argparse
@@ -28,7 +30,7 @@ def main() -> None:
     from csg.experiments.registry import TARGETS, Job, default_out
 
     parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="targets:\n" + "\n".join(f"  {name:<16}{target.what}" for name, target in TARGETS.items()))
     parser.add_argument("target", type=lambda name: name.replace("_", "-"), choices=list(TARGETS), metavar="target")
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides (see above)")
@@ -36,8 +38,11 @@ def main() -> None:
     parser.add_argument("--launcher", choices=("local", "slurm"), default="local")
     parser.add_argument("--seeds", help="comma-separated seeds (default: the target's)")
     parser.add_argument("--preset", help="another experiment preset for the same sweeps (e.g. table1_official_code)")
-    parser.add_argument("--report-only", action="store_true", help="aggregate existing runs; run nothing")
-    parser.add_argument("--runs", type=Path, help="the runs: a new folder by default, or the newest with --report-only")
+    parser.add_argument("--report-only", action="store_true",
+                        help="aggregate existing runs; run nothing (a --runs folder without finished runs of the "
+                             "target is a one-line error, and nothing is written)")
+    parser.add_argument("--runs", type=Path, help="the runs: a new folder by default, or the newest "
+                        "multirun/<preset>/<date> with --report-only")
     parser.add_argument("--out", type=Path, help="default results/<paper>[/smoke]")
     args = parser.parse_intermixed_args()
     target = TARGETS[args.target]

@@ -88,7 +88,7 @@ def test_missing_data_set_names_the_path(run_train, tmp_path):
 def test_divergence_is_one_line_and_non_zero(run_train):
     process, run_dir = run_train("trainer.epochs=4", "sampler.cycles=1", "sampler.lr0=1e6",
                                  "sampler.samples_per_cycle=1", "trainer.log_every_n_steps=5")
-    _assert_one_line_error(process, "loss became", "samples already written")
+    _assert_one_line_error(process, "loss became", "no sample had been written yet")
     assert not (run_dir / "metrics.json").exists()
 
 

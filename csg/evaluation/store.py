@@ -7,11 +7,16 @@ finished run directory again, from its saved config, without training (``scripts
 
 from __future__ import annotations
 
+import copy
+import difflib
+import os
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from csg import config as checks
 from csg import distributed
@@ -36,10 +41,12 @@ def evaluate_store(
     layout = layout or distributed.Layout()
     paths = store.paths()
     if not paths:
-        raise ConfigError("samples", str(store.directory), "a run directory with at least one sample")
+        where = "it holds none" if store.directory.is_dir() else "it does not exist"
+        raise ConfigError("samples", str(store.directory), f"a folder holding the run's samples (sample_*.pt): {where}")
+    store.verify(model_state=model.state_dict())  # every file a complete sample of this model, before any is used
     if cfg.sampler.get("replica") is not None:  # the ensemble is the lowest temperature's samples
         paths = [path for path in paths if store.metadata(path).get("replica_rung", 0) == 0]
-    chain_of = [int(p.parent.name.removeprefix("chain")) if p.parent.name.startswith("chain") else 0 for p in paths]
+    chain_of = [_chain_of(path) for path in paths]
     swag = cfg.sampler.get("swag")
     extra: dict[str, Any] = {}
     if swag is not None and int(swag.draws_per_cycle) > 0:
@@ -79,6 +86,12 @@ def evaluate_store(
     return metrics
 
 
+def _chain_of(path: Path) -> int:
+    """The chain of a sample: NN of its ``chainNN`` folder, 0 for a one-chain run's ``samples/``."""
+    match = re.fullmatch(r"chain(\d+)", path.parent.name)
+    return int(match.group(1)) if match else 0
+
+
 def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout):
     """(weights of the stored samples, their name): equal, or the harmonic-mean estimator of Appendix F."""
     contour = cfg.sampler.get("contour")
@@ -101,12 +114,10 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
 def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
     """Cyclical SWAG: a Gaussian fitted to each cycle's snapshots (per chain) and ``draws_per_cycle`` draws of
     each, read one snapshot at a time. Returns (state-dict stream, draw names, their chains, run metadata)."""
-    import re
-
     from csg.data.bundle import derive_seed
     from csg.evaluation.swag import cyclical_swag
 
-    cycle_of = [int(re.search(r"cycle(\d+)", p.name).group(1)) for p in paths]
+    cycle_of = [int(store.metadata(path)["cycle"]) for path in paths]
     draws = int(swag.draws_per_cycle)
     snapshots = (((chain, cycle), store.load(path)["state_dict"]) for path, chain, cycle in zip(paths, chain_of, cycle_of))
     generator = torch.Generator().manual_seed(derive_seed(int(cfg.seed), 7919))
@@ -117,26 +128,186 @@ def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
     return (state for _, state in stream), names, [chain for chain, _, _ in labels], meta
 
 
+# What a re-evaluation may change: how the samples are evaluated (evaluation.*), where and in which precision
+# (trainer.device, trainer.precision), how and from where the run's own data is read (data.eval_batch_size,
+# data.num_workers, data.device_resident, data.root, data.download), and the out-of-distribution set (ood=<name>,
+# ood.*). Everything else made the samples (data set, model, sampler, seed, epochs, ...) and is fixed by the run.
+OVERRIDABLE = ("evaluation.*", "trainer.device", "trainer.precision", "data.eval_batch_size", "data.num_workers",
+               "data.device_resident", "data.root", "data.download", "ood.*")
+GROUPS = ("data", "model", "sampler", "trainer", "logger", "ood", "synthetic", "experiment")  # train.py's config groups
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+SAVED_CONFIG = ".hydra/config.yaml"
+
+
 def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """Evaluate the samples of a finished run again; writes ``evaluation_<cycle_weights>.json`` beside them.
 
-    ``overrides`` are dotted ``key=value`` pairs applied to the run's saved
-    config (``evaluation.cycle_weights=harmonic``, ``trainer.device=cpu``, ...).
+    ``overrides`` are ``key=value`` pairs applied to the run's saved config: keys it has that match
+    :data:`OVERRIDABLE` (``evaluation.cycle_weights=harmonic``, ``trainer.device=cpu``, ``data.root=...``,
+    ``ood.root=...``), or ``ood=<name>`` (configs/ood/<name>.yaml). Every check happens before anything is
+    built or written, each failure a one-line :class:`ConfigError`: the run directory and its saved config,
+    the overrides (a key the config lacks, or one that made the samples), the values (as train.py checks
+    them), the output file, and every sample file (complete, a sample of the run's model).
     """
     run_dir = Path(run_dir)
-    saved = run_dir / ".hydra" / "config.yaml"
-    if not saved.exists():
-        raise ConfigError("run_dir", str(run_dir), "a run directory of train.py (with .hydra/config.yaml)")
-    cfg = OmegaConf.merge(OmegaConf.load(saved), OmegaConf.from_dotlist(list(overrides or [])))
+    cfg = load_run_config(run_dir)
+    cfg = apply_overrides(cfg, list(overrides or []))
     checks.validate(cfg)
+    target = run_dir / f"evaluation_{cfg.evaluation.cycle_weights}.json"
+    _check_writable(run_dir, target)
+    store = SampleStore(run_dir / "samples")
+    if not store.paths():
+        where = "it holds none" if store.directory.is_dir() else "it does not exist"
+        raise ConfigError("samples", str(store.directory), f"a folder holding the run's samples (sample_*.pt): {where}")
+    store.verify()  # damaged files, before the data is read
     device = resolve_device(str(cfg.trainer.device))
-    data, model = build_data_and_model(cfg, device)
+    try:
+        data, model = build_data_and_model(cfg, device)
+    except OmegaConfBaseException as error:  # a key the saved config lacks
+        raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
+                          f"train.py config ({_first_line(error)})") from None
     ood_loader, ood_source = build_ood_loader(cfg, data)
     precision = Precision(str(cfg.trainer.precision), device)
-    metrics = evaluate_store(cfg, model, SampleStore(run_dir / "samples"), data, device, precision, ood_loader, ood_source)
+    metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source)
     metrics.update(method=cfg.sampler.name, data=cfg.data.name, model=cfg.model.name, seed=int(cfg.seed))
-    atomic_write_json(run_dir / f"evaluation_{cfg.evaluation.cycle_weights}.json", metrics)
+    try:
+        atomic_write_json(target, metrics)
+    except OSError as error:
+        raise ConfigError("run_dir", str(run_dir), f"a run directory where {target.name} can be written: "
+                          f"{error.strerror or error}") from None
     return metrics
+
+
+def load_run_config(run_dir: Path) -> DictConfig:
+    """The saved config of a train.py run directory, checked as train.py checks a config; else a ConfigError."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: {why}")
+
+    if not run_dir.exists():
+        raise refuse("it does not exist")
+    if not run_dir.is_dir():
+        raise refuse("it is a file, not a directory")
+    saved = run_dir / SAVED_CONFIG
+    if not saved.is_file():
+        raise refuse(f"it has no {SAVED_CONFIG} (not a run directory, or a run that was refused before it began)")
+    try:
+        cfg = OmegaConf.load(saved)
+    except Exception as error:  # yaml's errors, a binary file, an unreadable one
+        raise refuse(f"its {SAVED_CONFIG} {_unreadable_yaml(error)}") from None
+    if not isinstance(cfg, DictConfig):
+        raise refuse(f"its {SAVED_CONFIG} is not a train.py config (a {type(cfg).__name__}, not a mapping)")
+    absent = [key for key in ("data", "model", "sampler", "trainer", "evaluation", "ood", "seed") if key not in cfg]
+    if absent:
+        raise refuse(f"its {SAVED_CONFIG} is not a train.py config (no {', '.join(absent)})")
+    try:
+        checks.validate(cfg)
+    except ConfigError as error:
+        raise refuse(f"its {SAVED_CONFIG} fails train.py's checks ({error})") from None
+    except Exception as error:  # a section that is not a mapping, an interpolation to nothing, ...
+        raise refuse(f"its {SAVED_CONFIG} is not a train.py config ({_first_line(error)})") from None
+    return cfg
+
+
+def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """``cfg`` with the re-evaluation's ``key=value`` overrides; a :class:`ConfigError` for any other key."""
+    cfg = copy.deepcopy(cfg)
+    choices = [item for item in overrides if item.partition("=")[0].strip() == "ood"]
+    for item in choices + [item for item in overrides if item not in choices]:  # ood=<name> before ood.* keys
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError("override", item, f"key=value; the keys that may be overridden: {_overridable(cfg)}")
+        if key == "ood":  # a group choice: configs/ood/<name>.yaml, as train.py composes it
+            options = sorted(path.stem for path in (CONFIGS / "ood").glob("*.yaml"))
+            if text not in options:
+                raise ConfigError("ood", text, f"one of {', '.join(options)}")
+            cfg.ood = OmegaConf.load(CONFIGS / "ood" / f"{text}.yaml")
+            continue
+        leaves = _leaf_keys(cfg)
+        if key not in leaves:
+            raise ConfigError(key, text, _not_a_key(cfg, key, leaves))
+        if not _is_overridable(key) or key == "ood.name":
+            saved = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
+            what = "the out-of-distribution set is chosen as ood=<name>" if key == "ood.name" else (
+                f"fixed by the run: its samples were made with {key}={saved}")
+            raise ConfigError(key, text, f"{what}; the keys that may be overridden: {_overridable(cfg)}")
+        if not text.strip():
+            raise ConfigError(key, text, "a value (none given)")
+        if "${" in text:
+            raise ConfigError(key, text, "a plain value, not an interpolation")
+        try:
+            value = OmegaConf.from_dotlist([f"value={text}"])["value"]
+        except Exception:  # not a YAML value
+            raise ConfigError(key, text, "a value as train.py takes it (a number, a word, true/false)") from None
+        OmegaConf.update(cfg, key, value, merge=False)
+    return cfg
+
+
+def _leaf_keys(cfg: DictConfig) -> list[str]:
+    """The dotted keys of the config's values (a list is one value), unresolved."""
+    keys: list[str] = []
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for name, item in node.items():
+                walk(f"{prefix}.{name}" if prefix else str(name), item)
+        else:
+            keys.append(prefix)
+
+    walk("", OmegaConf.to_container(cfg, resolve=False))
+    return keys
+
+
+def _is_overridable(key: str) -> bool:
+    return any(key.startswith(pattern[:-1]) if pattern.endswith("*") else key == pattern for pattern in OVERRIDABLE)
+
+
+def _overridable(cfg: DictConfig) -> str:
+    """The keys of this run's config that may be overridden, and the ood=<name> choice."""
+    keys = [key for key in _leaf_keys(cfg) if _is_overridable(key) and key != "ood.name"]
+    options = "|".join(sorted(path.stem for path in (CONFIGS / "ood").glob("*.yaml")))
+    return ", ".join([*keys, f"ood=<{options}>"])
+
+
+def _not_a_key(cfg: DictConfig, key: str, leaves: list[str]) -> str:
+    """Why ``key`` is no key to override: a config group, a section, or a key the run's config lacks."""
+    if key.split(".")[0] in GROUPS and "." not in key:
+        chosen = OmegaConf.select(cfg, f"{key}.name", throw_on_resolution_failure=False)
+        made = f"its samples were made with {key}={chosen}" if chosen is not None else "a config group it chose"
+        return f"fixed by the run: {made}; the keys that may be overridden: {_overridable(cfg)}"
+    if any(leaf.startswith(key + ".") for leaf in leaves):
+        return f"a key with a value, not a section; the keys that may be overridden: {_overridable(cfg)}"
+    close = difflib.get_close_matches(key, leaves, n=3, cutoff=0.75)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return f"a key of the run's config, which has no {key}{hint}; the keys that may be overridden: {_overridable(cfg)}"
+
+
+def _check_writable(run_dir: Path, target: Path) -> None:
+    """Refuse, before any work, a run directory where ``target`` cannot be written (atomically: a new file + rename)."""
+    if target.is_dir() or (target.exists() and not target.is_file()):
+        raise ConfigError("run_dir", str(run_dir), f"a run directory where {target.name} can be written: "
+                          f"{target.name} is a directory")
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise ConfigError("run_dir", str(run_dir), f"a run directory where {target.name} can be written: this "
+                          "user may not write into it (read-only)")
+
+
+def _unreadable_yaml(error: Exception) -> str:
+    import yaml
+
+    if isinstance(error, yaml.YAMLError):
+        mark = getattr(error, "problem_mark", None)
+        problem = getattr(error, "problem", None) or _first_line(error)
+        return f"is not YAML ({problem}{f', line {mark.line + 1}' if mark is not None else ''})"
+    if isinstance(error, UnicodeDecodeError):
+        return "is not text (not YAML)"
+    return f"cannot be read ({_first_line(error)})"
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
+
+from csg.errors import ConfigError
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -20,25 +22,72 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 
 def load_runs(root: str | Path) -> pd.DataFrame:
-    """One row per run directory (a folder holding ``.hydra/config.yaml``) below ``root``.
+    """One row per run directory (a folder holding ``.hydra/config.yaml``) below ``root``, but not the earlier
+    runs that ``trainer.checkpoint.resume=false`` moved into a run's ``earlier/`` folder.
 
     Columns: ``run_dir``, ``status`` ("done" with a metrics.json, else "missing metrics"),
     the run's config flattened (``sampler.name``, ``data.name``, ``seed``, ...) and its metrics
     flattened under ``metrics.`` (``metrics.ensemble.nll``, ``metrics.ess.median``, ...).
+    A run directory whose config or metrics.json cannot be read is a :class:`ConfigError` naming it.
     """
+    from csg.rundir import EARLIER
+
     rows = []
     for config_path in sorted(Path(root).glob("**/.hydra/config.yaml")):
         run_dir = config_path.parent.parent
+        if EARLIER in run_dir.relative_to(root).parts[:-1]:
+            continue  # a run started over with resume=false moved here: not one of the sweep's runs
         row: dict[str, Any] = {"run_dir": str(run_dir)}
-        _flatten("", OmegaConf.to_container(OmegaConf.load(config_path), resolve=False), row)
+        try:
+            config = OmegaConf.load(config_path)
+        except Exception as error:  # yaml's errors, a binary file, an unreadable one
+            raise _damaged(run_dir, ".hydra/config.yaml", "cannot be read as YAML", error) from None
+        if not isinstance(config, DictConfig):
+            raise ConfigError("run_dir", str(run_dir), "a run directory of train.py: its .hydra/config.yaml is not "
+                              "a config (a mapping)")
+        _flatten("", OmegaConf.to_container(config, resolve=False), row)
         metrics_path = run_dir / "metrics.json"
         if metrics_path.exists():
-            _flatten("metrics", json.loads(metrics_path.read_text()), row)
+            try:
+                metrics = json.loads(metrics_path.read_text())
+            except Exception as error:  # not JSON, not text, unreadable
+                raise _damaged(run_dir, "metrics.json", "cannot be read as JSON", error) from None
+            if not isinstance(metrics, dict):
+                raise ConfigError("run_dir", str(run_dir), "a run directory of train.py: its metrics.json is not "
+                                  "a JSON object")
+            _flatten("metrics", metrics, row)
             row["status"] = "done"
         else:
             row["status"] = "missing metrics"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _damaged(run_dir: Path, name: str, what: str, error: Exception) -> ConfigError:
+    lines = str(error).strip().splitlines()
+    detail = f"{type(error).__name__}: {lines[0][:120]}" if lines else type(error).__name__
+    return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {name} {what} ({detail})")
+
+
+def runs_to_report(root: str | Path, target: str) -> pd.DataFrame:
+    """:func:`load_runs` of the folder a report reads, refused (a :class:`ConfigError` on ``--runs``, before the
+    report writes anything) when it does not exist or holds no finished run (a run directory with metrics.json)."""
+    root = Path(root)
+    if not root.exists():
+        raise refuse_runs(root, target, "it does not exist")
+    if not root.is_dir():
+        raise refuse_runs(root, target, "it is a file, not a folder")
+    runs = load_runs(root)
+    if runs.empty:
+        raise refuse_runs(root, target, "it holds no run directory (.hydra/config.yaml)")
+    if not (runs.status == "done").any():
+        raise refuse_runs(root, target, f"none of its {len(runs)} run directories has finished (no metrics.json)")
+    return runs
+
+
+def refuse_runs(root: str | Path, target: str, why: str) -> ConfigError:
+    """The one-line error of a report whose ``--runs`` folder gives it nothing to report."""
+    return ConfigError("--runs", str(root), f"a folder holding finished runs of {target}: {why}")
 
 
 def mean_and_stderr(frame: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:

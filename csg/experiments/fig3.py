@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from csg.atomic import atomic_write_text
-from csg.experiments.aggregate import load_runs, mean_and_stderr
+from csg.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
 from csg.experiments.tables import TableSpec, expand, expected_runs, missing_runs
 
 CYCLES = "1,2,4,5"  # each divides both budgets (200 and 80 epochs)
@@ -42,6 +42,7 @@ SPEC = TableSpec(
     metrics=(),
 )
 LAMBDAS = tuple(i / 10 for i in range(11))
+FIG3_SAMPLERS = ("csgld", "sgld", "snapshot_sgd")  # the samplers of the panels
 
 
 def _floating(state_dict: dict[str, Tensor]) -> list[str]:
@@ -90,8 +91,13 @@ def interpolation_errors(model: torch.nn.Module, first, second, loader, device, 
 
 
 def _samples(run_dir: Path) -> list[tuple[dict, dict[str, Tensor]]]:
-    """(metadata, state_dict) of each sample of a run, in collection order."""
-    loaded = [torch.load(p, map_location="cpu") for p in sorted((run_dir / "samples").glob("**/*.pt"))]
+    """(metadata, state_dict) of each sample of a run, in collection order (weights only; a damaged file is a
+    one-line error naming it)."""
+    from csg.collection import SampleStore
+
+    store = SampleStore(run_dir / "samples")
+    store.verify()
+    loaded = [store.load(path) for path in store.paths()]
     return [({k: v for k, v in s.items() if k != "state_dict"}, s["state_dict"]) for s in loaded]
 
 
@@ -118,10 +124,15 @@ def _pick(done: pd.DataFrame, method: str, cycles: int | None = None) -> pd.Seri
 
 def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int, seeds: str | None = None,
            device: str = "auto") -> list[dict[str, str]]:
-    """fig3_{mds,interpolation,cycles}.csv, fig3.md and fig3.png/.pdf from the runs; returns the missing runs."""
-    runs = load_runs(runs_dir)
+    """fig3_{mds,interpolation,cycles}.csv, fig3.md and fig3.png/.pdf from the runs; returns the missing runs.
+
+    A folder that does not exist, or holds no finished run of the figure's samplers, is a
+    :class:`~csg.errors.ConfigError` (``--runs``) and nothing is written."""
+    runs = runs_to_report(runs_dir, "fig3")
     missing = missing_runs(runs, expected_runs(expand(SPEC, scale, epochs, seeds)))
-    done = runs[runs.status == "done"] if not runs.empty else runs
+    done = runs[runs.status == "done"]
+    if "sampler.name" not in done or not done["sampler.name"].isin(FIG3_SAMPLERS).any():
+        raise refuse_runs(runs_dir, "fig3", f"none of its {len(done)} finished runs is of {', '.join(FIG3_SAMPLERS)}")
     from csg.devices import resolve_device
 
     dev = resolve_device(device)
@@ -171,11 +182,12 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
             cycles = cycles.rename(columns={"metrics.cycles": "cycles"}).sort_values(["method", "cycles"])
 
     mds, lines = pd.DataFrame(mds_rows), pd.DataFrame(line_rows)
+    first = done.iloc[0] if len(done) else None
+    text = _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing)
     atomic_write_text(out_dir / "fig3_mds.csv", mds.to_csv(index=False))
     atomic_write_text(out_dir / "fig3_interpolation.csv", lines.to_csv(index=False))
     atomic_write_text(out_dir / "fig3_cycles.csv", cycles.to_csv(index=False))
-    first = done.iloc[0] if len(done) else None
-    atomic_write_text(out_dir / "fig3.md", _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing))
+    atomic_write_text(out_dir / "fig3.md", text)
     if len(mds) or len(lines) or len(cycles):
         _figure(mds, lines, cycles, scale, first, out_dir / "fig3.png")
     return missing

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.atomic import atomic_write_text
-from csg.experiments.aggregate import load_runs
+from csg.experiments.aggregate import refuse_runs, runs_to_report
 from csg.experiments.tables import SweepPlan
 
 METHODS = {"sgd": "SGD", "sgdm": "SGDM", "snapshot_sgdm": "Snapshot", "sgld": "SGLD", "sghmc": "SGHMC",
@@ -21,22 +21,25 @@ SWEEPS = SweepPlan(
 
 
 def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
-    """fig4.csv (method, entropy, ecdf), fig4.md (summary) and fig4.png from the runs under ``runs_dir``."""
+    """fig4.csv (method, entropy, ecdf), fig4.md (summary) and fig4.png from the runs under ``runs_dir``.
+
+    A folder that does not exist, or holds no finished run of the figure's methods with OOD metrics, is a
+    :class:`~csg.errors.ConfigError` (``--runs``) and nothing is written."""
     import json
 
     from csg.synthetic import plots
 
-    runs = load_runs(runs_dir)
-    if runs.empty:
-        raise FileNotFoundError(f"no runs (.hydra/config.yaml) under {runs_dir}")
-    done = runs[(runs.status == "done") & runs["sampler.name"].isin(METHODS)]
+    runs = runs_to_report(runs_dir, "fig4")
+    done = runs[(runs.status == "done") & runs["sampler.name"].isin(METHODS)] if "sampler.name" in runs else runs[:0]
     curves, summary = [], []
     for row in done.itertuples():
         metrics = json.loads((Path(row.run_dir) / "metrics.json").read_text())
         ood = metrics.get("ood")
         if ood is None:
             continue
-        label = METHODS[metrics["method"]]
+        label = METHODS.get(metrics.get("method"))
+        if label is None:
+            continue
         for h, f in zip(ood["entropy_grid"], ood["ensemble"]["entropy_ecdf"]):
             curves.append({"method": label, "seed": metrics["seed"], "entropy": h, "ecdf": f})
         summary.append({
@@ -45,13 +48,18 @@ def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
             "ood_entropy_mean": ood["ensemble"]["entropy_mean"], "ood_auroc": ood["ensemble"]["auroc"],
             "epochs": metrics["epochs"], "source": ood["source"],
         })
+    if not summary:
+        finished = int((runs.status == "done").sum())
+        raise refuse_runs(runs_dir, "fig4", f"none of its {finished} finished runs is of {', '.join(METHODS)} with an "
+                          "out-of-distribution set (ood=...)")
     order = list(METHODS.values())
     curves = pd.DataFrame(curves)
     summary = pd.DataFrame(summary).sort_values("method", key=lambda c: c.map(order.index))
     missing = sorted(set(METHODS.values()) - set(summary.method))
     out_dir = Path(out_dir)
+    text = _markdown(summary, missing, runs_dir)
     atomic_write_text(out_dir / "fig4.csv", curves.to_csv(index=False))
-    atomic_write_text(out_dir / "fig4.md", _markdown(summary, missing, runs_dir))
+    atomic_write_text(out_dir / "fig4.md", text)
     _figure(curves, summary, out_dir / "fig4.png", plots)
     return summary
 

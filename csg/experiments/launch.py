@@ -24,14 +24,30 @@ class LaunchFailed(CsgError):
 
 
 def preset_epochs(preset: str | None, overrides: list[str]) -> int:
-    """trainer.epochs of the composed preset (with the user's overrides), for sweeps of half the budget."""
+    """trainer.epochs of the composed preset (with the user's overrides), for sweeps of half the budget.
+
+    An unknown preset, an override Hydra cannot apply, or epochs that are no positive integer is a one-line
+    :class:`~csg.errors.ConfigError`, before anything runs or is written."""
     from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
     import csg  # noqa: F401  (registers the config resolvers)
+    from csg.errors import ConfigError
 
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("config", overrides=([f"experiment={preset}"] if preset else []) + overrides)
-    return int(cfg.trainer.epochs)
+    presets = sorted(path.stem for path in (ROOT / "configs" / "experiment").glob("*.yaml"))
+    if preset is not None and preset not in presets:
+        raise ConfigError("--preset", preset, f"one of {', '.join(presets)}")
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+            cfg = compose("config", overrides=([f"experiment={preset}"] if preset else []) + overrides)
+        epochs = cfg.trainer.epochs
+    except (HydraException, OmegaConfBaseException) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ConfigError("overrides", " ".join(overrides), f"overrides train.py takes ({first})") from None
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs <= 0:
+        raise ConfigError("trainer.epochs", epochs, "a positive integer")
+    return epochs
 
 
 def _call(command: list[str], what: str, runs: Path | None) -> None:

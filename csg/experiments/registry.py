@@ -53,6 +53,8 @@ class Target:
         """A one-line error for a scale or a flag this target does not take."""
         if job.scale not in self.scales:
             raise ConfigError("--scale", job.scale, f"{' or '.join(self.scales)} for {self.name}")
+        if job.seeds is not None and not all(seed.strip().isdigit() for seed in job.seeds.split(",")):
+            raise ConfigError("--seeds", job.seeds, "comma-separated whole numbers >= 0 (e.g. 0,1,2)")
         for flag, default in FLAGS.items():
             value = getattr(job, flag)
             if value != default and flag not in self.flags:
@@ -226,8 +228,15 @@ def _accuracy(job: Job) -> list[str]:
     if job.report_only:
         if not runs_csv.exists():
             raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make accuracy` first")
-        runs = pd.read_csv(runs_csv)
-        result = study.Study(runs, study.summarise(runs), float("nan"))
+        try:
+            runs = pd.read_csv(runs_csv)
+            result = study.Study(runs, study.summarise(runs), float("nan"))
+        except Exception as error:  # not a CSV, or not the study's columns
+            detail = (str(error).strip().splitlines() or [""])[0][:120]
+            raise ConfigError("--report-only", True, f"a readable {runs_csv} of a previous `make accuracy`: "
+                              f"it is not ({type(error).__name__}: {detail})") from None
+        if runs.empty:
+            raise ConfigError("--report-only", True, f"a {runs_csv} of a previous `make accuracy`: it holds no run")
     else:
         seeds = tuple(int(s) for s in (job.seeds or "0,1,2").split(","))
         smoke = {"factors": (0.5, 1.0), "overrides": study.SMOKE} if job.scale == "smoke" else {}

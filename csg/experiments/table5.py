@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.atomic import atomic_write_text
-from csg.experiments.aggregate import load_runs, mean_and_stderr
+from csg.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
 from csg.experiments.tables import SweepPlan
 from csg.paper import paper_value
 
@@ -31,12 +31,19 @@ SWEEPS = SweepPlan(
 
 
 def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
-    """Aggregate the runs under ``runs_dir`` into ``out_dir``/table5.csv and .md; returns the table."""
-    runs = load_runs(runs_dir)
-    if runs.empty:
-        raise FileNotFoundError(f"no runs (.hydra/config.yaml) under {runs_dir}")
-    runs = runs[runs["data.name"].isin(DATASETS) & runs["sampler.name"].isin(METHODS)]
-    done = runs[runs.status == "done"]
+    """Aggregate the runs under ``runs_dir`` into ``out_dir``/table5.csv and .md; returns the table.
+
+    A folder that does not exist, or holds no finished run of Table 5's data sets and samplers, is a
+    :class:`~csg.errors.ConfigError` (``--runs``) and nothing is written."""
+    runs = runs_to_report(runs_dir, "table5")
+    finished = int((runs.status == "done").sum())
+    if "data.name" not in runs or "sampler.name" not in runs:
+        runs = runs[:0]
+    runs = runs[runs["data.name"].isin(DATASETS) & runs["sampler.name"].isin(METHODS)] if len(runs) else runs
+    done = runs[runs.status == "done"] if len(runs) else runs
+    if done.empty:
+        raise refuse_runs(runs_dir, "table5", f"none of its {finished} finished runs is of {', '.join(METHODS)} on "
+                          f"{', '.join(DATASETS)}")
     rows = []
     for (data, method), group in done.groupby(["data.name", "sampler.name"], sort=False):
         ess = mean_and_stderr(group.assign(key=0), ["key"], "metrics.ess.median").iloc[0]
@@ -60,11 +67,11 @@ def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
     present = set(zip(done["data.name"], done["sampler.name"]))
     missing = sorted(expected - present)
     out_dir = Path(out_dir)
-    atomic_write_text(out_dir / "table5.csv", table.to_csv(index=False))
     text = markdown(table, missing, runs[runs.status != "done"], runs_dir)
     accuracy = out_dir / "accuracy.csv"
     if accuracy.exists():
         text += accuracy_note(pd.read_csv(accuracy))
+    atomic_write_text(out_dir / "table5.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / "table5.md", text)
     return table
 

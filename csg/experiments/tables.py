@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.atomic import atomic_write_text
-from csg.experiments.aggregate import load_runs, mean_and_stderr
+from csg.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
 from csg.paper import paper_tables
 
 PAPER = "csgmcmc-iclr2020"
@@ -247,16 +247,41 @@ def _paper_values(spec: TableSpec) -> pd.DataFrame:
     return frame[(frame.paper == spec.paper) & (frame.table == spec.name.removeprefix("icsgld_"))]
 
 
+def labelled(spec: TableSpec, runs: pd.DataFrame, budget: int) -> tuple[pd.DataFrame, list[str]]:
+    """The finished runs that are rows of ``spec`` (a ``method`` column: their row label), and the run
+    directories of the other finished runs (a method the table does not have, a key its label needs missing)."""
+    done = runs[runs.status == "done"].copy() if not runs.empty else pd.DataFrame()
+    labels = []
+    for _, run in done.iterrows():
+        try:
+            labels.append(spec.label(run, budget))
+        except (KeyError, ValueError, TypeError):
+            labels.append(None)
+    if done.empty:
+        return done, []
+    done["method"] = labels
+    return done[done.method.notna()].copy(), sorted(done[done.method.isna()].run_dir)
+
+
+def _read(metric: Metric, done: pd.DataFrame) -> pd.Series:
+    """A metric of each run; NaN where the runs did not record it (an OOD metric of runs without an OOD set)."""
+    try:
+        return metric.read(done)
+    except KeyError:
+        return pd.Series(float("nan"), index=done.index)
+
+
 def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str) -> pd.DataFrame:
-    """One row per (data set, method, metric): ours (mean, stderr, seeds) beside the paper's value."""
-    done = runs[runs.status == "done"].copy()
+    """One row per (data set, method, metric): ours (mean, stderr, seeds) beside the paper's value.
+
+    Finished runs that are not rows of the table (see :func:`labelled`) are left out."""
+    done, _ = labelled(spec, runs, budget)
     paper = _paper_values(spec)
     if done.empty:
         return pd.DataFrame()
-    done["method"] = [spec.label(run, budget) for _, run in done.iterrows()]
     rows = []
     for metric in spec.metrics:
-        done["value"] = metric.read(done)
+        done["value"] = _read(metric, done)
         summary = mean_and_stderr(done, ["data.name", "method"], "value")
         for row in summary.itertuples():
             same = done[(done["data.name"] == row[1]) & (done.method == row[2])]
@@ -293,16 +318,24 @@ def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, pres
 
 def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int,
            seeds: str | None = None, preset: str | None = None) -> tuple[pd.DataFrame, list[dict[str, str]]]:
-    """Write ``out_dir/<name>.csv`` and ``.md`` from the runs under ``runs_dir``; returns (table, missing runs)."""
+    """Write ``out_dir/<name>.csv`` and ``.md`` from the runs under ``runs_dir``; returns (table, missing runs).
+
+    A folder that does not exist, or holds no finished run of the table, is a :class:`~csg.errors.ConfigError`
+    (``--runs``) and nothing is written."""
     spec = TABLES[name]
-    runs = load_runs(runs_dir)
+    runs = runs_to_report(runs_dir, name)
     preset = preset or spec.presets[scale]
     missing = missing_runs(runs, expected_runs(expand(spec, scale, epochs, seeds)))
-    table = aggregate(spec, runs, scale, epochs, preset) if not runs.empty else pd.DataFrame()
-    unfinished = sorted(runs[runs.status != "done"].run_dir) if not runs.empty else []
+    table = aggregate(spec, runs, scale, epochs, preset)
+    _, others = labelled(spec, runs, epochs)
+    if table.empty:
+        finished = int((runs.status == "done").sum())
+        raise refuse_runs(runs_dir, name, f"none of its {finished} finished runs is a run of {name}'s methods")
+    unfinished = sorted(runs[runs.status != "done"].run_dir)
     out_dir = Path(out_dir)
+    text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others)
     atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
-    atomic_write_text(out_dir / f"{name}.md", markdown(spec, table, scale, preset, runs_dir, missing, unfinished))
+    atomic_write_text(out_dir / f"{name}.md", text)
     return table, missing
 
 
@@ -312,7 +345,8 @@ def _cell(mean: float, stderr: float, digits: int) -> str:
     return f"{mean:.{digits}f}" + (f" +- {stderr:.{digits}f}" if not math.isnan(stderr) else "")
 
 
-def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished) -> str:
+def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished,
+             others=()) -> str:
     command = f"make {spec.name.replace('_', '-')}" + (" SCALE=smoke" if scale == "smoke" else "")
     lines = [f"# {spec.title}" + (" (SMOKE SCALE)" if scale == "smoke" else ""), ""]
     if scale == "smoke":
@@ -360,4 +394,6 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
         lines.append("")
     if unfinished:
         lines += ["Unfinished run directories (no metrics.json): " + ", ".join(f"`{d}`" for d in unfinished), ""]
+    if others:
+        lines += ["Finished runs left out (not of this table's methods): " + ", ".join(f"`{d}`" for d in others), ""]
     return "\n".join(lines).rstrip() + "\n"

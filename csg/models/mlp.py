@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
+from csg.errors import ConfigError
 from csg.models.registry import register_model
 
 
@@ -32,4 +33,7 @@ class MLP(nn.Sequential):
 
 @register_model
 def mlp(num_classes: int = 10, input_shape: Sequence[int] = (1, 28, 28), hidden: Sequence[int] = (200, 200, 200)) -> MLP:
+    if isinstance(hidden, (str, bytes)) or not all(isinstance(u, int) and not isinstance(u, bool) and u > 0
+                                                   for u in hidden):
+        raise ConfigError("model.hidden", hidden, "a list of positive integers (units per hidden layer; [] for none)")
     return MLP(math.prod(input_shape), num_classes, tuple(hidden))

@@ -38,12 +38,52 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from csg.errors import DivergenceError
 from csg.models import create_model
 from csg.samplers import SGLD
 from csg.samplers.contour import ContourSGLD, EnergyPartition
 
 METHODS = ("SGD", "SGLD", "ICSGLD")
 IMAGES_PER_CLASS = 6000  # the authors' energy scale: the mean loss times classes x 6000
+
+
+KEYS = ("name", "output_dir", "iterations", "batch_size", "methods", "classes", "max_images", "filters", "hidden",
+        "eta", "prior_precision", "temperature", "zeta", "partitions", "width", "sa_step")
+MAX_IMAGES = 5000  # the project's MNIST subset: at most this many images of any split
+
+
+def validate(cfg) -> None:
+    """Check every key of ``synthetic=icsgld_mnist`` (``cfg`` is the run config) before any work."""
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", KEYS)
+    iterations = checks.integer(cfg, "synthetic.iterations")
+    batch_size = checks.integer(cfg, "synthetic.batch_size", optional="one full batch")
+    # the report follows ICSGLD's multiplier and partitions: the contour run must be among the methods
+    checks.text_list(cfg, "synthetic.methods", METHODS, required="ICSGLD")
+    checks.integer(cfg, "synthetic.classes", minimum=2, maximum=10)
+    max_images = checks.integer(cfg, "synthetic.max_images", optional="every training image of those digits")
+    filters = checks.integer(cfg, "synthetic.filters")
+    hidden = checks.integer(cfg, "synthetic.hidden")
+    for key in ("eta", "temperature", "zeta", "width"):
+        checks.finite(cfg, f"synthetic.{key}", minimum=0, strict=True)
+    checks.finite(cfg, "synthetic.prior_precision", minimum=0)
+    checks.finite(cfg, "synthetic.sa_step", minimum=0, strict=True, maximum=1, below=True)
+    partitions = checks.integer(cfg, "synthetic.partitions", minimum=2)
+    images = min(max_images or MAX_IMAGES, MAX_IMAGES)
+    sizes = {"synthetic.filters": filters, "synthetic.hidden": hidden, "synthetic.partitions": partitions,
+             "synthetic.iterations": iterations}
+
+    def estimate(s):
+        f, h, batch = s["synthetic.filters"], s["synthetic.hidden"], min(batch_size or images, images)
+        params = 26 * f + 50 * f * f + 2 * f + 98 * f * h + 11 * h + 10
+        activations = 1372 * f + h  # floats per image: both convolutions and their pooling, the hidden layer
+        # the parameters with their gradients and the sampler's buffers; the activations of a training batch and
+        # of the test set; theta over the partitions; each iteration's batch indices and record
+        return (16 * params + 4 * activations * (3 * batch + MAX_IMAGES) + 32 * s["synthetic.partitions"]
+                + s["synthetic.iterations"] * (8 * batch + 2000))
+
+    checks.fits_in_memory(sizes, estimate, "the network, its activations and the run's records")
 
 
 def sampler_settings(eta: float, prior_precision: float, scale: float) -> dict[str, float]:
@@ -94,6 +134,10 @@ def run_method(method: str, x: torch.Tensor, y: torch.Tensor, study, seed: int) 
     for k, batch in enumerate(batches(len(x), study.get("batch_size"), int(study.iterations), seed)):
         sampler.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x[batch]), y[batch])
+        if not torch.isfinite(loss):
+            raise DivergenceError(f"{method} diverged at iteration {k} (loss {loss.item()}): lower synthetic.eta="
+                                  f"{float(study.eta):g}, synthetic.temperature={float(study.temperature):g} or "
+                                  f"synthetic.prior_precision={float(study.prior_precision):g}")
         loss.backward()
         energy = scale * loss.detach()
         row = {"method": method, "iteration": k, "loss": loss.item(), "energy": energy.item()}

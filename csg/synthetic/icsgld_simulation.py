@@ -359,6 +359,36 @@ def run_simulation(steps: int = 80_000, repeats: int = 20, checkpoints: int = 10
     return SimulationResult(pd.DataFrame(finals), pd.DataFrame(curves), pd.DataFrame(modes), pd.DataFrame(per_repeat))
 
 
+KEYS = ("name", "output_dir", "steps", "repeats", "checkpoints", "pilot_steps")
+
+
+def validate(cfg) -> None:
+    """Check every key of ``synthetic=icsgld_sim`` (``cfg`` is the run config) before any work; raise ConfigError."""
+    from csg.errors import ConfigError
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", KEYS)
+    steps = checks.integer(cfg, "synthetic.steps")
+    repeats = checks.integer(cfg, "synthetic.repeats")
+    checkpoints = checks.integer(cfg, "synthetic.checkpoints")
+    pilot_steps = checks.integer(cfg, "synthetic.pilot_steps", optional=f"the notebooks' {Protocol.pilot_steps}")
+    protocol = Protocol()
+    if steps <= protocol.warm_up_p5 + protocol.thin:
+        raise ConfigError("synthetic.steps", steps, f"an integer above {protocol.warm_up_p5 + protocol.thin} "
+                          f"(the P5 chains' warm-up, then every {protocol.thin}th iteration is a sample)")
+    if checkpoints > steps:
+        raise ConfigError("synthetic.checkpoints", checkpoints, f"at most synthetic.steps={steps} (points of the KL "
+                          "curve, at least one iteration apart)")
+    if pilot_steps is not None and pilot_steps <= protocol.pilot_warm_up + protocol.thin:
+        raise ConfigError("synthetic.pilot_steps", pilot_steps,
+                          f"an integer above {protocol.pilot_warm_up + protocol.thin} (the pilot's warm-up, then "
+                          f"every {protocol.thin}th iteration)")
+    # each method's kept points and weights (twice: the k-NN KL joins them), the k-NN trees, the histograms
+    checks.fits_in_memory({"synthetic.steps": steps, "synthetic.repeats": repeats},
+                          lambda s: 30 * s["synthetic.steps"] * s["synthetic.repeats"] + 30_000 * s["synthetic.repeats"],
+                          "the kept samples")
+
+
 def run(study, output_dir, seed: int) -> dict:
     """``python train.py synthetic=icsgld_sim``: the simulation, its CSVs, Markdown and figure."""
     import time

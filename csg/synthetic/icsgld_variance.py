@@ -138,6 +138,26 @@ def run_variance(steps: int = 1_000_000, repeats: int = 10, seed: int = 0,
     return VarianceResult(pd.DataFrame(rows), pd.DataFrame(summary))
 
 
+KEYS = ("name", "output_dir", "steps", "repeats", "difference")
+DIFFERENCES = ("forward", "backward")
+
+
+def validate(cfg) -> None:
+    """Check every key of ``synthetic=icsgld_variance`` (``cfg`` is the run config) before any work."""
+    from csg.errors import ConfigError
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", KEYS)
+    checks.integer(cfg, "synthetic.steps")
+    repeats = checks.integer(cfg, "synthetic.repeats")
+    if repeats < 2:
+        raise ConfigError("synthetic.repeats", repeats, "an integer >= 2 (a variance over repeats)")
+    checks.choice(cfg, "synthetic.difference", DIFFERENCES)
+    # a block of noise for 10 chains per repeat, and the exact density of states on its grid
+    checks.fits_in_memory({"synthetic.repeats": repeats}, lambda s: BLOCK * 2 * 10 * 8 * 2 * s["synthetic.repeats"],
+                          "the noise drawn per block")
+
+
 def run(study, output_dir, seed: int) -> dict:
     """``python train.py synthetic=icsgld_variance``: the runs, CSVs, Markdown and figure."""
     import time

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg.atomic import atomic_write_text
+from csg.errors import ConfigError
 from csg.paper import paper_value
 from csg.schedules import Cyclical, Decreasing
 from csg.synthetic.chains import ChainGroup, run_chains
@@ -31,12 +33,105 @@ log = logging.getLogger(__name__)
 METHODS = ("SGLD", "cSGLD", "Parallel SGLD", "Parallel cSGLD")
 
 
+KEYS = ("name", "output_dir", "target", "steps", "repeats", "parallel_chains", "start", "coverage", "presets", "notes")
+PRESET_KEYS = ("sgld", "csgld", "noise_in_exploration", "temperature_correction")
+SGLD_KEYS = ("a", "b", "gamma", "hold")
+CSGLD_KEYS = ("lr0", "cycles", "explore", "exact_length", "burnin_steps")
+TARGETS = ("mog25",)  # the cSG-MCMC grid; coverage counts its 25 centres and the table compares with the paper's
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check every key of ``synthetic=table4`` (``cfg`` is the run config) before any work; raise ConfigError."""
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", KEYS)
+    checks.mapping(cfg, "synthetic.target", ("name", "variance", "grad_noise"))
+    checks.choice(cfg, "synthetic.target.name", TARGETS)
+    checks.finite(cfg, "synthetic.target.variance", minimum=0, strict=True)
+    checks.finite(cfg, "synthetic.target.grad_noise", minimum=0)
+    steps = checks.integer(cfg, "synthetic.steps")
+    repeats = checks.integer(cfg, "synthetic.repeats")
+    parallel = checks.integer(cfg, "synthetic.parallel_chains")
+    checks.mapping(cfg, "synthetic.start", ("low", "high"))
+    low = checks.finite(cfg, "synthetic.start.low")
+    high = checks.finite(cfg, "synthetic.start.high")
+    if not high > low:
+        raise ConfigError("synthetic.start.high", high, f"a number above synthetic.start.low={low:g}")
+    checks.mapping(cfg, "synthetic.coverage", ("radius", "min_samples"))
+    checks.finite(cfg, "synthetic.coverage.radius", minimum=0, strict=True)
+    checks.integer(cfg, "synthetic.coverage.min_samples")
+    checks.mapping(cfg, "synthetic.notes", METHODS)
+    for method in METHODS:
+        checks.text(cfg, f"synthetic.notes.{method}")
+    presets = checks.mapping(cfg, "synthetic.presets", None)
+    if not len(presets):
+        raise ConfigError("synthetic.presets", presets, "at least one preset (paper, official_code)")
+    shortest = {}
+    for name in presets:
+        if not checks.NAME.match(str(name)):
+            raise ConfigError(f"synthetic.presets.{name}", checks.get(cfg, f"synthetic.presets.{name}"),
+                              "a preset whose name has only letters, digits, _ and - (it names files)")
+        shortest[name] = _validate_preset(cfg, f"synthetic.presets.{name}")
+    name, (need, why) = max(shortest.items(), key=lambda item: item[1][0])
+    if steps < need:
+        raise ConfigError("synthetic.steps", steps, f"an integer >= {need} (preset {name}: {why})")
+    # per preset: the kept positions of 2 + 2 parallel_chains chains per repeat, and each group's per-step schedule
+    checks.fits_in_memory(
+        {"synthetic.steps": steps, "synthetic.repeats": repeats, "synthetic.parallel_chains": parallel},
+        lambda s: len(presets) * s["synthetic.steps"] * (
+            16 * s["synthetic.repeats"] * (2 + 2 * s["synthetic.parallel_chains"]) + 160),
+        "the kept samples")
+
+
+def _validate_preset(cfg: DictConfig, key: str) -> tuple[int, str]:
+    """Check one preset; return the fewest steps its cSGLD schedule works with, and why."""
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, key, PRESET_KEYS)
+    checks.mapping(cfg, f"{key}.sgld", SGLD_KEYS)
+    a = checks.finite(cfg, f"{key}.sgld.a", minimum=0, strict=True)
+    b = checks.finite(cfg, f"{key}.sgld.b", minimum=0, strict=True)
+    gamma = checks.finite(cfg, f"{key}.sgld.gamma", minimum=0)
+    checks.integer(cfg, f"{key}.sgld.hold", minimum=0, optional="no hold")
+    log_first = math.log(a) - gamma * math.log(b)  # the first (largest) step size a b^-gamma, in logs
+    if log_first >= math.log(sys.float_info.max):  # Decreasing.lr would overflow
+        raise ConfigError(f"{key}.sgld.a", a, f"a smaller number: the first step size a b^-gamma (b={b:g}, "
+                          f"gamma={gamma:g}) must be a finite number")
+    checks.mapping(cfg, f"{key}.csgld", CSGLD_KEYS)
+    lr0 = checks.finite(cfg, f"{key}.csgld.lr0", minimum=0, strict=True)
+    cycles = checks.integer(cfg, f"{key}.csgld.cycles")
+    exact = checks.get(cfg, f"{key}.csgld.exact_length") is not None and checks.boolean(cfg, f"{key}.csgld.exact_length")
+    if checks.get(cfg, f"{key}.csgld.burnin_steps") is not None:
+        if checks.get(cfg, f"{key}.csgld.explore") is not None:
+            raise ConfigError(f"{key}.csgld.explore", checks.get(cfg, f"{key}.csgld.explore"),
+                              f"null when {key}.csgld.burnin_steps is set (one of the two sets the exploration stage)")
+        burnin = checks.integer(cfg, f"{key}.csgld.burnin_steps", minimum=0)
+        # the cycles must be longer than burnin_steps, so that each keeps a sample
+        need = cycles * (burnin + 1) if not exact else cycles * burnin + 1
+        why = f"{cycles} cycles of more than {burnin} burn-in steps each"
+    else:
+        if checks.get(cfg, f"{key}.csgld.explore") is None:
+            raise ConfigError(f"{key}.csgld.explore", None, "a finite number in [0, 1), or null with "
+                              f"{key}.csgld.burnin_steps set (one of the two sets the exploration stage)")
+        explore = checks.finite(cfg, f"{key}.csgld.explore", minimum=0, maximum=1, below=True)
+        # each cycle's sampling stage, (1 - explore) x its length, must hold a step
+        per_cycle = 1.0 / (1.0 - explore)
+        need = cycles * math.ceil(per_cycle - 1e-9) if not exact else math.ceil(cycles * per_cycle - 1e-9)
+        why = f"{cycles} cycles whose sampling stage ({1 - explore:g} of a cycle) holds a step"
+    checks.boolean(cfg, f"{key}.noise_in_exploration")
+    if checks.boolean(cfg, f"{key}.temperature_correction") and max(lr0, math.exp(log_first)) > 2:
+        key_lr = f"{key}.csgld.lr0" if lr0 > 2 else f"{key}.sgld.a"
+        raise ConfigError(key_lr, checks.get(cfg, key_lr), f"step sizes <= 2 with {key}.temperature_correction=true "
+                          "(noise variance 2 lr (1 - lr / 2) must not be negative)")
+    return max(need, cycles), why
+
+
 def _schedules(preset: DictConfig, steps: int):
     sgld, csgld = preset.sgld, preset.csgld
-    decreasing = Decreasing(sgld.a, sgld.b, sgld.gamma, hold=sgld.get("hold", 0))
+    decreasing = Decreasing(sgld.a, sgld.b, sgld.gamma, hold=sgld.get("hold") or 0)
     exact = bool(csgld.get("exact_length", False))
     length = steps / csgld.cycles if exact else steps // csgld.cycles
-    explore = csgld.burnin_steps / length if "burnin_steps" in csgld else csgld.explore
+    explore = csgld.burnin_steps / length if csgld.get("burnin_steps") is not None else csgld.explore
     return decreasing, Cyclical(csgld.lr0, steps, csgld.cycles, explore, exact_length=exact)
 
 

@@ -30,6 +30,7 @@ import torch
 from omegaconf import DictConfig
 
 from csg.atomic import atomic_write_text
+from csg.errors import ConfigError
 from csg.paper import paper_value
 from csg.schedules import Cyclical
 from csg.synthetic.chains import ChainGroup, run_chains
@@ -38,6 +39,85 @@ from csg.synthetic.cyclical_mcmc import cyclical_rwm
 from csg.targets import create_target
 
 log = logging.getLogger(__name__)
+
+
+MIXTURE1D_KEYS = ("name", "output_dir", "cs", "cycle_length", "cycles", "chains", "repeats", "proposal_variance", "r",
+                  "floor")
+MOG25_KEYS = ("name", "output_dir", "start", "rwm", "csgld")
+RWM_KEYS = ("cycle_length", "cycles", "chains", "proposal_scale", "r", "floor")
+CSGLD_KEYS = ("lr0", "cycles", "cycle_length", "chains")
+PAPER_CS = (1.0, 0.1)  # the c of Wang et al.'s Figure 1: the table compares each weight with the paper's
+
+
+def _validate_tempering(cfg: DictConfig, key: str) -> None:
+    """beta(t) = max((1 + cos(2 pi t^r)) / 2, floor): r > 0, and a floor in (0, 1] (the proposal divides by beta)."""
+    from csg.synthetic import checks
+
+    checks.finite(cfg, f"{key}.r", minimum=0, strict=True)
+    checks.finite(cfg, f"{key}.floor", minimum=0, strict=True, maximum=1)
+
+
+def _validate_split(cfg: DictConfig, key: str) -> tuple[int, int]:
+    from csg.synthetic import checks
+
+    cycles, chains = checks.integer(cfg, f"{key}.cycles"), checks.integer(cfg, f"{key}.chains")
+    if cycles % chains:
+        raise ConfigError(f"{key}.cycles", cycles, f"a multiple of {key}.chains={chains} (the cycles are split evenly "
+                          "over the chains)")
+    return cycles, chains
+
+
+def validate_mixture1d(cfg: DictConfig) -> None:
+    """Check every key of ``synthetic=wang_mixture1d`` (``cfg`` is the run config) before any work."""
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", MIXTURE1D_KEYS)
+    checks.number_list(cfg, "synthetic.cs", choices=PAPER_CS)
+    length = checks.integer(cfg, "synthetic.cycle_length")
+    cycles, chains = _validate_split(cfg, "synthetic")
+    repeats = checks.integer(cfg, "synthetic.repeats")
+    checks.finite(cfg, "synthetic.proposal_variance", minimum=0, strict=True)
+    _validate_tempering(cfg, "synthetic")
+    # the kept states and their component indices; the schedule's betas and proposal scales per step of a cycle
+    checks.fits_in_memory(
+        {"synthetic.cycles": cycles, "synthetic.repeats": repeats, "synthetic.cycle_length": length},
+        lambda s: 100 * s["synthetic.cycles"] * s["synthetic.repeats"] + 100 * s["synthetic.cycle_length"],
+        "the kept states")
+
+
+def validate_mog25(cfg: DictConfig) -> None:
+    """Check every key of ``synthetic=wang_mog25`` (``cfg`` is the run config) before any work."""
+    from csg.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", MOG25_KEYS)
+    checks.mapping(cfg, "synthetic.start", ("low", "high"))
+    low = checks.finite(cfg, "synthetic.start.low")
+    high = checks.finite(cfg, "synthetic.start.high")
+    if not high > low:
+        raise ConfigError("synthetic.start.high", high, f"a number above synthetic.start.low={low:g}")
+    checks.mapping(cfg, "synthetic.rwm", RWM_KEYS)
+    length = checks.integer(cfg, "synthetic.rwm.cycle_length")
+    cycles, chains = _validate_split(cfg, "synthetic.rwm")
+    checks.finite(cfg, "synthetic.rwm.proposal_scale", minimum=0, strict=True)
+    _validate_tempering(cfg, "synthetic.rwm")
+    checks.mapping(cfg, "synthetic.csgld", CSGLD_KEYS)
+    checks.number_list(cfg, "synthetic.csgld.lr0")
+    csgld_cycles = checks.integer(cfg, "synthetic.csgld.cycles")
+    # one sample per cycle, its last step: the exploration proportion 1 - 1.5 / cycle_length must be >= 0
+    csgld_length = checks.integer(cfg, "synthetic.csgld.cycle_length", minimum=2)
+    csgld_chains = checks.integer(cfg, "synthetic.csgld.chains")
+    sizes = {"synthetic.rwm.cycles": cycles, "synthetic.csgld.cycles": csgld_cycles,
+             "synthetic.csgld.chains": csgld_chains, "synthetic.rwm.cycle_length": length,
+             "synthetic.csgld.cycle_length": csgld_length}
+
+    def estimate(s):
+        # the kept samples, their 25 component densities and the 2000 resamples (int64) of the exact-draw
+        # baseline; the per-step schedules
+        samples = max(s["synthetic.rwm.cycles"], s["synthetic.csgld.cycles"] * s["synthetic.csgld.chains"])
+        return (samples * (32 + 600 + 2000 * 8 * 2) + 100 * s["synthetic.rwm.cycle_length"]
+                + 48 * s["synthetic.csgld.cycle_length"] * s["synthetic.csgld.cycles"])
+
+    checks.fits_in_memory(sizes, estimate, "the samples and the exact-draw baseline")
 
 
 def _split(cycles: int, chains: int) -> int:

@@ -1,0 +1,179 @@
+"""The checks of a ``train.py`` command line before Hydra starts anything: every job of a sweep, every key.
+
+Hydra composes, writes and launches one job at a time, so a sweep whose last point is bad would train all
+the others first, and a key that does not exist surfaces as Hydra's multi-line message (or, with ``+``, is
+silently added and never read). :func:`check_command` composes the config of every job of the command line
+(a multirun's sweeps expanded as Hydra's basic sweeper expands them) with Hydra's own compose API and checks
+each as the run will (:func:`csg.config.validate`, or the study's checks for ``synthetic=``), before the
+first job starts. It returns the first problem as a one-line message.
+
+``+key=value`` adds a key only where the config documents free keys: under ``model.`` (keyword arguments of
+the model's factory, e.g. ``+model.drop_rate=0.1`` for a timm model) and ``hydra.``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from omegaconf import DictConfig, OmegaConf
+
+from csg.errors import CsgError
+
+FREE_KEYS = ("model.", "hydra.")  # groups whose keys are keyword arguments: `+key` may add to them
+_HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion",
+                     "-sc", "--resolve", "--package", "-p"}
+
+
+def _parse(argv: list[str]):
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = get_args_parser().parse_args(argv)
+    return args, OverridesParser.create().parse_overrides(args.overrides)
+
+
+def _jobs(args, overrides) -> list[list[str]]:
+    """The override list of each job the command starts (one, or every point of a multirun)."""
+    if not args.multirun:
+        return [list(args.overrides)]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    batches = BasicSweeper.split_arguments(overrides, None)
+    return [list(job) for batch in batches for job in batch]
+
+
+def _key_of(override) -> str:
+    return override.key_or_group if override.package is None else f"{override.key_or_group}@{override.package}"
+
+
+def _known_keys(cfg: DictConfig, key: str) -> str:
+    """What the config has where ``key`` was asked for: the keys of its parent node."""
+    parent, _, _ = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if isinstance(node, DictConfig):
+        keys = sorted(str(k) for k in node.keys() if str(k) != "hydra")
+        return f"{parent or 'the config'} has {', '.join(keys)}"
+    return f"{parent} is not a group of keys"
+
+
+def _refuse_key(cfg: DictConfig, override_text: str, key: str, added: bool) -> str:
+    how = (f"`+` adds keys only under {', '.join(FREE_KEYS)} (keyword arguments); " if added else "")
+    return f"{override_text} is not allowed: {key} is not a key of the config; {how}{_known_keys(cfg, key)}"
+
+
+def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            return compose(config_name, overrides=overrides, return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str]) -> str | None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(job)
+    plain = [text for text, override in zip(job, parsed)
+             if _key_of(override) in groups or override.key_or_group.startswith("hydra")]
+    try:
+        base = _compose(config_dir, config_name, plain)  # the group choices alone: what the keys must exist in
+    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
+        return f"{' '.join(plain)} is not allowed: {_first_line(error)}"
+    for text, override in zip(job, parsed):
+        key = override.key_or_group
+        if _key_of(override) in groups or key.startswith("hydra") or override.is_delete():
+            continue
+        exists = OmegaConf.select(base, key, default=_MISSING, throw_on_missing=False) is not _MISSING
+        if override.is_add() or override.is_force_add():
+            if not exists and not key.startswith(FREE_KEYS):
+                return _refuse_key(base, text, key, added=True)
+        elif not exists:
+            return _refuse_key(base, text, key, added=False)
+    try:
+        cfg = _compose(config_dir, config_name, job)
+    except Exception as error:  # noqa: BLE001
+        return f"{' '.join(job) or 'the command'} is not allowed: {_first_line(error)}"
+    return _check_config(cfg) or _check_run_dir(cfg)
+
+
+_MISSING = object()
+
+
+def _check_config(cfg: DictConfig) -> str | None:
+    try:
+        if cfg.get("synthetic"):
+            from csg.synthetic import validate as validate_study
+
+            validate_study(cfg)
+        else:
+            from csg.config import validate
+
+            validate(cfg)
+    except CsgError as error:
+        return str(error)
+    return None
+
+
+def _check_run_dir(cfg: DictConfig) -> str | None:
+    """A run directory that cannot be made or written: one line now, instead of Hydra's traceback later."""
+    try:
+        path = Path(str(OmegaConf.select(cfg, "hydra.run.dir")))
+    except Exception:  # noqa: BLE001 - a run.dir Hydra resolves at run time only: Hydra checks it
+        return None
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"hydra.run.dir='{path}' is not allowed: a directory; {existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"hydra.run.dir='{path}' is not allowed: a directory this user can write; {existing} is not writable"
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def check_command(argv: list[str], config_dir: Path, config_name: str = "config") -> str | None:
+    """The one-line message of the first job of ``argv`` that would be refused, else None."""
+    from hydra.errors import HydraException
+
+    from csg.cli import group_choices
+
+    if any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
+        return None  # Hydra's own flags print, and run nothing
+    try:
+        args, overrides = _parse(argv)
+    except (HydraException, SystemExit):
+        return None  # a malformed command line is Hydra's to report
+    if args.config_dir is not None or args.config_name not in (None, config_name) or args.experimental_rerun:
+        return None  # another primary config: Hydra composes it
+    try:
+        jobs = _jobs(args, overrides)
+    except Exception:  # noqa: BLE001 - a sweep only another sweeper understands: that sweeper checks it
+        return None
+    groups = set(group_choices(config_dir))
+    for job in jobs:
+        message = _check_job(config_dir, config_name, job, groups)
+        if message is not None:
+            where = f" (job {jobs.index(job)} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
+            return message + where
+    return None
+
+
+def run_checks_or_exit(argv: list[str], config_dir: Path) -> None:
+    """``train.py``'s first step: one line on stderr and exit 2 for a command that would be refused."""
+    import sys
+
+    from csg.cli import check_group_choices
+
+    message = check_group_choices(argv, config_dir) or check_command(argv, config_dir)
+    if message is not None:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
