@@ -80,7 +80,7 @@ class RunDirectory:
 
     def __enter__(self) -> "RunDirectory":
         root = logging.getLogger()
-        for index, handler in enumerate(root.handlers):
+        for index, handler in enumerate(root.handlers if self.leader else []):  # the others log no file
             if isinstance(handler, logging.FileHandler):
                 memory = logging.handlers.MemoryHandler(capacity=1 << 30, flushLevel=logging.CRITICAL + 1,
                                                         target=handler, flushOnClose=False)

@@ -157,6 +157,7 @@ def test_a_damaged_or_missing_sample_is_reported_before_training_goes_on(finishe
     (["model=small_cnn", "model.hidden=0"], "model.name", "without empty parameters"),
     (["data=heart", "model=resnet18"], "model.name", "inputs of shape (13,)"),
     (["sampler.cycles=1000", "trainer.epochs=2"], "sampler.cycles", "at most the run's 126 iterations"),
+    (["data.test_per_class=500"], "data.test_per_class", "[1, 499]"),
 ])
 def test_values_that_reach_a_constructor_are_checked_before_training(tmp_path, overrides, key, allowed):
     from csg.run import run

@@ -273,6 +273,9 @@ def build_data(
     """
     device = torch.device(device)
     splits = load_splits(name, **options)
+    for split, dataset in (("training", splits.train), ("test", splits.test)):
+        if len(dataset) == 0:
+            raise ConfigError("data.name", name, f"a data set whose {split} split is not empty (with {options})")
     resident = device.type != "cpu" if device_resident == "auto" else bool(device_resident)
     train_eval = splits.train_eval if splits.train_eval is not None else splits.train
     pin = device.type == "cuda"

@@ -21,7 +21,7 @@ import torch
 
 from csg.data.bundle import InMemoryDataset, Splits, register_dataset
 from csg.data.transforms import Normalize
-from csg.errors import DataNotFoundError
+from csg.errors import ConfigError, DataNotFoundError
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 FILES = {
@@ -126,6 +126,8 @@ def mnist5k(test_per_class: int = 100, **_: object) -> Splits:
     With the default 100 test digits per class: 4000 training and 1000 test
     images. The split never depends on the run's seed.
     """
+    if not isinstance(test_per_class, int) or isinstance(test_per_class, bool) or not 1 <= test_per_class <= 499:
+        raise ConfigError("data.test_per_class", test_per_class, "an integer in [1, 499] (of 500 digits per class)")
     pixels, labels = _mnist5k_arrays()
     train_idx, test_idx = stratified_split(labels, test_per_class)
     arrays = {
