@@ -67,13 +67,13 @@ def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictCo
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
             return compose(config_name, overrides=overrides, return_hydra_config=True)
     finally:
         GlobalHydra.instance().clear()
 
 
-def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str]) -> str | None:
+def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str], multirun: bool) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(job)
@@ -97,7 +97,7 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
         cfg = _compose(config_dir, config_name, job)
     except Exception as error:  # noqa: BLE001
         return f"{' '.join(job) or 'the command'} is not allowed: {_first_line(error)}"
-    return _check_config(cfg) or _check_run_dir(cfg)
+    return _check_config(cfg) or _check_run_dir(cfg, multirun)
 
 
 _MISSING = object()
@@ -118,19 +118,20 @@ def _check_config(cfg: DictConfig) -> str | None:
     return None
 
 
-def _check_run_dir(cfg: DictConfig) -> str | None:
-    """A run directory that cannot be made or written: one line now, instead of Hydra's traceback later."""
+def _check_run_dir(cfg: DictConfig, multirun: bool) -> str | None:
+    """A run (or sweep) directory that cannot be made or written: one line now, not Hydra's traceback later."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     try:
-        path = Path(str(OmegaConf.select(cfg, "hydra.run.dir")))
+        path = Path(str(OmegaConf.select(cfg, key)))
     except Exception:  # noqa: BLE001 - a run.dir Hydra resolves at run time only: Hydra checks it
         return None
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        return f"hydra.run.dir='{path}' is not allowed: a directory; {existing} is a file"
+        return f"{key}='{path}' is not allowed: a directory; {existing} is a file"
     if not os.access(existing, os.W_OK | os.X_OK):
-        return f"hydra.run.dir='{path}' is not allowed: a directory this user can write; {existing} is not writable"
+        return f"{key}='{path}' is not allowed: a directory this user can write; {existing} is not writable"
     return None
 
 
@@ -159,7 +160,7 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
         return None
     groups = set(group_choices(config_dir))
     for job in jobs:
-        message = _check_job(config_dir, config_name, job, groups)
+        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun))
         if message is not None:
             where = f" (job {jobs.index(job)} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
             return message + where
