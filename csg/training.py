@@ -117,7 +117,8 @@ def _check_finite(loss_sums: list[float], epoch: int, epochs: int, iteration: in
                 kept = "no sample had been written yet"
             raise DivergenceError(
                 f"{which}training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, "
-                f"lr={lr:.4g}); stopped; {kept}; a smaller sampler.lr0 may help"
+                f"lr={lr:.4g}); stopped; {kept}; a smaller sampler.lr0 (or, diverging at a warm restart after a long "
+                "sampling stage, a lower sampler.temperature) may help"
             )
 
 

@@ -115,7 +115,8 @@ def test_icsghmc_over_two_processes_shares_theta_and_weights_its_samples(tmp_pat
 def test_resghmc_over_two_processes_keeps_the_cold_rung_samples(tmp_path):
     # with the variance-reduced energy (refreshed at the first sampling epoch)
     args = ["sampler=resghmc", *SHORT, "sampler.explore=0.5", "sampler.replica.temperatures=[1.0,3.0]",
-            "sampler.replica.step_sizes=[1.0,1.0]", "sampler.replica.correction=0.0"]
+            "sampler.replica.step_sizes=[1.0,1.0]", "sampler.replica.correction=0.0",
+            "data.recipe.temperature=1.0"]  # the rungs' factors times the T = 1 the replica settings are made for
     process = _torchrun(tmp_path, tmp_path / "run", *args)
     assert process.returncode == 0, process.stderr
     run_dir = tmp_path / "run"
