@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from csg import distributed
 from csg.collection import capacity, collection_points, eligible_epochs
-from csg.errors import ConfigError
+from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.step import prepare_model
 
@@ -61,7 +61,7 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
         raise
     except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
         raise ConfigError("model.name", str(cfg.model.name),
-                          f"a model built with its group's keys {options}: {_first_line(error)}") from None
+                          f"a model built with its group's keys {options}: {describe(error)}") from None
     model = prepare_model(model.to(device), device)
     check_model_fits(model, data, cfg)
     return data, model
@@ -84,18 +84,13 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig) -> None:
             output = model(torch.zeros((1, *shape), device=device))
     except Exception as error:  # noqa: BLE001 - whatever the architecture raises, the answer is the same
         raise ConfigError("model.name", name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
-                          f"{_first_line(error)}") from None
+                          f"{describe(error)}") from None
     finally:
         model.train(training)
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
         raise ConfigError("model.name", name, f"a model with {data.num_classes} outputs (the classes of "
                           f"data={cfg.data.name}) per example: it gives {got}")
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):

@@ -54,13 +54,6 @@ def check_group_choices(argv: list[str], config_dir: Path) -> str | None:
     return None
 
 
-def exit_on_unknown_choice(argv: list[str], config_dir: Path) -> None:
-    message = check_group_choices(argv, config_dir)
-    if message is not None:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def run_or_exit(function: Callable[[], Any], run_dir: Path | None = None) -> Any:
     """Call ``function``; errors the user can act on end the process with one line, and no traceback:
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from csg.atomic import atomic_torch_save
-from csg.errors import ConfigError
+from csg.errors import ConfigError, first_line
 from csg.schedules import Schedule
 
 
@@ -183,8 +183,7 @@ def _unreadable(path: Path, error: Exception) -> str:
         return "it is not a file of torch.save (another format, or damaged from its start)"
     if "weights only" in str(error).lower() or "weights_only" in str(error):
         return "it holds Python objects other than tensors, which are not unpickled (torch.load weights_only=True)"
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return f"it is damaged ({type(error).__name__}: {first[:160]})"
+    return f"it is damaged ({type(error).__name__}: {first_line(error)[:160]})"
 
 
 def _misfit(state: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]) -> str:

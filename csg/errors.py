@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (library messages span many lines), or its type's name if it has none."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def describe(error: BaseException, limit: int | None = None) -> str:
+    """``Type: first line`` of ``error`` (the line cut at ``limit`` characters), or ``Type`` if it has no message."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:limit]}" if lines else type(error).__name__
+
+
 class CsgError(Exception):
     """Base class of the errors that end a run with a one-line message."""
 

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
-from csg.errors import CsgError
+from csg.errors import CsgError, first_line
 
 FREE_KEYS = ("model.", "hydra.")  # groups whose keys are keyword arguments: `+key` may add to them
 _HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion",
@@ -61,7 +61,15 @@ def _refuse_key(cfg: DictConfig, override_text: str, key: str, added: bool) -> s
     return f"{override_text} is not allowed: {key} is not a key of the config; {how}{_known_keys(cfg, key)}"
 
 
-def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+def _compose(config_dir: Path, config_name: str, overrides: list[str], composed: dict) -> DictConfig:
+    """Hydra's composition of ``overrides``; ``composed`` keeps each distinct list's (a sweep repeats them)."""
+    key = tuple(overrides)
+    if key not in composed:
+        composed[key] = _compose_once(config_dir, config_name, overrides)
+    return composed[key]
+
+
+def _compose_once(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -73,16 +81,17 @@ def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictCo
         GlobalHydra.instance().clear()
 
 
-def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str], multirun: bool) -> str | None:
+def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str], multirun: bool,
+               composed: dict) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(job)
     plain = [text for text, override in zip(job, parsed)
              if _key_of(override) in groups or override.key_or_group.startswith("hydra")]
     try:
-        base = _compose(config_dir, config_name, plain)  # the group choices alone: what the keys must exist in
+        base = _compose(config_dir, config_name, plain, composed)  # the group choices alone: what the keys must exist in
     except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
-        return f"{' '.join(plain)} is not allowed: {_first_line(error)}"
+        return f"{' '.join(plain)} is not allowed: {first_line(error)}"
     for text, override in zip(job, parsed):
         key = override.key_or_group
         if _key_of(override) in groups or key.startswith("hydra") or override.is_delete():
@@ -94,9 +103,9 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
         elif not exists:
             return _refuse_key(base, text, key, added=False)
     try:
-        cfg = _compose(config_dir, config_name, job)
+        cfg = _compose(config_dir, config_name, job, composed)
     except Exception as error:  # noqa: BLE001
-        return f"{' '.join(job) or 'the command'} is not allowed: {_first_line(error)}"
+        return f"{' '.join(job) or 'the command'} is not allowed: {first_line(error)}"
     return _check_config(cfg) or _check_run_dir(cfg, multirun)
 
 
@@ -135,11 +144,6 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> str | None:
     return None
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def check_command(argv: list[str], config_dir: Path, config_name: str = "config") -> str | None:
     """The one-line message of the first job of ``argv`` that would be refused, else None."""
     from hydra.errors import HydraException
@@ -158,11 +162,11 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
         jobs = _jobs(args, overrides)
     except Exception:  # noqa: BLE001 - a sweep only another sweeper understands: that sweeper checks it
         return None
-    groups = set(group_choices(config_dir))
-    for job in jobs:
-        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun))
+    groups, composed = set(group_choices(config_dir)), {}
+    for number, job in enumerate(jobs):
+        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun), composed)
         if message is not None:
-            where = f" (job {jobs.index(job)} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
+            where = f" (job {number} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
             return message + where
     return None
 

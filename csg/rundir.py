@@ -68,7 +68,7 @@ def refuse_earlier_results(run_dir: str | Path, found: list[str], why: str) -> C
 class RunDirectory:
     """One command's use of its run directory: logs held back and Hydra's record staged until :meth:`accept`.
 
-    ``leader``: the process that writes the directory (global rank 0); the others only hold their logs.
+    ``leader``: the process that writes the directory (global rank 0) and its log; the others hold nothing.
     Use as a context manager around everything the command does; leaving it before :meth:`accept`
     undoes what the command wrote (see the module's docstring).
     """
@@ -128,10 +128,9 @@ class RunDirectory:
         for memory, handler in self._held:
             if memory in root.handlers:
                 root.handlers[root.handlers.index(memory)] = handler
-            if write:
+            if write:  # the memory handler took only records at the file handler's level
                 for record in memory.buffer:
-                    if record.levelno >= handler.level:
-                        handler.handle(record)
+                    handler.handle(record)
             memory.buffer.clear()
         self._held = []
 

@@ -24,7 +24,7 @@ from csg.atomic import atomic_write_json
 from csg.build import build_data_and_model, build_ood_loader
 from csg.collection import SampleStore
 from csg.devices import resolve_device
-from csg.errors import ConfigError
+from csg.errors import ConfigError, describe
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.weights import importance_weights
 from csg.training import Precision
@@ -39,10 +39,7 @@ def evaluate_store(
     One sample is loaded at a time. Under DDP every process evaluates its shard of the test set.
     """
     layout = layout or distributed.Layout()
-    paths = store.paths()
-    if not paths:
-        where = "it holds none" if store.directory.is_dir() else "it does not exist"
-        raise ConfigError("samples", str(store.directory), f"a folder holding the run's samples (sample_*.pt): {where}")
+    paths = _sample_paths(store)
     store.verify(model_state=model.state_dict())  # every file a complete sample of this model, before any is used
     if cfg.sampler.get("replica") is not None:  # the ensemble is the lowest temperature's samples
         paths = [path for path in paths if store.metadata(path).get("replica_rung", 0) == 0]
@@ -84,6 +81,15 @@ def evaluate_store(
             "per_sample": [{"file": name, **m} for name, m in zip(names, result.ood_per_sample)],
         }
     return metrics
+
+
+def _sample_paths(store: SampleStore) -> list[Path]:
+    """The store's sample files; a :class:`ConfigError` when there is none to evaluate."""
+    paths = store.paths()
+    if not paths:
+        where = "it holds none" if store.directory.is_dir() else "it does not exist"
+        raise ConfigError("samples", str(store.directory), f"a folder holding the run's samples (sample_*.pt): {where}")
+    return paths
 
 
 def _chain_of(path: Path) -> int:
@@ -156,16 +162,14 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dic
     target = run_dir / f"evaluation_{cfg.evaluation.cycle_weights}.json"
     _check_writable(run_dir, target)
     store = SampleStore(run_dir / "samples")
-    if not store.paths():
-        where = "it holds none" if store.directory.is_dir() else "it does not exist"
-        raise ConfigError("samples", str(store.directory), f"a folder holding the run's samples (sample_*.pt): {where}")
+    _sample_paths(store)
     store.verify()  # damaged files, before the data is read
     device = resolve_device(str(cfg.trainer.device))
     try:
         data, model = build_data_and_model(cfg, device)
     except OmegaConfBaseException as error:  # a key the saved config lacks
         raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
-                          f"train.py config ({_first_line(error)})") from None
+                          f"train.py config ({describe(error, limit=160)})") from None
     ood_loader, ood_source = build_ood_loader(cfg, data)
     precision = Precision(str(cfg.trainer.precision), device)
     metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source)
@@ -205,7 +209,7 @@ def load_run_config(run_dir: Path) -> DictConfig:
     except ConfigError as error:
         raise refuse(f"its {SAVED_CONFIG} fails train.py's checks ({error})") from None
     except Exception as error:  # a section that is not a mapping, an interpolation to nothing, ...
-        raise refuse(f"its {SAVED_CONFIG} is not a train.py config ({_first_line(error)})") from None
+        raise refuse(f"its {SAVED_CONFIG} is not a train.py config ({describe(error, limit=160)})") from None
     return cfg
 
 
@@ -298,16 +302,11 @@ def _unreadable_yaml(error: Exception) -> str:
 
     if isinstance(error, yaml.YAMLError):
         mark = getattr(error, "problem_mark", None)
-        problem = getattr(error, "problem", None) or _first_line(error)
+        problem = getattr(error, "problem", None) or describe(error, limit=160)
         return f"is not YAML ({problem}{f', line {mark.line + 1}' if mark is not None else ''})"
     if isinstance(error, UnicodeDecodeError):
         return "is not text (not YAML)"
-    return f"cannot be read ({_first_line(error)})"
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
+    return f"cannot be read ({describe(error, limit=160)})"
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:

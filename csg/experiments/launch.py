@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from csg.errors import CsgError
+from csg.errors import CsgError, first_line
 from csg.experiments.tables import expected_runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +43,7 @@ def preset_epochs(preset: str | None, overrides: list[str]) -> int:
             cfg = compose("config", overrides=([f"experiment={preset}"] if preset else []) + overrides)
         epochs = cfg.trainer.epochs
     except (HydraException, OmegaConfBaseException) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ConfigError("overrides", " ".join(overrides), f"overrides train.py takes ({first})") from None
+        raise ConfigError("overrides", " ".join(overrides), f"overrides train.py takes ({first_line(error)})") from None
     if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs <= 0:
         raise ConfigError("trainer.epochs", epochs, "a positive integer")
     return epochs
