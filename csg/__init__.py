@@ -7,10 +7,13 @@ Rooms of the package:
 - :mod:`csg.collection`: which epochs yield samples, and the sample files;
 - :mod:`csg.training`: the loop around a sampler; :mod:`csg.step`: one iteration, eager, compiled or captured;
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
-- :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models;
+- :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models; :mod:`csg.components`: a user's own
+  data set, model and sampler named by ``_target_`` (``data=custom``, ``model=custom``, ``sampler=custom``);
 - :mod:`csg.build`: a config -> the run's objects; :mod:`csg.run`: the life of one run (what ``train.py``
   calls); :mod:`csg.evaluation.store`: the finished run's samples -> metrics;
-- :mod:`csg.experiments`: paper tables from runs, and the registry of every paper target.
+- :mod:`csg.experiments`: paper tables from runs, and the registry of every paper target;
+- ``csg.train([...])`` (:mod:`csg.api`): what ``train.py`` runs, from Python, returning the run's
+  ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict`` and ``evaluate``.
 """
 
 __version__ = "0.1.0"
@@ -56,6 +59,24 @@ def _run_stamp() -> str:
 
 
 _STAMP: str | None = None
+
+
+_LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.api", "train")}
+
+
+def __getattr__(name: str):
+    """``csg.Posterior`` (:mod:`csg.posterior`) and ``csg.train`` (:mod:`csg.api`), imported at first use: importing
+    ``csg`` stays light (no Hydra, no models)."""
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module 'csg' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 
 _register_resolvers()

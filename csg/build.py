@@ -19,6 +19,7 @@ from csg.collection import capacity, collection_points, eligible_epochs
 from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.step import prepare_model
+from csg.components import has_target, keyword_arguments, target_of
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -38,13 +39,17 @@ def node_options(node: DictConfig, drop: tuple[str, ...] = ("name",)) -> dict[st
 
 
 def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
-                         layout: distributed.Layout | None = None):
-    """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``."""
+                         layout: distributed.Layout | None = None, data=None):
+    """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``.
+
+    ``data``: a bundle built already, or any object with the run's ``num_classes`` and ``input_shape`` (what
+    :class:`csg.Posterior` passes): the model is built for it, and no data is read."""
     from csg.data import build_data
     from csg.models import create_model
+    from csg.models.custom import create_custom_model
 
     layout = layout or distributed.Layout()
-    data = build_data(
+    data = data if data is not None else build_data(
         cfg.data.name,
         seed=data_seed,
         device=device,
@@ -54,6 +59,12 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
         eval_world_size=layout.world_size,
         **node_options(cfg.data, drop=("name", "recipe")),
     )
+    if has_target(cfg.model):
+        model = create_custom_model(target_of(cfg, "model._target_"), num_classes=data.num_classes,
+                                    input_shape=data.input_shape, **keyword_arguments(cfg.model, ("name",), "model"))
+        model = prepare_model(model.to(device), device)
+        check_model_fits(model, data, cfg)
+        return data, model
     options = node_options(cfg.model)
     try:
         model = create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
@@ -70,10 +81,11 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
 def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig) -> None:
     """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
     number drawn): the model takes the data and gives ``num_classes`` outputs, and no parameter is empty."""
-    name, shape = str(cfg.model.name), tuple(data.input_shape)
-    empty = [key for key, parameter in model.named_parameters() if parameter.numel() == 0]
+    shape = tuple(data.input_shape)
+    key, name = ("model._target_", str(cfg.model._target_)) if has_target(cfg.model) else ("model.name", str(cfg.model.name))
+    empty = [label for label, parameter in model.named_parameters() if parameter.numel() == 0]
     if empty:
-        raise ConfigError("model.name", name, f"a model without empty parameters: {empty[0]} has shape "
+        raise ConfigError(key, name, f"a model without empty parameters: {empty[0]} has shape "
                           f"{tuple(model.get_parameter(empty[0]).shape)} (a layer of width 0)")
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else torch.device("cpu")
@@ -83,13 +95,13 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig) -> None:
         with torch.no_grad():
             output = model(torch.zeros((1, *shape), device=device))
     except Exception as error:  # noqa: BLE001 - whatever the architecture raises, the answer is the same
-        raise ConfigError("model.name", name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
+        raise ConfigError(key, name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
                           f"{describe(error)}") from None
     finally:
         model.train(training)
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
-        raise ConfigError("model.name", name, f"a model with {data.num_classes} outputs (the classes of "
+        raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
                           f"data={cfg.data.name}) per example: it gives {got}")
 
 
@@ -133,6 +145,11 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
 
     options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
                    weight_decay=cfg.sampler.weight_decay, generator=generator)
+    if has_target(cfg.sampler.get("optimizer")):
+        from csg.samplers.custom import create_custom_sampler
+
+        return create_custom_sampler(target_of(cfg, "sampler.optimizer._target_"), model.parameters(), **options,
+                                     **keyword_arguments(cfg.sampler.optimizer, (), "sampler.optimizer._target_"))
     contour = cfg.sampler.get("contour")
     if contour is None:
         return create_sampler(cfg.sampler.update_rule, model.parameters(), momentum=cfg.sampler.momentum, **options)

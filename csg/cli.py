@@ -22,6 +22,40 @@ def group_choices(config_dir: Path) -> dict[str, list[str]]:
     return groups
 
 
+def search_path_dirs(overrides) -> list[Path]:
+    """The folders a command adds to Hydra's config search path (``'hydra.searchpath=[file://my_configs]'``):
+    ``file://`` folders (relative ones from the working directory) and ``pkg://`` packages."""
+    import importlib.util
+
+    folders = []
+    for override in overrides:
+        if override.key_or_group != "hydra.searchpath" or override.is_sweep_override() or override.is_delete():
+            continue
+        entries = override.value()
+        for entry in entries if isinstance(entries, list) else [entries]:
+            scheme, _, where = str(entry).partition("://")
+            if scheme == "file":
+                folders.append(Path(where))
+            elif scheme == "pkg":
+                try:
+                    spec = importlib.util.find_spec(where.replace("/", "."))
+                except (ImportError, ValueError):
+                    spec = None
+                if spec is not None and spec.submodule_search_locations:
+                    folders += [Path(location) for location in spec.submodule_search_locations]
+    return folders
+
+
+def all_group_choices(config_dir: Path, overrides) -> dict[str, list[str]]:
+    """:func:`group_choices` of ``config_dir`` and of every folder the command adds to the search path."""
+    groups = group_choices(config_dir)
+    for folder in search_path_dirs(overrides):
+        if folder.is_dir():
+            for group, options in group_choices(folder).items():
+                groups[group] = sorted({*groups.get(group, []), *options})
+    return groups
+
+
 def check_group_choices(argv: list[str], config_dir: Path) -> str | None:
     """The one-line error for the first override that picks an unknown option of a config group, else None.
 
@@ -33,11 +67,11 @@ def check_group_choices(argv: list[str], config_dir: Path) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    groups = group_choices(config_dir)
     try:
         overrides = OverridesParser.create().parse_overrides(get_args_parser().parse_args(argv).overrides)
     except (HydraException, SystemExit):
         return None  # malformed command lines are Hydra's to report
+    groups = all_group_choices(config_dir, overrides)
     for override in overrides:
         group = override.key_or_group
         if group.startswith("hydra/") or group not in groups or override.package or override.is_delete():

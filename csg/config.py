@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from csg.errors import ConfigError
+from csg.components import has_target, locate, target_of
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 CYCLE_WEIGHTS = ("equal", "harmonic")
@@ -78,14 +79,24 @@ def validate(cfg: DictConfig) -> None:
     from csg.samplers import UPDATE_RULES
     from csg.schedules import SCHEDULES
 
-    one_of(cfg, "data.name", list_datasets())
-    if not is_known_model(str(_get(cfg, "model.name"))):
-        raise ConfigError("model.name", _get(cfg, "model.name"), f"one of {', '.join(list_models())}, or a timm model name")
+    if has_target(cfg.data):
+        _validate_custom_data(cfg)
+    else:
+        one_of(cfg, "data.name", list_datasets())
+    if has_target(cfg.model):
+        locate(target_of(cfg, "model._target_"), "model._target_")
+    elif not is_known_model(str(_get(cfg, "model.name"))):
+        raise ConfigError("model.name", _get(cfg, "model.name"), f"one of {', '.join(list_models())}, or a timm model "
+                          "name, or model=custom with model._target_=<your module.Callable>")
     one_of(cfg, "ood.name", OOD_SETS)
     resident = _get(cfg, "data.device_resident")
     if resident is not None and resident not in (True, False, "auto"):
         raise ConfigError("data.device_resident", resident, "auto, true or false")
-    update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
+    custom_sampler = cfg.sampler.get("optimizer") is not None
+    if custom_sampler:
+        _validate_custom_sampler(cfg)
+    else:
+        update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
     schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
 
     non_negative_int(cfg, "seed")  # numpy's SeedSequence, which derives every stream, takes no negative entropy
@@ -100,9 +111,10 @@ def validate(cfg: DictConfig) -> None:
     number(cfg, "sampler.temperature", minimum=0)
     positive_int(cfg, "sampler.samples_per_cycle")
     number(cfg, "sampler.weight_decay", minimum=0)
-    momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
-    if update == "sgld" and momentum != 0:
-        raise ConfigError("sampler.momentum", momentum, "0 with sampler.update_rule=sgld (SGLD has no momentum)")
+    if not custom_sampler:
+        momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
+        if update == "sgld" and momentum != 0:
+            raise ConfigError("sampler.momentum", momentum, "0 with sampler.update_rule=sgld (SGLD has no momentum)")
     if schedule == "decreasing":
         number(cfg, "sampler.lr_final", minimum=0, strict=True, below=lr0)
         number(cfg, "sampler.gamma", minimum=0, strict=True)
@@ -159,6 +171,32 @@ def validate(cfg: DictConfig) -> None:
     if cfg.trace.enabled:
         non_negative_int(cfg, "trace.burnin")
         positive_int(cfg, "trace.samples")
+
+
+def _validate_custom_data(cfg: DictConfig) -> None:
+    """``data=custom``: a label, an importable callable, and the framework's keys of the group."""
+    name = _get(cfg, "data.name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError("data.name", name, "a label of letters, digits, _ . - (it names run directories)")
+    locate(target_of(cfg, "data._target_"), "data._target_")
+    classes = _get(cfg, "data.num_classes")
+    if classes is not None and (not _is_int(classes) or classes < 2):
+        raise ConfigError("data.num_classes", classes, "null (from the labels) or an integer >= 2")
+    if _get(cfg, "data.in_memory") not in (None, "auto", True, False):
+        raise ConfigError("data.in_memory", _get(cfg, "data.in_memory"), "auto, true or false")
+
+
+def _validate_custom_sampler(cfg: DictConfig) -> None:
+    """``sampler=custom``: an importable optimizer, and none of the built-in samplers' own sections."""
+    locate(target_of(cfg, "sampler.optimizer._target_"), "sampler.optimizer._target_")
+    name = _get(cfg, "sampler.name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError("sampler.name", name, "a label of letters, digits, _ . - (it names run directories and "
+                          "table rows)")
+    for section in ("contour", "replica", "swag", "update_rule"):
+        if cfg.sampler.get(section) is not None:
+            raise ConfigError(f"sampler.{section}", _get(cfg, f"sampler.{section}"),
+                              "not set with sampler.optimizer (a built-in sampler's key; your optimizer is the update rule)")
 
 
 def _validate_contour(cfg: DictConfig) -> None:

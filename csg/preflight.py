@@ -20,6 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 from csg.errors import CsgError, first_line
 
 FREE_KEYS = ("model.", "hydra.")  # groups whose keys are keyword arguments: `+key` may add to them
+# ... and, where the group names a user's callable, its keyword arguments
+FREE_UNDER_TARGET = {"data.": "data", "sampler.optimizer.": "sampler.optimizer"}
 _HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion",
                      "-sc", "--resolve", "--package", "-p"}
 
@@ -57,7 +59,8 @@ def _known_keys(cfg: DictConfig, key: str) -> str:
 
 
 def _refuse_key(cfg: DictConfig, override_text: str, key: str, added: bool) -> str:
-    how = (f"`+` adds keys only under {', '.join(FREE_KEYS)} (keyword arguments); " if added else "")
+    how = (f"`+` adds keys only under {', '.join(FREE_KEYS)} and, for data=custom / sampler=custom, under "
+           f"{', '.join(FREE_UNDER_TARGET)} (keyword arguments); " if added else "")
     return f"{override_text} is not allowed: {key} is not a key of the config; {how}{_known_keys(cfg, key)}"
 
 
@@ -96,9 +99,9 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
         key = override.key_or_group
         if _key_of(override) in groups or key.startswith("hydra") or override.is_delete():
             continue
-        exists = OmegaConf.select(base, key, default=_MISSING, throw_on_missing=False) is not _MISSING
+        exists = _exists(base, key)
         if override.is_add() or override.is_force_add():
-            if not exists and not key.startswith(FREE_KEYS):
+            if not exists and not _free(base, key):
                 return _refuse_key(base, text, key, added=True)
         elif not exists:
             return _refuse_key(base, text, key, added=False)
@@ -110,6 +113,25 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
 
 
 _MISSING = object()
+
+
+def _exists(cfg: DictConfig, key: str) -> bool:
+    """Whether the config has ``key``, a value to be given (``???``, as ``data._target_`` of data=custom) included."""
+    if OmegaConf.select(cfg, key, default=_MISSING, throw_on_missing=False) is not _MISSING:
+        return True
+    parent, _, last = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    return isinstance(node, DictConfig) and last in node.keys()  # `in node` is False for a `???` value
+
+
+def _free(cfg: DictConfig, key: str) -> bool:
+    """Whether ``+key`` may add ``key``: a keyword argument of a model, or of a user's data set or sampler."""
+    from csg.components import has_target
+
+    if key.startswith(FREE_KEYS):
+        return True
+    return any(key.startswith(prefix) and has_target(OmegaConf.select(cfg, node, default=None))
+               for prefix, node in FREE_UNDER_TARGET.items())
 
 
 def _check_config(cfg: DictConfig) -> str | None:
@@ -148,7 +170,7 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
     """The one-line message of the first job of ``argv`` that would be refused, else None."""
     from hydra.errors import HydraException
 
-    from csg.cli import group_choices
+    from csg.cli import all_group_choices
 
     if any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
         return None  # Hydra's own flags print, and run nothing
@@ -162,7 +184,7 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
         jobs = _jobs(args, overrides)
     except Exception:  # noqa: BLE001 - a sweep only another sweeper understands: that sweeper checks it
         return None
-    groups, composed = set(group_choices(config_dir)), {}
+    groups, composed = set(all_group_choices(config_dir, overrides)), {}
     for number, job in enumerate(jobs):
         message = _check_job(config_dir, config_name, job, groups, bool(args.multirun), composed)
         if message is not None:

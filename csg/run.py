@@ -179,6 +179,8 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
             temperature=float(cfg.sampler.temperature),
             num_data=data.num_train,
             num_test=data.num_test,
+            num_classes=int(data.num_classes),
+            input_shape=[int(size) for size in data.input_shape],  # with num_classes: csg.Posterior builds the model alone
             epochs=epochs,
             chains=layout.chains,
             cost={"epochs_per_chain": epochs, "epochs_all_chains": epochs * layout.chains},
@@ -238,8 +240,8 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
         _check_samples_on_disk(run_dir, store, saved, checkpoint_path, plan)
     if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=layout.group)
-    sampler = build_sampler(cfg, model, data.num_train, layout, device,
-                            torch.Generator(device=device).manual_seed(seeds["noise"]))  # the same in every process of a chain
+    generator = torch.Generator(device=device).manual_seed(seeds["noise"])  # the same in every process of a chain
+    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator)
     interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train))
     trained_model = model
     if layout.chain_size > 1:
@@ -251,6 +253,8 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
         state = restore_checkpoint(saved, model=model, sampler=sampler, scaler=precision.scaler, device=device)
         if interaction is not None and saved.get("interaction") is not None:
             interaction.load_state_dict(saved["interaction"], model)
+        if saved.get("noise_generator") is not None:  # a user's sampler may not keep it in its state_dict
+            generator.set_state(saved["noise_generator"])
         if trace is not None and saved.get("trace") is not None:
             draws, trace.count = saved["trace"]
             trace.buffer[: trace.count] = draws
@@ -259,7 +263,8 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
     def checkpoint(loop_state) -> None:
         if layout.is_chain_leader:
             extra = {"config": fingerprint, "trace": (trace.draws.clone(), trace.count) if trace is not None else None,
-                     "interaction": interaction.state_dict() if interaction is not None else None}
+                     "interaction": interaction.state_dict() if interaction is not None else None,
+                     "noise_generator": generator.get_state()}
             save_checkpoint(checkpoint_path, model=model, sampler=sampler, state=loop_state,
                             scaler=precision.scaler, extra=extra, device=device)
 

@@ -3,6 +3,7 @@
 
     python scripts/reproduce.py table1 [--scale smoke] [--launcher slurm] [--seeds 0,1,2] [KEY=VALUE ...]
     python scripts/reproduce.py table1 --report-only [--runs multirun/table1/<date>]
+    python scripts/reproduce.py table1 --scale smoke --add "sampler=csgld sampler.name=my_csgld sampler.temperature=0.5"
     python scripts/reproduce.py accuracy --scale smoke targets=heart_logreg
 
 Every `make <target>` is this driver (`make -n <target>` shows the call); the targets and what they
@@ -12,6 +13,12 @@ subset), or to the NUTS jobs (reference: targets, warmup, samples; accuracy: tar
 Results: results/<paper>/ (full) or results/<paper>/smoke/ (smoke); runs: multirun/<preset>/<date>/.
 --report-only refuses, in one line and before writing anything, a --runs folder that does not exist or
 holds no finished run (metrics.json) of the target, and a run whose config or metrics.json is damaged.
+--add "OVERRIDES" (table1, table3; repeatable) runs one more method beside the paper's: the table's sweep with
+its sampler= choice replaced by OVERRIDES (space-separated train.py overrides, e.g. sampler=custom
+sampler.optimizer._target_=my_pkg.MySGLD sampler.name=my_sgld), under the same preset, data, seeds, budget and
+KEY=VALUE overrides, into the same runs folder; the table shows it as one more row named by its sampler.name.
+Every run of an added method is checked as train.py checks it before anything runs. The folder the driver is
+started from goes first on the runs' PYTHONPATH, so `_target_`s of the user's own modules import.
 """
 
 import argparse
@@ -44,14 +51,20 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, help="the runs: a new folder by default, or the newest "
                         "multirun/<preset>/<date> with --report-only")
     parser.add_argument("--out", type=Path, help="default results/<paper>[/smoke]")
+    parser.add_argument("--add", action="append", default=[], metavar="OVERRIDES",
+                        help="one more method, as space-separated train.py overrides (repeatable; table1, table3)")
     args = parser.parse_intermixed_args()
     target = TARGETS[args.target]
     # the user's paths, from where they typed them; ours, from the repository
     runs, out = (path.resolve() if path is not None else None for path in (args.runs, args.out))
+    # the user's own modules (a `_target_` of theirs) import in the runs, which start in the repository
+    here, path = os.getcwd(), os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = here + (os.pathsep + path if path else "")
+    sys.path.append(here)  # and in the driver's own checks of the runs
     os.chdir(ROOT)
     job = Job(target=target.name, out=out or default_out(target, args.scale), out_given=out is not None,
               scale=args.scale, launcher=args.launcher, seeds=args.seeds, report_only=args.report_only, runs=runs,
-              preset=args.preset, overrides=tuple(args.overrides),
+              preset=args.preset, overrides=tuple(args.overrides), add=tuple(args.add),
               stamp=datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     target.check(job)
     for line in target.make(job):

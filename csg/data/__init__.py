@@ -10,7 +10,8 @@ Registered: ``mnist5k`` (the 5000-image MNIST subset that ships inside
 files), ``cifar10`` and ``cifar100`` (python-pickle batches), ``imagenet``
 (ImageFolder), and the UCI data of the Bayesian logistic regression:
 ``heart``, ``german``, ``australian``. Out-of-distribution sets: ``notmnist``,
-``fashion_mnist``, ``svhn``.
+``fashion_mnist``, ``svhn``. A user's own data set, named by ``data._target_`` instead of a registered
+name: :mod:`csg.data.custom`.
 """
 
 from csg.data import cifar as _cifar  # noqa: F401  (registers cifar10, cifar100)

@@ -66,6 +66,11 @@ def list_datasets() -> list[str]:
 
 
 def load_splits(name: str, key: str = "data.name", **options: Any) -> Splits:
+    """The splits of registered data set ``name``, or of the user's callable when ``options`` has a ``_target_``."""
+    if "_target_" in options:
+        from csg.data.custom import custom_splits
+
+        return custom_splits(**options)
     if name not in _DATASETS:
         raise ConfigError(key, name, f"one of {', '.join(list_datasets())}")
     return _DATASETS[name](**options)

@@ -1,6 +1,8 @@
 """Evaluating the samples a run stored: cycle weights, cyclical-SWAG draws, the ensemble's metrics.
 
-:func:`evaluate_store` is what a run ends with (it writes nothing); :func:`evaluate_run` evaluates a
+:func:`ensemble_members` says which samples (or SWAG draws) make a finished run's ensemble and their weights
+(:func:`evaluate_store` and :class:`csg.Posterior` both use it); :func:`evaluate_store` is what a run ends with
+(it writes nothing); :func:`evaluate_run` evaluates a
 finished run directory again, from its saved config, without training (``scripts/evaluate_run.py``);
 :func:`format_metrics` is the table a run prints.
 """
@@ -11,6 +13,8 @@ import copy
 import difflib
 import os
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +34,42 @@ from csg.evaluation.weights import importance_weights
 from csg.training import Precision
 
 
-def evaluate_store(
-    cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None,
-    layout: distributed.Layout | None = None,
-) -> dict[str, Any]:
-    """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
+@dataclass
+class EnsembleMembers:
+    """The members of a finished run's ensemble, as :func:`evaluate_store` averages them.
 
-    One sample is loaded at a time. Under DDP every process evaluates its shard of the test set.
+    ``names``: each member's sample file (relative to ``samples/``) or cyclical-SWAG draw; ``chains``: its chain;
+    ``weights``: its weight w_i in the average sum_i w_i p(y | x, theta_i) (they sum to 1); ``weighting``: their
+    name (``equal``, ``harmonic``, ``importance``); ``extra``: what metrics.json records beside them (``swag``).
+    :meth:`states` streams the members' state dicts in that order, one at a time (read from the sample files,
+    or drawn from the cycles' Gaussians), anew on every call.
+    """
+
+    names: list[str]
+    chains: list[int]
+    weights: list[float]
+    weighting: str
+    stream: Callable[[], Iterator[dict[str, torch.Tensor]]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def states(self) -> Iterator[dict[str, torch.Tensor]]:
+        """The members' state dicts (on the CPU), one at a time, in the order of :attr:`names`."""
+        return self.stream()
+
+
+def ensemble_members(
+    cfg: DictConfig, model, store: SampleStore, data: Callable[[], Any], device, precision: Precision,
+    layout: distributed.Layout | None = None,
+) -> EnsembleMembers:
+    """Which samples (or SWAG draws) of ``store`` make the run's ensemble, and their weights.
+
+    Every sample file is checked first (complete, a sample of ``model``). Replica exchange: only the lowest
+    temperature's (rung 0) samples. ``sampler.swag.draws_per_cycle > 0``: cyclical-SWAG draws, equal weights.
+    Else contour samplers' importance weights, or ``evaluation.cycle_weights`` (equal, or harmonic: Appendix F,
+    which evaluates each sample on the training set: ``data()`` is called for the run's data bundle then only).
     """
     layout = layout or distributed.Layout()
     paths = _sample_paths(store)
@@ -45,17 +78,30 @@ def evaluate_store(
         paths = [path for path in paths if store.metadata(path).get("replica_rung", 0) == 0]
     chain_of = [_chain_of(path) for path in paths]
     swag = cfg.sampler.get("swag")
-    extra: dict[str, Any] = {}
     if swag is not None and int(swag.draws_per_cycle) > 0:
-        states, names, chains, extra["swag"] = _swag_draws(cfg, swag, store, paths, chain_of)
-        weights, cycle_weights = equal_weights(len(names)), "equal"
-    else:
-        states = (store.load(path)["state_dict"] for path in paths)
-        names, chains = [str(path.relative_to(store.directory)) for path in paths], chain_of
-        weights, cycle_weights = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout)
+        stream, names, chains, meta = _swag_draws(cfg, swag, store, paths, chain_of)
+        return EnsembleMembers(names, chains, equal_weights(len(names)), "equal", stream, {"swag": meta})
+    names = [str(path.relative_to(store.directory)) for path in paths]
+    weights, weighting = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout)
+    return EnsembleMembers(names, chain_of, weights, weighting,
+                           lambda: (store.load(path)["state_dict"] for path in paths))
+
+
+def evaluate_store(
+    cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None,
+    layout: distributed.Layout | None = None,
+) -> dict[str, Any]:
+    """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
+
+    The members and weights are :func:`ensemble_members`'. One sample is loaded at a time. Under DDP every
+    process evaluates its shard of the test set.
+    """
+    layout = layout or distributed.Layout()
+    members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout)
+    names, chains, weights = members.names, members.chains, members.weights
     result = evaluate_samples(
         model,
-        states,
+        members.states(),
         weights,
         data.test,
         device,
@@ -69,7 +115,8 @@ def evaluate_store(
         {"file": name, "chain": chain, "weight": weight, **sample_metrics}
         for name, chain, weight, sample_metrics in zip(names, chains, weights, result.per_sample)
     ]
-    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": cycle_weights, **extra}
+    metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": members.weighting,
+               **members.extra}
     if result.group_ensembles:
         metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
     if result.ood is not None:
@@ -99,17 +146,18 @@ def _chain_of(path: Path) -> int:
 
 
 def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout):
-    """(weights of the stored samples, their name): equal, or the harmonic-mean estimator of Appendix F."""
+    """(weights of the stored samples, their name): contour importance weights, equal, or the harmonic-mean
+    estimator of Appendix F (``data()``: the run's data bundle, whose training set it evaluates)."""
     contour = cfg.sampler.get("contour")
     if contour is not None and contour.get("ensemble_weights", "importance") == "importance":
         return importance_weights([store.metadata(path).get("log_weight", 0.0) for path in paths]), "importance"
     if cfg.evaluation.cycle_weights != "harmonic":
         return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
-    log_likelihoods, cycles = [], []
+    log_likelihoods, cycles, train_eval = [], [], data().train_eval
     for path, chain in zip(paths, chain_of):
         record = store.load(path)
         model.load_state_dict(record["state_dict"])
-        probs, targets = predict_probs(model, data.train_eval, device, precision.autocast)
+        probs, targets = predict_probs(model, train_eval, device, precision.autocast)
         probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
         log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
         cycles.append((chain, record["cycle"]))
@@ -119,19 +167,24 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
 
 def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
     """Cyclical SWAG: a Gaussian fitted to each cycle's snapshots (per chain) and ``draws_per_cycle`` draws of
-    each, read one snapshot at a time. Returns (state-dict stream, draw names, their chains, run metadata)."""
+    each, read one snapshot at a time. Returns (a function that streams the draws' state dicts anew, the same
+    draws on every call; draw names; their chains; run metadata)."""
     from csg.data.bundle import derive_seed
     from csg.evaluation.swag import cyclical_swag
 
     cycle_of = [int(store.metadata(path)["cycle"]) for path in paths]
-    draws = int(swag.draws_per_cycle)
-    snapshots = (((chain, cycle), store.load(path)["state_dict"]) for path, chain, cycle in zip(paths, chain_of, cycle_of))
-    generator = torch.Generator().manual_seed(derive_seed(int(cfg.seed), 7919))
-    stream = cyclical_swag(snapshots, draws, rank=int(swag.rank), scale=float(swag.scale), generator=generator)
+    draws, rank, scale, seed = int(swag.draws_per_cycle), int(swag.rank), float(swag.scale), int(cfg.seed)
+
+    def stream() -> Iterator[dict[str, torch.Tensor]]:
+        snapshots = (((chain, cycle), store.load(path)["state_dict"])
+                     for path, chain, cycle in zip(paths, chain_of, cycle_of))
+        generator = torch.Generator().manual_seed(derive_seed(seed, 7919))
+        return (state for _, state in cyclical_swag(snapshots, draws, rank=rank, scale=scale, generator=generator))
+
     labels = [(chain, cycle, d) for chain, cycle in dict.fromkeys(zip(chain_of, cycle_of)) for d in range(draws)]
     names = [f"swag_chain{chain:02d}_cycle{cycle:02d}_draw{d:02d}" for chain, cycle, d in labels]
-    meta = {"draws_per_cycle": draws, "rank": int(swag.rank), "scale": float(swag.scale), "snapshots": len(paths)}
-    return (state for _, state in stream), names, [chain for chain, _, _ in labels], meta
+    meta = {"draws_per_cycle": draws, "rank": rank, "scale": scale, "snapshots": len(paths)}
+    return stream, names, [chain for chain, _, _ in labels], meta
 
 
 # What a re-evaluation may change: how the samples are evaluated (evaluation.*), where and in which precision

@@ -49,6 +49,53 @@ def preset_epochs(preset: str | None, overrides: list[str]) -> int:
     return epochs
 
 
+def added_method(text: str, preset: str | None, protocol: list[str], overrides: list[str], runs: Path,
+                 fixed: set[str]) -> tuple[list[str], str]:
+    """One ``--add``: its overrides (``text`` split on spaces) and the method's name (its ``sampler.name``).
+
+    The added method's sweep (``protocol``, the added overrides, the user's ``overrides``) is checked as train.py
+    checks a multirun (every job composed and validated, :func:`csg.preflight.check_command`), so that a key or a
+    value train.py would refuse is a one-line :class:`~csg.errors.ConfigError` (``--add``) before anything runs.
+    Refused too: no override, a sweep (one ``--add`` is one method), ``experiment=`` (that is ``--preset``), a
+    ``hydra`` key, a key in ``fixed`` (the protocol's: the same for every method of the table), or a key of the
+    user's ``overrides`` (they go to every method, and would win)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from csg.cli import check_group_choices
+    from csg.errors import ConfigError
+    from csg.preflight import check_command
+
+    added = text.split()
+    if not added:
+        raise ConfigError("--add", text, "a space-separated list of train.py overrides, one method (e.g. "
+                          "--add \"sampler=csgld sampler.name=my_csgld sampler.temperature=0.5\")")
+    try:
+        parsed = OverridesParser.create().parse_overrides(added)
+    except Exception as error:  # noqa: BLE001 - Hydra's grammar error, in one line
+        raise ConfigError("--add", text, f"overrides train.py takes ({first_line(error)})") from None
+    everyone = {override.split("=", 1)[0].lstrip("+~") for override in overrides}
+    for override_text, override in zip(added, parsed):
+        key = override.key_or_group
+        if override.is_sweep_override():
+            raise ConfigError("--add", text, f"one method, not a sweep ({override_text}): give each method its own "
+                              "--add and its own sampler.name")
+        why = ("the preset is --preset's" if key == "experiment" else
+               "hydra settings go to every run, as KEY=VALUE" if key.startswith("hydra") else
+               "the table's protocol sets it, the same for every method" if key in fixed else
+               "a KEY=VALUE override sets it for every method" if key in everyone else None)
+        if why is not None:
+            raise ConfigError("--add", text, f"overrides of the method, not of {key} ({why})")
+    base = [f"experiment={preset}"] if preset else []
+    argv = ["-m", *base, *protocol, *added, *overrides, f"hydra.sweep.dir={runs}"]
+    message = check_group_choices(argv, ROOT / "configs") or check_command(argv, ROOT / "configs")  # as train.py
+    if message is not None:
+        raise ConfigError("--add", text, f"overrides train.py takes ({message})")
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        name = compose("config", overrides=[*base, *added, *overrides]).sampler.name
+    return added, str(name)
+
+
 def _call(command: list[str], what: str, runs: Path | None) -> None:
     print("+ " + " ".join(str(part) for part in command[1:]), flush=True)
     if subprocess.run(command, cwd=ROOT).returncode != 0:
@@ -57,15 +104,16 @@ def _call(command: list[str], what: str, runs: Path | None) -> None:
 
 
 def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher: str, overrides: list[str],
-               processes: dict[int, int] | None = None) -> None:
-    """Each sweep as one Hydra multirun into ``runs/sweep<i>``; a sweep of interacting chains (``processes``:
-    sweep -> P) runs each of its points under ``torchrun --nproc_per_node=P`` locally, or as SLURM jobs of P
-    tasks."""
+               processes: dict[int, int] | None = None, folders: list[str] | None = None) -> None:
+    """Each sweep as one Hydra multirun into ``runs/sweep<i>`` (or ``runs/<folders[i]>``); a sweep of interacting
+    chains (``processes``: sweep -> P) runs each of its points under ``torchrun --nproc_per_node=P`` locally, or as
+    SLURM jobs of P tasks."""
     processes = processes or {}
     base = [f"experiment={preset}"] if preset else []
     for index, sweep in enumerate(sweeps):
         if not sweep:
             continue
+        folder = folders[index] if folders else f"sweep{index}"
         tasks = processes.get(index, 1)
         if tasks > 1 and launcher == "local":
             for number, point in enumerate(expected_runs([sweep])):
@@ -73,10 +121,10 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
                 name = "_".join(value for key, value in point.items() if key in ("sampler", "model", "seed"))
                 command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={tasks}",
                            str(TRAIN), *base, *pairs, *overrides,
-                           f"hydra.run.dir={runs / f'sweep{index}' / f'{number}_{name}'}"]
+                           f"hydra.run.dir={runs / folder / f'{number}_{name}'}"]
                 _call(command, f"the run `{' '.join(pairs)}`", runs)
             continue
-        command = [sys.executable, str(TRAIN), "-m", *base, *sweep, *overrides, f"hydra.sweep.dir={runs / f'sweep{index}'}"]
+        command = [sys.executable, str(TRAIN), "-m", *base, *sweep, *overrides, f"hydra.sweep.dir={runs / folder}"]
         if launcher == "slurm":
             command.append("hydra/launcher=slurm")
             if tasks > 1:

@@ -3,19 +3,25 @@
 A :class:`Target` runs its experiments (Hydra multiruns of ``train.py``, studies on analytic targets, or
 in-process jobs) and writes its tables and figures under ``results/<paper>/`` (``.../smoke/`` at smoke
 scale). Every target reads the same :class:`Job` (``--scale``, ``--launcher``, ``--seeds``,
-``--report-only``, ``--runs``, ``--preset``, ``--out``, and ``KEY=VALUE`` overrides); a flag a target
-has no use for is a one-line error naming the targets that take it, before anything runs.
+``--report-only``, ``--runs``, ``--preset``, ``--out``, ``--add``, and ``KEY=VALUE`` overrides); a flag a
+target has no use for is a one-line error naming the targets that take it, before anything runs.
+
+``--add "OVERRIDES"`` (Tables 1 and 3) runs a user's method beside the paper's: the table's protocol sweep
+(:attr:`~csg.experiments.tables.TableSpec.add_sweep`) with its ``sampler=`` choice replaced by the overrides,
+under the same preset, data, seeds, budget and ``KEY=VALUE`` overrides, into ``<runs>/add_<sampler.name>``;
+the table shows it as one more row (:mod:`csg.experiments.tables`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from csg.errors import ConfigError
 from csg.experiments import fig3, fig4, table5, tables
-from csg.experiments.launch import ROOT, newest_runs, preset_epochs, run_study, run_sweeps
+from csg.experiments.launch import ROOT, added_method, newest_runs, preset_epochs, run_study, run_sweeps
 
 LETTERS = Path("data") / "generated_notmnist"  # the notMNIST-style letters of the smoke-scale OOD targets
 
@@ -35,9 +41,10 @@ class Job:
     preset: str | None = None
     overrides: tuple[str, ...] = ()
     stamp: str = ""                 # <date>_<time>: the folder of this call's runs
+    add: tuple[str, ...] = ()       # --add: each a user's method (space-separated train.py overrides)
 
 
-FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None}
+FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": ()}
 
 
 @dataclass(frozen=True)
@@ -59,8 +66,11 @@ class Target:
             value = getattr(job, flag)
             if value != default and flag not in self.flags:
                 takers = [name for name, target in TARGETS.items() if flag in target.flags]
-                raise ConfigError(f"--{flag.replace('_', '-')}", value,
+                raise ConfigError(f"--{flag.replace('_', '-')}", value[0] if flag == "add" else value,
                                   f"not used by {self.name}; the targets that take it: {', '.join(takers)}")
+        if job.add and job.report_only:
+            raise ConfigError("--add", job.add[0], "methods to run, and --report-only runs nothing (it reports the "
+                              "added methods that its --runs folder records)")
 
 
 def default_out(target: Target, scale: str) -> Path:
@@ -86,14 +96,47 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
         if job.report_only:
             runs = job.runs or newest_runs(folder)
         else:
+            runs = job.runs or Path("multirun") / folder / job.stamp
+            added = _added(plan, job, preset, epochs, runs)  # refused in one line before anything runs
             if prepare is not None:
                 prepare(job)
-            runs = job.runs or Path("multirun") / folder / job.stamp
+            if added:  # first: a user's method that fails, fails before the paper's runs
+                tables.record_added(runs, plan.name, {name: overrides for name, overrides, _ in added})
+                run_sweeps(preset, [sweep for _, _, sweep in added], runs, job.launcher, list(job.overrides),
+                           folders=[f"add_{name}" for name, _, _ in added])
             run_sweeps(preset, tables.expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
                        list(job.overrides), plan.processes)
         return report(job, runs, epochs, preset)
 
     return make
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # an added method's sampler.name: a row and a folder name
+
+
+def _added(spec, job: Job, preset: str | None, epochs: int, runs: Path) -> list[tuple[str, list[str], list[str]]]:
+    """The methods of ``--add``, each (its sampler.name, its overrides, the sweep it runs as), checked: train.py
+    would take every run of its sweep, and its name is its own (not one of the table's methods, nor another's)."""
+    if not job.add:
+        return []
+    tables.read_added(runs, spec.name)  # a damaged record in --runs: refused now, not after the runs
+    protocol = tables.added_protocol(spec, job.scale, epochs, job.seeds)
+    fixed = {override.split("=", 1)[0] for override in protocol} | {"trainer.epochs"}  # the same for every method
+    own = {run["sampler"] for run in tables.expected_runs(tables.expand(spec, job.scale, epochs, job.seeds))}
+    taken = {tables.added_label(name): f"{spec.name}'s {tables.added_label(name)}" for name in own}
+    added = []
+    for text in job.add:
+        overrides, name = added_method(text, preset, protocol, list(job.overrides), runs, fixed)
+        if not NAME.fullmatch(name):
+            raise ConfigError("--add", text, f"a method whose sampler.name is a row and a folder name (letters, "
+                              f"digits, _ . + -): it is {name!r}; name it with sampler.name=<name>")
+        label = tables.added_label(name)
+        if label in taken:
+            raise ConfigError("--add", text, f"a method of its own name: sampler.name={name} is {taken[label]} "
+                              "already; name it with sampler.name=<name>")
+        taken[label] = "another --add's name"
+        added.append((name, overrides, [*protocol, *overrides]))
+    return added
 
 
 def _missing(lines: list[str], missing: list[dict[str, str]]) -> list[str]:
@@ -245,16 +288,17 @@ def _accuracy(job: Job) -> list[str]:
     return [f"accuracy: wrote {job.out / 'accuracy.md'}"]
 
 
-SWEEP_FLAGS = frozenset(FLAGS)
+SWEEP_FLAGS = frozenset(FLAGS) - {"add"}
+TABLE_FLAGS = SWEEP_FLAGS | {"add"}  # the tables whose methods are rows: a user's method can be one more
 BOTH = ("full", "smoke")
 _TABLES = {name: _sweeps(tables.TABLES[name], _table_report) for name in ("table1", "table2", "table3")}
 
 TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods (smoke: MNIST digits, MLP)",
-           "csgmcmc", _TABLES["table1"], BOTH, SWEEP_FLAGS),
+           "csgmcmc", _TABLES["table1"], BOTH, TABLE_FLAGS),
     Target("table2", "cSG-MCMC Table 2: 4 parallel chains against one, cyclical against decreasing",
            "csgmcmc", _TABLES["table2"], BOTH, SWEEP_FLAGS),
-    Target("table3", "cSG-MCMC Table 3: ResNet-50 on ImageNet", "csgmcmc", _TABLES["table3"], BOTH, SWEEP_FLAGS),
+    Target("table3", "cSG-MCMC Table 3: ResNet-50 on ImageNet", "csgmcmc", _TABLES["table3"], BOTH, TABLE_FLAGS),
     Target("table4", "cSG-MCMC Table 4, Figures 2 and 5: 25-Gaussian mode coverage (CPU, under a minute)",
            "csgmcmc", _studies("table4")),
     Target("table5", "cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, minutes)", "csgmcmc",

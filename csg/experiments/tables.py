@@ -6,11 +6,17 @@ row label of the paper's table, and the metrics. :func:`report` aggregates the r
 directory with pandas: mean, standard error and number of seeds per (data set, method,
 metric), the paper's value and the difference, the preset; every run of the sweeps that is
 absent or unfinished is listed, never silently dropped.
+
+A user's method can stand beside the paper's (``scripts/reproduce.py table1 --add "sampler=... sampler.name=mine"``):
+it runs as the table's ``add_sweep`` with that sweep's ``sampler=`` choice replaced by the added overrides (same
+preset, data, seeds and budget), the driver records it in the runs folder (:data:`ADDED`), and the report makes it
+one more row, after the paper's, labelled by its ``sampler.name``, with no paper value.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.atomic import atomic_write_text
+from csg.errors import ConfigError, describe
 from csg.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
 from csg.paper import paper_tables
 
@@ -71,6 +78,8 @@ class TableSpec:
     processes: dict[int, int] = field(default_factory=dict)
     # scale -> more values for the sweeps' {placeholders}
     values: dict[str, dict[str, object]] = field(default_factory=dict)
+    # the sweep an added method (--add) runs as, its `sampler=` choice replaced (None: the table takes no --add)
+    add_sweep: int | None = None
 
 
 def _table2_label(run: pd.Series, budget: int) -> str:
@@ -116,6 +125,7 @@ TABLES: dict[str, TableSpec] = {
         sweeps=(("sampler=sgd,sgdm,snapshot_sgd,snapshot_sgdm,sgld,csgld,sghmc,csghmc", "data={data}", "seed={seeds}"),),
         label=lambda run, budget: LABELS[run["sampler.name"]],
         metrics=(ERROR, NLL),
+        add_sweep=0,
     ),
     "table2": TableSpec(
         name="table2",
@@ -149,6 +159,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         label=lambda run, budget: LABELS[run["sampler.name"]],
         metrics=(NLL, TOP1, TOP5),
+        add_sweep=2,  # an added method runs as cSGHMC does: 3 cycles of 3 samples
     ),
     "icsgld_table1": TableSpec(
         name="icsgld_table1",
@@ -222,6 +233,59 @@ def expected_runs(sweeps: list[list[str]]) -> list[dict[str, str]]:
     return runs
 
 
+ADDED = "added_methods.json"  # in a runs folder: {table: {name: its --add overrides}}, written by the driver
+
+
+def added_protocol(spec: TableSpec, scale: str, epochs: int, seeds: str | None = None) -> list[str]:
+    """The overrides every added method of ``spec`` runs with: its ``add_sweep`` without the ``sampler=`` choice
+    (the data sets, the seeds, and the sweep's own settings such as Table 3's cycles)."""
+    sweep = expand(spec, scale, epochs, seeds)[spec.add_sweep]
+    return [override for override in sweep if override.split("=", 1)[0] != "sampler"]
+
+
+def added_runs(spec: TableSpec, scale: str, epochs: int, seeds: str | None, names) -> list[dict[str, str]]:
+    """Every run the added methods ``names`` make: their ``sampler.name`` and the protocol's keys."""
+    if not names or spec.add_sweep is None:
+        return []
+    protocol = added_protocol(spec, scale, epochs, seeds)
+    return expected_runs([[f"sampler.name={name}", *protocol] for name in names])
+
+
+def added_label(name: str) -> str:
+    """An added method's row: the paper's label of a built-in sampler's name, else the name itself."""
+    return LABELS.get(name, name)
+
+
+def _record(runs_dir: str | Path) -> dict[str, dict[str, list[str]]]:
+    """The driver's record of the methods --add added in ``runs_dir`` (empty without one); a damaged one is a
+    one-line :class:`~csg.errors.ConfigError` (``--runs``)."""
+    path = Path(runs_dir) / ADDED
+    if not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+        if not (isinstance(record, dict) and all(isinstance(methods, dict) and
+                                                 all(isinstance(o, list) for o in methods.values())
+                                                 for methods in record.values())):
+            raise ValueError("not {table: {name: [overrides]}}")
+    except Exception as error:  # not JSON, not the record's layout, unreadable
+        raise ConfigError("--runs", str(runs_dir), f"a folder whose {ADDED} is the driver's record of the methods "
+                          f"--add added: it cannot be read ({describe(error, 120)})") from None
+    return record
+
+
+def read_added(runs_dir: str | Path, table: str) -> dict[str, list[str]]:
+    """The methods the driver added to ``table`` in ``runs_dir`` (name -> overrides; none without a record)."""
+    return {str(name): [str(o) for o in overrides] for name, overrides in _record(runs_dir).get(table, {}).items()}
+
+
+def record_added(runs_dir: str | Path, table: str, methods: dict[str, list[str]]) -> None:
+    """Add ``methods`` (name -> overrides) to ``table``'s record in ``runs_dir``, keeping the methods already there."""
+    record = _record(runs_dir)
+    record.setdefault(table, {}).update(methods)
+    atomic_write_text(Path(runs_dir) / ADDED, json.dumps(record, indent=2) + "\n")
+
+
 def _run_value(run: pd.Series, key: str) -> str:
     column = f"{key}.name" if key in GROUPS else key
     value = run.get(column)
@@ -247,12 +311,18 @@ def _paper_values(spec: TableSpec) -> pd.DataFrame:
     return frame[(frame.paper == spec.paper) & (frame.table == spec.name.removeprefix("icsgld_"))]
 
 
-def labelled(spec: TableSpec, runs: pd.DataFrame, budget: int) -> tuple[pd.DataFrame, list[str]]:
+def labelled(spec: TableSpec, runs: pd.DataFrame, budget: int, added=()) -> tuple[pd.DataFrame, list[str]]:
     """The finished runs that are rows of ``spec`` (a ``method`` column: their row label), and the run
-    directories of the other finished runs (a method the table does not have, a key its label needs missing)."""
+    directories of the other finished runs (a method the table does not have, a key its label needs missing).
+
+    A run of a method the driver added (its ``sampler.name`` in ``added``) is a row: :func:`added_label`."""
     done = runs[runs.status == "done"].copy() if not runs.empty else pd.DataFrame()
     labels = []
     for _, run in done.iterrows():
+        name = run.get("sampler.name")
+        if isinstance(name, str) and name in added:
+            labels.append(added_label(name))
+            continue
         try:
             labels.append(spec.label(run, budget))
         except (KeyError, ValueError, TypeError):
@@ -271,11 +341,13 @@ def _read(metric: Metric, done: pd.DataFrame) -> pd.Series:
         return pd.Series(float("nan"), index=done.index)
 
 
-def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str) -> pd.DataFrame:
+def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str, added=()) -> pd.DataFrame:
     """One row per (data set, method, metric): ours (mean, stderr, seeds) beside the paper's value.
 
-    Finished runs that are not rows of the table (see :func:`labelled`) are left out."""
-    done, _ = labelled(spec, runs, budget)
+    Finished runs that are not rows of the table (see :func:`labelled`) are left out. The methods in ``added``
+    (names) follow the table's own, in their order, and have no paper value."""
+    done, _ = labelled(spec, runs, budget, added)
+    added_labels = list(dict.fromkeys(added_label(name) for name in added))
     paper = _paper_values(spec)
     if done.empty:
         return pd.DataFrame()
@@ -293,6 +365,8 @@ def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, pres
             if spec.paper_model is not None:
                 model = spec.paper_model if scale == "smoke" else str(same["model.name"].iloc[0])
                 paper_rows = paper_rows[paper_rows.model == model]
+            if row[2] in added_labels:
+                paper_rows = paper_rows.iloc[0:0]  # not the paper's method, whatever its name
             for paper_data in (spec.paper_data if scale == "smoke" else (row[1],)):
                 match = paper_rows[paper_rows.dataset == (metric.paper_dataset or paper_data)]
                 value = float(match.value.iloc[0]) if len(match) else float("nan")
@@ -303,13 +377,15 @@ def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, pres
                     # a difference only where the setting is the paper's (full scale, same data set)
                     "difference": row.mean - value if scale == "full" else float("nan"),
                 })
-    # the paper's row order; methods it does not have follow, in the order their runs were made
+    # the paper's row order; methods it does not have follow, in the order their runs were made; then the added ones
     paper_order = list(dict.fromkeys(paper.method))
     seen = {label: i for i, label in enumerate(dict.fromkeys(done.sort_values("run_dir").method))}
 
-    def position(method: str) -> tuple[int, str]:
+    def position(method: str) -> tuple[int, int, str]:
+        if method in added_labels:
+            return (2, added_labels.index(method), method)
         base = spec.paper_method(method)[0]
-        return (paper_order.index(base) if base in paper_order else len(paper_order) + seen[method], method)
+        return (0, paper_order.index(base), method) if base in paper_order else (1, seen[method], method)
 
     table = pd.DataFrame(rows)
     table["_order"] = table.method.map(position)
@@ -324,16 +400,19 @@ def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, 
     (``--runs``) and nothing is written."""
     spec = TABLES[name]
     runs = runs_to_report(runs_dir, name)
+    added = read_added(runs_dir, name) if spec.add_sweep is not None else {}
     preset = preset or spec.presets[scale]
-    missing = missing_runs(runs, expected_runs(expand(spec, scale, epochs, seeds)))
-    table = aggregate(spec, runs, scale, epochs, preset)
-    _, others = labelled(spec, runs, epochs)
+    expected = expected_runs(expand(spec, scale, epochs, seeds)) + added_runs(spec, scale, epochs, seeds, added)
+    missing = missing_runs(runs, expected)
+    table = aggregate(spec, runs, scale, epochs, preset, added)
+    _, others = labelled(spec, runs, epochs, added)
     if table.empty:
         finished = int((runs.status == "done").sum())
         raise refuse_runs(runs_dir, name, f"none of its {finished} finished runs is a run of {name}'s methods")
     unfinished = sorted(runs[runs.status != "done"].run_dir)
     out_dir = Path(out_dir)
-    text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others)
+    protocol = " ".join(added_protocol(spec, scale, epochs, seeds)) if added else ""
+    text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others, added, protocol)
     atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / f"{name}.md", text)
     return table, missing
@@ -346,7 +425,7 @@ def _cell(mean: float, stderr: float, digits: int) -> str:
 
 
 def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished,
-             others=()) -> str:
+             others=(), added=None, protocol: str = "") -> str:
     command = f"make {spec.name.replace('_', '-')}" + (" SCALE=smoke" if scale == "smoke" else "")
     lines = [f"# {spec.title}" + (" (SMOKE SCALE)" if scale == "smoke" else ""), ""]
     if scale == "smoke":
@@ -361,6 +440,10 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
     lines += ["", f"Seeds: {', '.join(seeds) or 'none'}; mean +- standard error over seeds (one seed: no error), the "
               "number of seeds in brackets; the paper's columns appear for the metrics it publishes. "
               f"Runs: `{runs_dir}`. Command: `{command}`." + (f" {spec.note}" if spec.note else ""), ""]
+    if added:
+        lines += ["Added methods (`--add`; not the paper's, no paper value), each run with the table's preset, budget "
+                  f"and `{protocol}`: "
+                  + "; ".join(f"{added_label(name)}: `{' '.join(overrides)}`" for name, overrides in added.items()), ""]
     if table.empty:
         lines.append("No finished runs.")
     for data, block in (table.groupby("data", sort=False) if not table.empty else []):

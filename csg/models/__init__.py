@@ -6,7 +6,8 @@ Each architecture is a small module that registers a factory with
 ``resnet18`` (the authors' CIFAR ResNet-18), ``resnet20``/``resnet32``/``resnet56``
 (He et al.'s CIFAR ResNets) and ``wrn16_8`` (the ICSGLD paper's models), ``resnet50``
 (torchvision's ImageNet ResNet-50), ``mlp`` (the MNIST MLP), ``small_cnn`` (the ICSGLD paper's MNIST CNN) and ``logreg`` (logistic
-regression); any other timm architecture name is built by timm.
+regression); any other timm architecture name is built by timm. A user's own network, named by
+``model._target_``: :mod:`csg.models.custom`.
 """
 
 from csg.models import cnn as _cnn  # noqa: F401  (registers "small_cnn")

@@ -4,6 +4,7 @@
 - :class:`SGHMC`: stochastic gradient Hamiltonian Monte Carlo (velocity form).
 - :class:`PSGLD`: SGLD with an RMSprop preconditioner (Li et al. 2016).
 - :mod:`csg.samplers.contour`: CSGLD / ICSGLD; :mod:`csg.samplers.replica`: replica exchange.
+- :mod:`csg.samplers.custom`: a user's own ``torch.optim.Optimizer`` (``sampler.optimizer._target_``).
 
 Both take the gradient of the MEAN mini-batch loss and sample
 exp(-U/T), U = N * mean_loss + (N * wd / 2) |theta|^2. Temperature 0 makes

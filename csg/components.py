@@ -1,0 +1,92 @@
+"""A user's own components, named in a config by ``_target_`` (Hydra's convention): data, model, sampler.
+
+``data._target_``, ``model._target_`` and ``sampler.optimizer._target_`` are dotted paths
+(``my_project.nets.TwoLayer``) to a callable; the other keys of the group are its keyword arguments
+(a nested ``_target_`` among them is built by :func:`hydra.utils.instantiate`). A path is imported as
+``python -m`` imports: from the installed packages and from the directory the command runs in.
+
+Every failure is a one-line :class:`~csg.errors.ConfigError` naming the key: a path that does not
+import, an object that is not callable, a call that raises. What the call must return is checked where
+it is used (:mod:`csg.data.custom`, :mod:`csg.models.custom`, :mod:`csg.samplers.custom`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from csg.errors import ConfigError, describe
+
+TARGET = "_target_"
+
+
+def has_target(node: Any) -> bool:
+    """Whether a config node names a user's component (has a ``_target_`` key)."""
+    return isinstance(node, DictConfig) and TARGET in node.keys()  # `in node` is False for a `???` value
+
+
+def target_of(cfg: DictConfig, key: str) -> str:
+    """The dotted path at ``key`` (e.g. ``model._target_``), or a ConfigError when none was given."""
+    value = OmegaConf.select(cfg, key, throw_on_missing=False)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(key, value, "the dotted path of a callable, e.g. my_project.nets.TwoLayer (none given)")
+    return value.strip()
+
+
+def locate(path: str, key: str) -> Callable[..., Any]:
+    """The callable at dotted ``path``; a ConfigError naming ``key`` when it does not import or is not callable."""
+    from hydra.utils import get_object
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m`: a module of the directory the command runs in
+    try:
+        found = get_object(path)
+    except Exception as error:  # noqa: BLE001 - an import error, or any error the module raises on import
+        cause = error.__cause__ or error
+        raise ConfigError(key, path, f"a dotted path that imports (from the installed packages or the directory "
+                          f"you run in): {describe(cause)}") from None
+    if not callable(found):
+        raise ConfigError(key, path, f"a callable (a class or function); it is a {type(found).__name__}")
+    return found
+
+
+def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:
+    """The group's keys that are the callable's keyword arguments: all but ``_target_`` and ``framework_keys``.
+
+    A nested node with its own ``_target_`` is built by Hydra's ``instantiate``; a failure there is a
+    ConfigError naming ``key`` (the group)."""
+    from hydra.utils import instantiate
+
+    values = OmegaConf.to_container(node, resolve=True)
+    options = {str(k): v for k, v in values.items() if str(k) not in (TARGET, *framework_keys)}
+    if not options:
+        return {}
+    try:
+        return instantiate(OmegaConf.create(options), _convert_="all")
+    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
+        raise ConfigError(key, str(node.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
+
+
+def accepts(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` takes keyword ``name`` (by name, or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: assume the documented keywords
+        return True
+    return any(p.name == name and p.kind is not p.POSITIONAL_ONLY or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def call(function: Callable[..., Any], key: str, path: str, what: str, **kwargs: Any) -> Any:
+    """``function(**kwargs)``; its exception becomes a ConfigError naming ``key`` (the user's code is at fault)."""
+    try:
+        return function(**kwargs)
+    except ConfigError:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever the user's code raises, the answer is one line
+        given = ", ".join(sorted(k for k in kwargs if k != "params")) or "no keywords"
+        raise ConfigError(key, path, f"{what}; called with {given}: {describe(error)}") from None

@@ -1,0 +1,304 @@
+"""A finished run's posterior as a Python object: its samples, their weights, and the model average.
+
+:class:`Posterior` reads a run directory of ``train.py`` (or of :func:`csg.train`) and gives the Bayesian model
+average of its samples,
+
+.. math:: p(y \\mid x) \\approx \\sum_i w_i\\, p(y \\mid x, \\theta_i), \\qquad \\sum_i w_i = 1,
+
+over exactly the members and weights the run's own evaluation averaged (:func:`csg.evaluation.store.ensemble_members`):
+every chain's samples, equal, harmonic (Appendix F) or contour importance weights, only the lowest temperature's
+samples under replica exchange, cyclical-SWAG draws where the run made them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+from torch import Tensor, nn
+
+from csg.errors import ConfigError, describe
+
+
+class Posterior:
+    """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``evaluate``.
+
+    Build one with :meth:`load` (or :func:`csg.train`). Attributes: :attr:`names` (each member's sample file, or
+    SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
+    ``importance``), :attr:`model` (the one module every sample is loaded into), :attr:`device`, :attr:`cfg` (the
+    run's saved config), :attr:`metrics` (its ``metrics.json``), :attr:`run_dir`, :attr:`num_classes`,
+    :attr:`input_shape`.
+
+    Memory: by default one model is held, and the samples are read from the run directory one at a time whenever
+    they are needed (every :meth:`predict` call reads them all again); ``keep_on_device=True`` holds every
+    member's state dict on the device for repeated prediction, at the memory of ``len(posterior)`` models.
+    Predictions use the run's ``trainer.precision`` (autocast), as its evaluation did.
+    """
+
+    def __init__(self, *, run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], model: nn.Module, members,
+                 device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
+                 keep_on_device: bool = False):
+        self.run_dir, self.cfg, self.metrics, self.model, self.device = run_dir, cfg, metrics, model, device
+        self.precision, self.num_classes, self.input_shape = precision, int(num_classes), tuple(input_shape)
+        self._members, self._data = members, data
+        self.keep_on_device = bool(keep_on_device)
+        self._states: list[dict[str, Tensor]] | None = None
+        if self.keep_on_device:
+            self._states = [{key: value.to(device) for key, value in state.items()} for state in members.states()]
+
+    # ------------------------------------------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, run_dir: str | Path, device: str | torch.device = "auto",
+             keep_on_device: bool = False) -> "Posterior":
+        """The posterior of the finished run in ``run_dir`` (a directory with ``metrics.json``), on ``device``.
+
+        ``device``: ``auto`` (the GPU if CUDA is present, else the CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps`` or a
+        ``torch.device``. ``keep_on_device``: hold every member's state dict on the device (see the class).
+        The run's saved config is checked as ``scripts/evaluate_run.py`` checks it, and every sample file is
+        checked (complete, a sample of the run's model) before anything is computed; anything else (no such
+        directory, a run that has not finished, a study on analytic targets, a damaged sample) is a one-line
+        :class:`~csg.errors.ConfigError` naming ``run_dir`` (or the sample file) and what is allowed.
+
+        The model is built from the run's config and the ``num_classes`` and ``input_shape`` its metrics.json
+        records, without reading the data; the data set is built only when needed (:meth:`evaluate` without a
+        loader, harmonic weights, or a run whose metrics.json predates those keys). The model's initial weights are
+        drawn from a forked random state: torch's global random state stays as the caller had it.
+        """
+        from csg.collection import SampleStore
+        from csg.devices import resolve_device
+        from csg.evaluation.store import _sample_paths, ensemble_members, load_run_config
+        from csg.training import Precision
+
+        run_dir = Path(run_dir)
+        cfg = load_run_config(run_dir)
+        metrics = _finished_metrics(run_dir, cfg)
+        device = _device(device, resolve_device)
+        store = SampleStore(run_dir / "samples")
+        _sample_paths(store)
+        store.verify()  # damaged files, before the model or the data is built
+        precision = Precision(str(cfg.trainer.precision), device)
+        recorded = metrics.get("num_classes"), metrics.get("input_shape")
+        with _own_random_state(device):
+            if None in recorded:  # a run from before metrics.json recorded them: the data tells
+                data, model = _build(cfg, device, run_dir)
+                recorded = data.num_classes, tuple(data.input_shape)
+            else:
+                data = None
+                _, model = _build(cfg, device, run_dir, shape=SimpleNamespace(num_classes=int(recorded[0]),
+                                                                               input_shape=tuple(recorded[1])))
+            holder: dict[str, Any] = {"data": data}
+
+            def training_data():
+                if holder["data"] is None:
+                    holder["data"], _ = _build(cfg, device, run_dir)
+                return holder["data"]
+
+            members = ensemble_members(cfg, model, store, training_data, device, precision)
+        model.eval()
+        return cls(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model, members=members, device=device,
+                   precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],
+                   keep_on_device=keep_on_device)
+
+    # ------------------------------------------------------------------------------------------------ members
+    def __len__(self) -> int:
+        """The number of members: samples (of every chain; rung 0 under replica exchange), or SWAG draws."""
+        return len(self._members)
+
+    @property
+    def names(self) -> list[str]:
+        """Each member's sample file relative to ``samples/`` (``chain01/sample_0003_...pt``), or SWAG draw."""
+        return list(self._members.names)
+
+    @property
+    def weights(self) -> list[float]:
+        """Each member's weight w_i in the average sum_i w_i p(y | x, theta_i); they sum to 1 (to rounding).
+        The same numbers as ``metrics.json``'s ``per_sample[i]["weight"]``."""
+        return list(self._members.weights)
+
+    @property
+    def chains(self) -> list[int]:
+        """Each member's chain (0 for a one-chain run)."""
+        return list(self._members.chains)
+
+    @property
+    def weighting(self) -> str:
+        """How the weights were made: ``equal``, ``harmonic`` (Appendix F) or ``importance`` (contour samplers)."""
+        return self._members.weighting
+
+    def __iter__(self) -> Iterator[tuple[nn.Module, float]]:
+        """``(model, weight)`` for each member in turn, loading ONE sample at a time into the SAME module.
+
+        The module yielded is always :attr:`model` (in eval mode), holding the current member's parameters
+        until the next step of the iteration: keep ``copy.deepcopy(model)`` to keep a member. :meth:`predict`
+        and :meth:`evaluate` load the members into that module too: do not call them inside the loop."""
+        for state, weight in zip(self._state_dicts(), self._members.weights, strict=True):
+            self.model.load_state_dict(state)
+            self.model.eval()
+            yield self.model, weight
+
+    def _state_dicts(self) -> Iterator[dict[str, Tensor]]:
+        return iter(self._states) if self._states is not None else self._members.states()
+
+    # --------------------------------------------------------------------------------------------- prediction
+    @torch.no_grad()
+    def predict(self, x: Tensor) -> Tensor:
+        """The model average p(y | x) = sum_i w_i softmax(f(x; theta_i)) of one batch: float32 ``(batch, classes)``
+        on the posterior's device, each row summing to 1.
+
+        ``x``: a batch of inputs as the model takes them, i.e. as the run's loaders yield them (the same shape,
+        dtype and normalisation: ``(batch, *input_shape)``); it is moved to the posterior's device. Every member
+        is evaluated in eval mode, without gradients, under the run's precision; the average is accumulated in
+        float64. Without ``keep_on_device`` every call reads all samples again: for many batches use
+        :meth:`predict_loader`, which reads each sample once.
+        """
+        x = _inputs(x, self.device)
+        total = float(sum(self._members.weights))
+        average: Tensor | None = None
+        for model, weight in self:
+            average = _accumulate(average, self._probs(model, x), weight / total)
+        return average.float().to(self.device)
+
+    @torch.no_grad()
+    def predict_loader(self, loader: Iterable) -> Tensor:
+        """:meth:`predict` over every batch of ``loader``, concatenated in the loader's order: float32
+        ``(examples, classes)`` on the posterior's device.
+
+        ``loader`` yields ``(x, y)`` batches (``y`` is ignored) or ``x`` batches, with ``x`` as the run's loaders
+        yield it. Each sample is read once and evaluated on every batch, so the loader is read once per member
+        and must give the same batches in the same order every time (a ``DataLoader`` without shuffling, a list
+        of batches; a one-pass iterator is first read into a list).
+        """
+        batches = _repeatable(loader)
+        total = float(sum(self._members.weights))
+        average: Tensor | None = None
+        for model, weight in self:
+            probs = [self._probs(model, _inputs(batch, self.device)) for batch in batches]
+            if not probs:
+                raise ValueError("predict_loader: the loader yielded no batch")
+            average = _accumulate(average, torch.cat(probs), weight / total)
+        return average.float().to(self.device)
+
+    def _probs(self, model: nn.Module, x: Tensor) -> Tensor:
+        """softmax of one member's logits, float32; as :func:`csg.evaluation.predict_probs` computes them (under
+        autocast, a batch whose logits overflow is computed again in float32)."""
+        with self.precision.autocast():
+            logits = model(x)
+        if self.precision.dtype is not None and not bool(torch.isfinite(logits).all()):
+            logits = model(x)
+        return torch.softmax(logits.float(), dim=1)
+
+    # --------------------------------------------------------------------------------------------- evaluation
+    def evaluate(self, loader: Iterable | None = None) -> dict[str, float]:
+        """Metrics of the model average: ``test_error_pct``, ``nll``, ``ece``, ``brier``, ``num_samples``.
+
+        Without ``loader``: on the run's own test set, with its config (``evaluation.ece_bins``, precision,
+        loader): the numbers of ``metrics.json``'s ``ensemble`` (on the device the run evaluated on). With a
+        ``loader`` of ``(x, y)`` batches (``x`` as the run's loaders yield it, ``y`` integer labels): on those
+        data. Computed by :func:`csg.evaluation.evaluate_samples`, one member at a time.
+        """
+        from csg.evaluation import evaluate_samples
+
+        if loader is None:
+            loader = self.data.test
+        result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, loader, self.device,
+                                  n_bins=int(self.cfg.evaluation.ece_bins), autocast=self.precision.autocast)
+        return result.ensemble
+
+    @property
+    def data(self):
+        """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use."""
+        if self._data is None:
+            with _own_random_state(self.device):
+                self._data, _ = _build(self.cfg, self.device, self.run_dir)
+        return self._data
+
+    def __repr__(self) -> str:
+        return (f"Posterior({str(self.run_dir)!r}: {len(self)} members, {self.weighting} weights, "
+                f"{self.cfg.sampler.name} on {self.cfg.data.name}, device {self.device})")
+
+
+# ----------------------------------------------------------------------------------------------------- helpers
+def _finished_metrics(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
+    """metrics.json of a finished training run; a one-line ConfigError for anything else."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError("run_dir", str(run_dir), f"a finished run directory of train.py (with metrics.json): {why}")
+
+    if cfg.get("synthetic"):
+        raise refuse(f"it is a study on analytic targets (synthetic={cfg.synthetic.get('name', '?')}), which has "
+                     "no posterior of a network")
+    path = run_dir / "metrics.json"
+    if not path.is_file():
+        raise refuse("it has none: the run has not finished (the same train.py command resumes it from its "
+                     "checkpoint)" if any(run_dir.glob("checkpoint*.pt")) else "it has none: the run has not finished")
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise refuse(f"its metrics.json cannot be read ({describe(error, limit=120)})") from None
+    if not isinstance(metrics, dict) or "ensemble" not in metrics:
+        raise refuse("its metrics.json is not one of a finished run (no ensemble)")
+    return metrics
+
+
+def _device(device: str | torch.device, resolve) -> torch.device:
+    """``device`` as a torch.device; a one-line ConfigError (key ``device``) for one this machine lacks."""
+    try:
+        return resolve(str(device))
+    except ConfigError as error:
+        raise ConfigError("device", str(device), error.allowed) from None
+    except (RuntimeError, ValueError):  # torch.device's own complaint about the name
+        raise ConfigError("device", str(device), "auto, cpu, cuda, cuda:<index> or mps") from None
+
+
+def _build(cfg: DictConfig, device: torch.device, run_dir: Path, shape=None):
+    """(data, model) of the run: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data is read."""
+    from csg.build import build_data_and_model
+    from csg.evaluation.store import SAVED_CONFIG
+
+    try:
+        return build_data_and_model(cfg, device, data=shape)
+    except OmegaConfBaseException as error:  # a key the saved config lacks
+        raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
+                          f"train.py config ({describe(error, limit=160)})") from None
+
+
+@contextlib.contextmanager
+def _own_random_state(device: torch.device):
+    """Building a model draws its initial weights: leave torch's global random state as the caller had it."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        yield
+
+
+def _inputs(batch: Any, device: torch.device) -> Tensor:
+    """The inputs of a batch (``x``, or the first item of ``(x, y)``) on ``device``."""
+    x = batch[0] if isinstance(batch, (tuple, list)) else batch
+    if not isinstance(x, Tensor):
+        raise TypeError(f"a batch of inputs as a tensor (or an (x, y) pair), not a {type(x).__name__}")
+    return x.to(device, non_blocking=True)
+
+
+def _repeatable(loader: Iterable) -> Iterable:
+    """``loader`` if it can be read again in the same order; a one-pass iterator as a list; a shuffling
+    DataLoader refused (its batches would not line up member by member)."""
+    from torch.utils.data import RandomSampler
+
+    if isinstance(getattr(loader, "sampler", None), RandomSampler):
+        raise ValueError("predict_loader needs a loader that gives the same batches in the same order on every "
+                         "pass: a DataLoader with shuffle=False")
+    return list(loader) if isinstance(loader, Iterator) else loader
+
+
+def _accumulate(average: Tensor | None, probs: Tensor, weight: float) -> Tensor:
+    """``average + weight * probs`` in float64 (as :func:`csg.evaluation.evaluate_samples` sums); on the CPU for a
+    device without float64 (MPS)."""
+    where = probs.device if probs.device.type != "mps" else torch.device("cpu")
+    contribution = probs.to(where, torch.float64) * weight
+    return contribution if average is None else average.add_(contribution)

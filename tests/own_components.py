@@ -1,0 +1,74 @@
+"""Components named by ``_target_`` in the tests: good ones and each kind of mistake a user makes."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+
+def blobs(n: int = 120, classes: int = 3, dim: int = 4, seed: int = 0, offset: int = 0):
+    """(train, test) TensorDatasets of Gaussian blobs: float inputs, int64 labels 0..classes-1."""
+
+    def draw(count: int, stream: int):
+        generator = torch.Generator().manual_seed(seed * 1000 + stream)
+        labels = torch.arange(count) % classes
+        centres = torch.eye(classes, dim) * 3.0
+        return TensorDataset(centres[labels] + torch.randn(count, dim, generator=generator), labels + offset)
+
+    return draw(n, 0), draw(n // 2, 1)
+
+
+class _Items(Dataset):
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+def float_labels():
+    """Items whose label is a float: not (tensor, int)."""
+    items = [(torch.zeros(4), 0.5)] * 8
+    return _Items(items), _Items(items)
+
+
+def one_dataset():
+    """Returns one Dataset, not (train, test)."""
+    return blobs()[0]
+
+
+def tiny_net(num_classes: int, input_shape, hidden: int = 8):
+    return nn.Sequential(nn.Linear(input_shape[0], hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
+def not_a_module(num_classes: int):
+    return {"classes": num_classes}
+
+
+class NoTemperature(torch.optim.SGD):
+    """An optimizer that takes csg's keywords but keeps no temperature in its param groups."""
+
+    def __init__(self, params, lr, num_data, temperature, weight_decay):
+        super().__init__(params, lr=lr, weight_decay=weight_decay)
+
+
+class RecordingSGD(torch.optim.Optimizer):
+    """Plain SGD that records the (lr, temperature) its groups held at every step: what the loop set."""
+
+    seen: list[tuple[float, float]] = []
+
+    def __init__(self, params, lr, num_data, temperature, weight_decay, scale: float = 1.0):
+        super().__init__(params, dict(lr=lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay))
+        self.scale = scale
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            RecordingSGD.seen.append((group["lr"], group["temperature"]))
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"] * self.scale)

@@ -1,0 +1,145 @@
+"""examples/own_project end to end: the README's commands as written, SIGTERM and resume, two processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+PYTHON, TORCHRUN = "../../.venv/bin/python", "../../.venv/bin/torchrun"
+
+
+def readme_commands(title: str) -> list[list[str]]:
+    """The command lines of the first bash block of README section ``title`` (comments and `cd` left out)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    return [shlex.split(line) for line in block.splitlines() if line.strip() and not line.startswith(("#", "cd "))]
+
+
+def _argv(words: list[str]) -> list[str]:
+    """The interpreter of the README's line (the repository's .venv) as this test's, which may run elsewhere."""
+    if words[0] == PYTHON:
+        return [sys.executable, *words[1:]]
+    if words[0] == TORCHRUN:
+        return [sys.executable, "-m", "torch.distributed.run", *words[1:]]
+    raise AssertionError(f"a README command this test does not know how to run: {words}")
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the example is CPU-sized; its one- and two-process runs compare on the CPU
+    env["OMP_NUM_THREADS"] = "1"  # small matrices: threads would only contend for the cores
+    return env
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of examples/own_project at the same depth below a folder that links train.py, scripts/ and configs/:
+    the README's relative paths (../../train.py) hold, and nothing is written into the repository."""
+    base = tmp_path_factory.mktemp("user")
+    for name in ("train.py", "scripts", "configs"):
+        (base / name).symlink_to(ROOT / name)
+    target = base / "examples" / "own_project"
+    shutil.copytree(ROOT / "examples" / "own_project", target, ignore=shutil.ignore_patterns("__pycache__", "runs"))
+    return target
+
+
+@pytest.fixture(scope="module")
+def readme_runs(project) -> list[Path]:
+    """Each README command run in the project; the run directory each made, in order."""
+    made = []
+    for words in readme_commands("Your own model, data and sampler"):
+        before = set(project.glob("runs/*/*"))
+        process = subprocess.run(_argv(words), cwd=project, capture_output=True, text=True, timeout=300, env=_env())
+        assert process.returncode == 0, (words, process.stderr[-3000:])
+        if "../../scripts/reproduce.py" in words:  # a paper target: its runs under --runs, its table under --out
+            continue
+        new = sorted(set(project.glob("runs/*/*")) - before)
+        assert len(new) == 1, new
+        made.append(new[0])
+    return made
+
+
+def _samples(run_dir: Path) -> dict[str, dict]:
+    return {p.name: torch.load(p, weights_only=True) for p in sorted((run_dir / "samples").glob("*.pt"))}
+
+
+def test_the_readme_commands_train_the_projects_components(readme_runs):
+    by_yaml, by_command_line, two_processes = readme_runs
+    for run_dir, method, model in ((by_yaml, "langevin", "spiral_net"), (by_command_line, "custom", "custom")):
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert (metrics["method"], metrics["model"], metrics["num_data"]) == (method, model, 1500)
+        assert metrics["ensemble"]["num_samples"] == 12 and metrics["ensemble"]["test_error_pct"] < 10
+        assert metrics["data_source"] == "custom: own_project.data.load"
+    assert _samples(by_command_line)["sample_0000_cycle00_epoch0012.pt"]["state_dict"]["embed.weight"].shape == (32, 2)
+
+
+def test_two_processes_give_the_one_process_samples(readme_runs):
+    one, two = _samples(readme_runs[0]), _samples(readme_runs[2])
+    assert list(one) == list(two) and len(one) == 12
+    for name in one:
+        for key, tensor in one[name]["state_dict"].items():
+            assert torch.allclose(tensor, two[name]["state_dict"][key], atol=1e-5, rtol=0), (name, key)
+    assert json.loads((readme_runs[2] / "metrics.json").read_text())["processes"] == 2
+
+
+def test_sigterm_then_resume_repeats_the_uninterrupted_run_bit_for_bit(project, readme_runs):
+    words = readme_commands("Your own model, data and sampler")[0]
+    cut = project / "runs" / "cut"
+    command = [*_argv(words), f"hydra.run.dir={cut}"]
+    process = subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=_env())
+    deadline = time.monotonic() + 120
+    while not list(cut.glob("samples/*.pt")) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.005)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGTERM, stderr
+    assert 1 <= len(list(cut.glob("samples/*.pt"))) < 12 and (cut / "checkpoint.pt").exists()
+    resumed = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300, env=_env())
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed chain 0" in (cut / "train.log").read_text()
+    whole, again = _samples(readme_runs[0]), _samples(cut)
+    assert list(whole) == list(again)
+    for name in whole:
+        assert all(torch.equal(tensor, again[name]["state_dict"][key])
+                   for key, tensor in whole[name]["state_dict"].items()), name
+
+
+def test_the_posterior_of_a_users_run_evaluates_to_its_metrics(readme_runs, project, monkeypatch):
+    import csg
+
+    monkeypatch.syspath_prepend(str(project))  # own_project importable, as from the directory the user runs in
+    for run_dir in readme_runs[:2]:
+        posterior = csg.Posterior.load(run_dir, device="cpu")
+        saved = json.loads((run_dir / "metrics.json").read_text())["ensemble"]
+        got = posterior.evaluate()
+        assert len(posterior) == 12 and set(saved) <= set(got)
+        assert all(got[key] == pytest.approx(value, abs=1e-9) for key, value in saved.items()), (got, saved)
+
+
+def test_the_users_sampler_is_a_row_of_table_1_equal_to_csgld(readme_runs, project):
+    import pandas as pd
+
+    table = pd.read_csv(project / "results" / "table1.csv")
+    table = table[table.paper_data == "cifar10"]  # each row stands beside each of the paper's data sets
+    error = table[table.metric == "test_error_pct"].set_index("method")
+    nll = table[table.metric == "test_nll"].set_index("method")
+    assert list(error.index)[-1] == "langevin" and len(error) == 9 and pd.isna(error.loc["langevin", "paper"])
+    # the project's sampler is SGLD: under Table 1's schedule and seed its run is cSGLD's, bit for bit
+    assert error.loc["langevin", "mean"] == error.loc["cSGLD", "mean"]
+    assert nll.loc["langevin", "mean"] == nll.loc["cSGLD", "mean"]
+    assert "| langevin |" in (project / "results" / "table1.md").read_text()
