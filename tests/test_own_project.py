@@ -61,6 +61,7 @@ def project(tmp_path_factory) -> Path:
 def readme_runs(project) -> list[Path]:
     """Each README command run in the project; the run directory each made, in order."""
     made = []
+    results = {str(path): path.stat().st_mtime_ns for path in (ROOT / "results").rglob("*") if path.is_file()}
     for words in readme_commands("Your own model, data and sampler"):
         before = set(project.glob("runs/*/*"))
         process = subprocess.run(_argv(words), cwd=project, capture_output=True, text=True, timeout=300, env=_env())
@@ -70,6 +71,7 @@ def readme_runs(project) -> list[Path]:
         new = sorted(set(project.glob("runs/*/*")) - before)
         assert len(new) == 1, new
         made.append(new[0])
+    assert {str(p): p.stat().st_mtime_ns for p in (ROOT / "results").rglob("*") if p.is_file()} == results
     return made
 
 
@@ -143,3 +145,22 @@ def test_the_users_sampler_is_a_row_of_table_1_equal_to_csgld(readme_runs, proje
     assert error.loc["langevin", "mean"] == error.loc["cSGLD", "mean"]
     assert nll.loc["langevin", "mean"] == nll.loc["cSGLD", "mean"]
     assert "| langevin |" in (project / "results" / "table1.md").read_text()
+
+
+def test_the_added_method_ran_under_the_tables_protocol_and_report_only_expects_it(readme_runs, project):
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.load(next((project / "runs" / "table1" / "add_langevin").glob("*/.hydra/config.yaml")))
+    assert (config.study, config.data.name, config.seed, config.trainer.epochs, config.sampler.cycles) == \
+        ("table1", "mnist5k", 0, 10, 2)
+    assert config.sampler.optimizer._target_ == "own_project.sampler.LangevinSampler"
+    row = next(line for line in (project / "results" / "table1.md").read_text().splitlines()
+               if line.startswith("| langevin |"))
+    assert row.split(" | ")[2:4] == ["-", "-"]  # the paper's columns (CIFAR-10, CIFAR-100): no paper value
+    # --report-only on the same folder knows the added method from its record, and expects its runs for two seeds
+    report = subprocess.run([sys.executable, "../../scripts/reproduce.py", "table1", "--scale", "smoke", "--seeds", "0,1",
+                             "--report-only", "--runs", "runs/table1", "--out", "report", "trainer.epochs=10"],
+                            cwd=project, capture_output=True, text=True, timeout=300, env=_env())
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert report.stdout.count("missing run:") == 9
+    assert "missing run: sampler.name=langevin data=mnist5k seed=1" in report.stdout

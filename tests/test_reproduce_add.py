@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
@@ -23,29 +22,6 @@ REPRODUCE = ROOT / "scripts" / "reproduce.py"
 # each run a few seconds on the CPU: 2 epochs, 2 cycles of 1 sample (every method, the added ones too)
 BUDGET = ["trainer.epochs=2", "sampler.cycles=2", "sampler.samples_per_cycle=1", "logger=none", "trainer.progress=false"]
 ADDED = "sampler=csgld sampler.name=my_csgld sampler.temperature=0.5"
-# a user's own sampler, in a module of the folder the driver is started from (where configs/sampler/custom.yaml
-# exists: the user-defined components of issue 32)
-CUSTOM = "sampler=custom sampler.optimizer._target_=my_sampler.MySGLD sampler.name=my_sgld"
-HAS_CUSTOM = (ROOT / "configs" / "sampler" / "custom.yaml").exists()
-MY_SAMPLER = '''
-import torch
-
-
-class MySGLD(torch.optim.Optimizer):
-    """SGLD at the temperature and step size the loop sets in the groups every step."""
-
-    def __init__(self, params, lr, num_data, temperature, weight_decay):
-        super().__init__(params, dict(lr=lr, num_data=num_data, temperature=temperature, weight_decay=weight_decay))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            noise = (2.0 * group["lr"] * group["temperature"] / group["num_data"]) ** 0.5
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.add_(p.grad + group["weight_decay"] * p, alpha=-group["lr"])
-                    p.add_(torch.randn_like(p) * noise)
-'''
 
 
 def _driver(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -59,39 +35,8 @@ def _committed() -> dict[str, int]:
     return {str(path): path.stat().st_mtime_ns for path in (ROOT / "results").rglob("*") if path.is_file()}
 
 
-def test_an_added_method_is_one_more_row_of_table1(tmp_path):
-    """The paper's 8 methods and the added ones (same preset, data, seed, budget) into one runs folder and one table."""
-    out, runs = tmp_path / "out", tmp_path / "runs"
-    adds = ["--add", ADDED]
-    if HAS_CUSTOM:
-        (tmp_path / "my_sampler.py").write_text(MY_SAMPLER)
-        adds += ["--add", CUSTOM]
-    committed = _committed()
-    process = _driver("table1", "--scale", "smoke", "--seeds", "0", "--out", str(out), "--runs", str(runs), *BUDGET,
-                      *adds, cwd=tmp_path)
-    assert process.returncode == 0, process.stderr[-3000:]
-    assert _committed() == committed  # results/ untouched
-    # the added method ran as the paper's methods did: the protocol's data and seed, the budget, then its own
-    config = OmegaConf.load(next((runs / "add_my_csgld").glob("*/.hydra/config.yaml")))
-    assert (config.sampler.name, config.sampler.temperature, config.study) == ("my_csgld", 0.5, "table1")
-    assert (config.data.name, config.seed, config.trainer.epochs, config.sampler.cycles) == ("mnist5k", 0, 2, 2)
-    table = pd.read_csv(out / "table1.csv")
-    errors = table[(table.metric == "test_error_pct") & (table.paper_data == "cifar10")]
-    names = ["my_csgld"] + (["my_sgld"] if HAS_CUSTOM else [])
-    assert list(errors.method) == list(tables.LABELS.values()) + names  # after the paper's rows, in --add order
-    added = errors.set_index("method").loc[names]
-    assert added.paper.isna().all() and (added.seeds == 1).all() and (added["mean"] < 60).all()
-    text = (out / "table1.md").read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| my_csgld |"))
-    assert row.split(" | ")[2:4] == ["-", "-"]  # the paper's columns (CIFAR-10, CIFAR-100)
-    assert f"my_csgld: `{ADDED}`" in text and "Missing runs" not in text and "left out" not in text
-    # --report-only on the same folder knows the added methods from it, and expects their runs for two seeds
-    report = _driver("table1", "--scale", "smoke", "--seeds", "0,1", "--report-only", "--runs", str(runs),
-                     "--out", str(out), "trainer.epochs=2", cwd=tmp_path, timeout=300)
-    assert report.returncode == 0, report.stderr[-2000:]
-    assert report.stdout.count("missing run:") == 8 + len(names)
-    assert "missing run: sampler.name=my_csgld data=mnist5k seed=1" in report.stdout
-    assert "my_csgld" in set(pd.read_csv(out / "table1.csv").method)
+# The end-to-end run of an added method (the paper's 8 and a user's sampler through the driver, the table's row,
+# --report-only's missing runs) is tests/test_own_project.py's: the README's command, run as written.
 
 
 def test_a_bad_add_is_one_line_before_anything_runs(tmp_path):
