@@ -266,3 +266,32 @@ def test_train_py_stacks_parallel_chains_on_the_gpu(run_train, cifar_root, tmp_p
         mine, twin = torch.load(a)["state_dict"], torch.load(b)["state_dict"]
         for name in mine:
             torch.testing.assert_close(mine[name], twin[name], rtol=1e-2, atol=1e-3, msg=lambda m: f"{name}: {m}")
+
+
+# a user's own components (data=custom, model=custom, sampler=custom) on the GPU: the TensorDataset held there
+OWN = ["data=custom", "data._target_=tests.own_components.blobs", "data.batch_size=20", "model=custom",
+       "model._target_=tests.own_components.tiny_net", "sampler=custom",
+       "sampler.optimizer._target_=examples.own_project.own_project.sampler.LangevinSampler",
+       "trainer.epochs=6", "sampler.cycles=2", "sampler.samples_per_cycle=1", "logger=none"]
+
+
+@pytest.mark.parametrize("compile_setting", ["false", "auto"])
+def test_own_components_on_the_gpu_and_their_posterior_there(run_train, compile_setting):
+    import csg
+
+    process, run_dir = run_train(*OWN, f"trainer.compile={compile_setting}")
+    metrics = _metrics(process, run_dir)
+    assert metrics["device"].startswith("cuda") and metrics["ensemble"]["num_samples"] == 2
+    posterior = csg.Posterior.load(run_dir, device="cuda")
+    got = posterior.evaluate()
+    assert all(got[key] == pytest.approx(value, abs=1e-6) for key, value in metrics["ensemble"].items())
+    x, _ = next(iter(posterior.data.test))
+    probs = posterior.predict(x)
+    assert probs.device.type == "cuda" and torch.allclose(probs.sum(1), torch.ones(len(x), device="cuda"))
+
+
+def test_own_components_resume_on_the_gpu_gives_the_same_samples(run_train, tmp_path):
+    args = [*OWN[:-4], "+data.n=3000", "trainer.epochs=12", "sampler.cycles=4", "sampler.samples_per_cycle=1",
+            "logger=none", "trainer.deterministic=true"]  # 150 batches an epoch: a stop between two samples
+    full_dir, cut_dir = interrupt_then_resume(run_train, tmp_path, args)
+    assert_same_samples(full_dir, cut_dir)
