@@ -12,7 +12,8 @@ help:
 	@echo "make test     run the test suite (installs first if needed)"
 	@echo "make table1|table2|table3|fig3 [SCALE=smoke] [LAUNCHER=slurm]  cSG-MCMC Tables 1-3, Figure 3: sweep + table"
 	@echo "make <target>-report [RUNS=multirun/<preset>/<date>]  aggregate existing runs only (missing runs listed)"
-	@echo "  every paper target takes SCALE=smoke|full LAUNCHER=local|slurm SEEDS=0,1 RUNS=... where it uses them;"
+	@echo "  every paper target takes SCALE=smoke|full LAUNCHER=local|slurm SEEDS=0,1 RUNS=... where it uses them,"
+	@echo "  and ARGS=\"key=value ...\": train.py overrides for every run (e.g. hydra.launcher.partition=gpu);"
 	@echo "  table1, table3 take ADD=\"sampler=... sampler.name=mine\": one more method, one more row (reproduce.py --add)"
 	@echo "  each is one call of scripts/reproduce.py (its --help lists the targets)"
 	@echo "make fig1     cSG-MCMC Figure 1: the two step-size schedules (seconds); make fig2 = make table4"
@@ -53,13 +54,14 @@ LAUNCHER ?=
 SEEDS ?=
 RUNS ?=
 ADD ?=
+ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit
 REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report icsgld-table1-report icsgld-bandit-report
 .PHONY: help install demo test clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
-	$(REPRODUCE) $@
+	$(REPRODUCE) $@ $(ARGS)
 
 $(REPORT_TARGETS): $(STAMP)
 	$(REPRODUCE) $(@:-report=) --report-only

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def readme_blocks(title: str) -> list[list[list[str]]]:
+    """The bash blocks of README section ``## title``: per block, its command lines as words (comment lines left out,
+    backslash continuations joined)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = []
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
+        joined = block.replace("\\\n", " ")
+        blocks.append([shlex.split(line, comments=True) for line in joined.splitlines()
+                       if line.strip() and not line.lstrip().startswith("#")])
+    return blocks
 
 
 def train(args, run_dir: Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from csg import distributed
-from tests.conftest import ROOT, train
+from tests.conftest import ROOT, readme_blocks, train
 
 SHORT = ["trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0", "sampler.samples_per_cycle=1", "logger=none",
          "trainer.progress=false"]
@@ -67,6 +67,47 @@ def test_two_processes_reproduce_one_process(run_train, tmp_path):
     metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert metrics["processes"] == 2 and metrics["ensemble"]["num_samples"] == 2
     assert not (tmp_path / "two" / "train_rank1.log").exists()  # only rank 0 writes the log and the results
+    # the same on two "nodes": two torchrun agents (one process each) meeting through c10d on localhost
+    _two_agents(tmp_path, tmp_path / "nodes", *args)
+    nodes = _samples(tmp_path / "nodes")
+    assert list(nodes) == list(one)
+    for name in one:
+        for key, tensor in one[name]["state_dict"].items():
+            assert torch.allclose(tensor, nodes[name]["state_dict"][key], atol=1e-5, rtol=0), (name, key)
+    assert json.loads((tmp_path / "nodes" / "metrics.json").read_text())["processes"] == 2
+
+
+def _two_agents(tmp_path, run_dir, *args):
+    """``torchrun --nnodes=2 --node_rank=<0|1> --nproc_per_node=1`` twice on this host, as on two nodes of a cluster:
+    a c10d rendezvous at localhost, whose store node 0's agent hosts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
+    env["OMP_NUM_THREADS"] = "1"
+    port = _free_port()
+    agents = []
+    for rank in (0, 1):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={rank}",
+                   "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint=localhost:{port}",
+                   "--rdzv_id=csg-test", f"--rdzv_conf=is_host={'true' if rank == 0 else 'false'}",
+                   str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}"]
+        log = open(tmp_path / f"agent{rank}.log", "w")
+        agents.append((subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    try:
+        for process, log in agents:
+            assert process.wait(timeout=300) == 0, (tmp_path / f"agent{agents.index((process, log))}.log").read_text()
+    finally:
+        for process, log in agents:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            log.close()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_parallel_chains_pool_their_samples(tmp_path):
@@ -223,27 +264,35 @@ def test_more_processes_than_gpus_stop_with_one_line_from_the_first_process(monk
         distributed.check_one_gpu_per_process("cuda", local_rank=0, local_world_size=2)
 
 
-def test_slurm_launcher_config_lands_in_the_sbatch_script(tmp_path, monkeypatch):
-    """Compose hydra/launcher=slurm and hand it to submitit the way Hydra's submitit launcher does."""
+def test_the_readme_s_cluster_command_lands_in_the_sbatch_script(tmp_path, monkeypatch):
+    """The README's SLURM command, composed and handed to submitit the way Hydra's submitit launcher does."""
     submitit = pytest.importorskip("submitit")
     monkeypatch.setattr(submitit.SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # no srun here; nothing is submitted
     from hydra import compose, initialize_config_dir
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from omegaconf import OmegaConf
 
-    overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "hydra.launcher.nodes=2",
-                 f"hydra.sweep.dir={tmp_path}"]
+    (words,) = readme_blocks("SLURM: your cluster, and one on this machine")[0]
+    assert words[1:3] == ["train.py", "-m"]
+    overrides = [w for w in words[3:] if w.startswith(("hydra/launcher=", "hydra.launcher."))]  # not the sweep's
+    given = dict(w.split("=", 1) for w in overrides if w.startswith("hydra.launcher."))
+    key = "hydra.launcher."
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+        cfg = compose("config", overrides=[*overrides, f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
     launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
-    assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
-    assert (launcher["gpus_per_node"], launcher["tasks_per_node"], launcher["nodes"]) == (8, 8, 2)
-    params = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder", "max_num_timeout", "name")}
+    assert launcher["_target_"] == "hydra_plugins.csg_slurm_launcher.SlurmLauncher"  # submitit's, never hanging
+    assert launcher["setup"] and all(line in given[key + "setup"] for line in launcher["setup"])
+    params = {k: v for k, v in launcher.items() if k not in ("_target_", "submitit_folder", "max_num_timeout", "name",
+                                                             "result_grace_s", "deadline_min")}  # the driver's own
     base = set(OmegaConf.structured(BaseQueueConf).keys())
     executor = submitit.AutoExecutor(folder=tmp_path, cluster="slurm", slurm_max_num_timeout=launcher["max_num_timeout"])
     executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()})
     script = executor._executor._make_submission_file_text("python train.py", "uid")
-    for line in ("#SBATCH --gpus-per-node=8", "#SBATCH --ntasks-per-node=8", "#SBATCH --nodes=2",
-                 "#SBATCH --partition=gpu", "#SBATCH --time=2880", "#SBATCH --signal=USR2@120",
-                 "#SBATCH --cpus-per-task=10"):
-        assert line in script, line
+    for line in (f"#SBATCH --partition={given[key + 'partition']}", f"#SBATCH --account={given[key + 'account']}",
+                 f"#SBATCH --qos={given[key + 'qos']}", f"#SBATCH --constraint={given[key + 'constraint']}",
+                 f"#SBATCH --nodes={given[key + 'nodes']}", f"#SBATCH --gpus-per-node={given[key + 'gpus_per_node']}",
+                 f"#SBATCH --ntasks-per-node={given[key + 'tasks_per_node']}",
+                 f"#SBATCH --cpus-per-task={given[key + 'cpus_per_task']}", f"#SBATCH --mem={given[key + 'mem_gb']}GB",
+                 f"#SBATCH --time={given[key + 'timeout_min']}", "#SBATCH --signal=USR2@120",
+                 *launcher["setup"]):  # the setup lines, as written
+        assert line in script.splitlines(), (line, script)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -16,17 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, readme_blocks
 
 PYTHON, TORCHRUN = "../../.venv/bin/python", "../../.venv/bin/torchrun"
 
 
 def readme_commands(title: str) -> list[list[str]]:
-    """The command lines of the first bash block of README section ``title`` (comments and `cd` left out)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
-    return [shlex.split(line) for line in block.splitlines() if line.strip() and not line.startswith(("#", "cd "))]
+    """The command lines of the first bash block of README section ``title`` (`cd` lines left out)."""
+    return [words for words in readme_blocks(title)[0] if words[0] != "cd"]
 
 
 def _argv(words: list[str]) -> list[str]:

@@ -23,6 +23,12 @@ class LaunchFailed(CsgError):
     """A ``train.py`` child process failed; its own error is already on the console."""
 
 
+def _without_launcher(overrides: list[str]) -> list[str]:
+    """``overrides`` less the launcher's settings (``hydra.launcher.*``: they exist only under ``hydra/launcher=slurm``,
+    which the sweeps add; train.py checks them when it starts each sweep, before any job is submitted)."""
+    return [override for override in overrides if not override.lstrip("+~").startswith("hydra.launcher.")]
+
+
 def preset_epochs(preset: str | None, overrides: list[str]) -> int:
     """trainer.epochs of the composed preset (with the user's overrides), for sweeps of half the budget.
 
@@ -40,7 +46,8 @@ def preset_epochs(preset: str | None, overrides: list[str]) -> int:
         raise ConfigError("--preset", preset, f"one of {', '.join(presets)}")
     try:
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-            cfg = compose("config", overrides=([f"experiment={preset}"] if preset else []) + overrides)
+            base = [f"experiment={preset}"] if preset else []
+            cfg = compose("config", overrides=[*base, *_without_launcher(overrides)])
         epochs = cfg.trainer.epochs
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError("overrides", " ".join(overrides), f"overrides train.py takes ({first_line(error)})") from None
@@ -87,12 +94,12 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
         if why is not None:
             raise ConfigError("--add", text, f"overrides of the method, not of {key} ({why})")
     base = [f"experiment={preset}"] if preset else []
-    argv = ["-m", *base, *protocol, *added, *overrides, f"hydra.sweep.dir={runs}"]
+    argv = ["-m", *base, *protocol, *added, *_without_launcher(overrides), f"hydra.sweep.dir={runs}"]
     message = check_group_choices(argv, ROOT / "configs") or check_command(argv, ROOT / "configs")  # as train.py
     if message is not None:
         raise ConfigError("--add", text, f"overrides train.py takes ({message})")
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        name = compose("config", overrides=[*base, *added, *overrides]).sampler.name
+        name = compose("config", overrides=[*base, *added, *_without_launcher(overrides)]).sampler.name
     return added, str(name)
 
 
