@@ -318,8 +318,10 @@ def paper_target(cluster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("paper")
     runs, out, log = folder / "runs", folder / "out", folder / "driver.log"
     # the README's `make table1 ...` as make spells it out (without installing), at TINY's budget
-    expanded = subprocess.run(["make", "-n", "-o", ".venv/.installed-stamp", *PAPER[1:]], cwd=ROOT, capture_output=True,
-                              text=True, timeout=60, check=True).stdout.strip().splitlines()
+    quiet = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under make test
+    expanded = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed-stamp", *PAPER[1:]],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60, check=True, env=quiet
+                              ).stdout.strip().splitlines()
     assert len(expanded) == 1 and "scripts/reproduce.py" in expanded[0], expanded
     command = [*_python(shlex.split(expanded[0])), "--runs", str(runs), "--out", str(out), *TINY, *GUARD,
                "hydra.launcher.array_parallelism=2"]
