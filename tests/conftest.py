@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The tests' models are small: one thread each (this process and every train.py it starts) keeps 2 cores from
+# contending, and runs compared bit for bit (a resume, a process restarted) use the same number of threads.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,7 +44,6 @@ def train(args, run_dir: Path, cwd: Path, timeout: float = 300) -> subprocess.Co
     """``python train.py <args>`` into ``run_dir``, without the caller's Hydra and W&B variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "HYDRA_"))}
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("OMP_NUM_THREADS", "1")  # the tests' small models: one thread does not contend for the cores
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}", "trainer.progress=false"],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
