@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 REFERENCE_STAMP := $(VENV)/.reference-stamp
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2  # pytest-xdist workers of make test (one test file each at a time)
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
@@ -92,7 +93,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_summary.py
 
 test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache

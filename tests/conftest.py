@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# The tests' models are small: one thread each (this process and every train.py it starts) keeps 2 cores from
-# contending, and runs compared bit for bit (a resume, a process restarted) use the same number of threads.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Under pytest-xdist (`make test`: one worker per core) every worker and every train.py it starts uses one thread, so
+# the workers do not contend for the cores; runs compared bit for bit (a resume, a process restarted) then share
+# their number of threads too.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config, items):

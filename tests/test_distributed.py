@@ -145,7 +145,6 @@ def interrupt_then_resume(run_train, tmp_path, args):
 
     cut_dir = tmp_path / "cut"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
-    env.setdefault("OMP_NUM_THREADS", "1")  # as run_train's: bit for bit needs the same number of threads
     command = [sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={cut_dir}"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     deadline = time.monotonic() + 240
