@@ -20,7 +20,13 @@ from csg.components import has_target, locate, target_of
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 CYCLE_WEIGHTS = ("equal", "harmonic")
+STACK_CHAINS = (None, False, True, "vmap", "streams")  # trainer.stack_chains; None: a run saved before the key
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def stack_method(value) -> str | None:
+    """The method of ``trainer.stack_chains``: None (chains one after another), "vmap" (``true`` too) or "streams"."""
+    return "vmap" if value is True or value == "vmap" else "streams" if value == "streams" else None
 
 
 def _get(cfg: DictConfig, key: str) -> Any:
@@ -157,9 +163,11 @@ def validate(cfg: DictConfig) -> None:
     for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
         if not isinstance(_get(cfg, key), bool):
             raise ConfigError(key, _get(cfg, key), "true or false")
-    for key in ("trainer.deterministic", "trainer.stack_chains"):
-        if _get(cfg, key) not in (None, True, False):  # None: a run saved before the key existed
-            raise ConfigError(key, _get(cfg, key), "true or false")
+    if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
+        raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
+    if _get(cfg, "trainer.stack_chains") not in STACK_CHAINS:
+        raise ConfigError("trainer.stack_chains", _get(cfg, "trainer.stack_chains"),
+                          "false (one after another), true or vmap (vectorised), or streams (a CUDA stream per chain)")
     if _get(cfg, "trainer.compile") not in (None, "auto", True, False):
         raise ConfigError("trainer.compile", _get(cfg, "trainer.compile"), "auto (compiled on CUDA), true or false")
     signals = _get(cfg, "trainer.checkpoint.signals")

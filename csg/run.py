@@ -32,6 +32,7 @@ from csg.evaluation.store import evaluate_store, format_metrics
 from csg.loggers import NullLogger, build_logger
 from csg.rundir import RunDirectory, earlier_results, hydra_output_dir, refuse_earlier_results
 from csg.stacking import make_stacked_step, why_not_stackable
+from csg.streams import make_streamed_step, why_not_streamed
 from csg.step import make_step
 from csg.training import Hooks, Lane, Precision, train_chains
 
@@ -152,15 +153,15 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     prepared = [_prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming)
                 for chain in layout.local_chains()]
     ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
-    together = _stack_chains(cfg, prepared, layout, precision)
+    method = _stack_chains(cfg, prepared, layout, precision)
     directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
     distributed.barrier(layout)  # no process writes before the earlier results are moved aside
     logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, **node_options(cfg.logger))
               if layout.is_global_zero else NullLogger())
     chains = []
     try:
-        for group in [prepared] if together else [[chain] for chain in prepared]:
-            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger))
+        for group in [prepared] if method else [[chain] for chain in prepared]:
+            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, method))
         distributed.barrier(layout)
         data, model = chains[-1]["data"], chains[-1]["model"]
         evaluation_start = time.perf_counter()
@@ -299,29 +300,37 @@ def _check_samples_on_disk(run_dir: Path, store: SampleStore, saved: dict[str, A
 
 
 def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distributed.Layout,
-                  precision: Precision) -> bool:
-    """Whether this process's chains step together (``trainer.stack_chains=true``).
+                  precision: Precision) -> str | None:
+    """How this process's chains go together (``trainer.stack_chains``): "vmap" (``true``: stepped together
+    over stacked parameters, :mod:`csg.stacking`), "streams" (each chain's own step on its own CUDA stream in
+    the lock-step loop, :mod:`csg.streams`), or None (one after another, each trained whole: ``false``).
 
-    Where they cannot it is a one-line error naming the reason, before any training; chains resumed from
-    checkpoints at different points go on one after another."""
-    if not cfg.trainer.get("stack_chains", False) or len(prepared) < 2:
-        return False
-    reason = why_not_stackable([c["model"] for c in prepared],
-                               interacting=any(c["interaction"] is not None for c in prepared),
-                               precision=precision.name, processes_per_chain=layout.chain_size)
+    Where the chosen method cannot run them it is a one-line error naming the reason, before any training;
+    chains resumed from checkpoints at different points go on one after another."""
+    value = cfg.trainer.get("stack_chains", False)
+    method = checks.stack_method(value)
+    if method is None or len(prepared) < 2:
+        return None
+    interacting = any(c["interaction"] is not None for c in prepared)
+    if method == "vmap":
+        reason = why_not_stackable([c["model"] for c in prepared], interacting=interacting,
+                                   precision=precision.name, processes_per_chain=layout.chain_size)
+    else:
+        reason = why_not_streamed(len(prepared), interacting=interacting, precision=precision.name,
+                                  processes_per_chain=layout.chain_size)
     if reason is not None:
-        raise ConfigError("trainer.stack_chains", True, f"false: {reason}")
+        raise ConfigError("trainer.stack_chains", value, f"false: {reason}")
     positions = {(s.epoch, s.batch) if s is not None else (0, 0) for s in (c["state"] for c in prepared)}
     if len(positions) > 1:
         log.warning("the chains' checkpoints are at different points %s: they go on one after another", sorted(positions))
-        return False
-    return True
+        return None
+    return method
 
 
 def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distributed.Layout, device: torch.device,
-                precision: Precision, run_dir: Path, logger) -> list[dict[str, Any]]:
-    """Train the prepared chains of ``group`` together (one chain, or stacked chains); a preemption signal saves
-    every chain's checkpoint and raises Preempted."""
+                precision: Precision, run_dir: Path, logger, method: str | None = None) -> list[dict[str, Any]]:
+    """Train the prepared chains of ``group`` together (one chain, or several by ``method``: "vmap" or
+    "streams", see :func:`_stack_chains`); a preemption signal saves every chain's checkpoint and raises Preempted."""
     data, total_steps = group[0]["data"], group[0]["total_steps"]
     if layout.is_global_zero and group[0]["chain"] == layout.local_chains()[0]:
         if cfg.sampler.schedule == "cyclical" and total_steps % cfg.sampler.cycles:
@@ -333,7 +342,7 @@ def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distribute
         "%d samples planned per chain, device %s, run dir %s",
         cfg.sampler.name, cfg.data.name, cfg.model.name, sum(p.numel() for p in group[0]["model"].parameters()),
         "s" if len(group) > 1 else "", chains, layout.chains, layout.chain_size,
-        ", stepped together" if len(group) > 1 else "", cfg.trainer.epochs, len(data.train), len(group[0]["plan"]),
+        _together(method, device) if len(group) > 1 else "", cfg.trainer.epochs, len(data.train), len(group[0]["plan"]),
         device, run_dir,
     )
     lanes = [Lane(c["trained_model"], c["sampler"], c["data"].train, store=c["store"] if layout.is_chain_leader else None,
@@ -341,7 +350,8 @@ def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distribute
                   checkpoint=c["checkpoint"], chain=c["chain"]) for c in group]
     setting = cfg.trainer.get("compile", "auto")
     if len(group) > 1:
-        step = make_stacked_step(setting, [c["model"] for c in group], [c["sampler"] for c in group], precision, device)
+        make = make_streamed_step if method == "streams" else make_stacked_step
+        step = make(setting, [c["model"] for c in group], [c["sampler"] for c in group], precision, device)
     else:
         step = make_step(setting, group[0]["trained_model"], group[0]["sampler"], precision, device,
                          interaction=group[0]["interaction"], world_size=layout.chain_size)
@@ -373,6 +383,13 @@ def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distribute
         fitted.append({"data": prepared["data"], "model": prepared["model"], "trained": trained, "trace": prepared["trace"],
                        "interaction": prepared["interaction"], "sampler": prepared["sampler"]})
     return fitted
+
+
+def _together(method: str | None, device: torch.device) -> str:
+    """How the log line says several chains go: vectorised, or in lock-step on streams (or one after another)."""
+    if method == "streams":
+        return ", in lock-step, each on its own CUDA stream" if device.type == "cuda" else ", in lock-step (no CUDA streams: one after another)"
+    return ", stepped together"
 
 
 def interaction_summary(chains: list[dict[str, Any]]) -> dict[str, Any]:

@@ -196,7 +196,8 @@ def train_chains(
     """Run the chains of ``lanes`` in lock-step on one schedule (see :func:`train_chain` for one chain).
 
     One lane: ``step(x, y, scale)`` (:mod:`csg.step`). Several: ``step(xs, ys)`` takes their K
-    mini-batches and returns K losses and hit counts (:class:`csg.stacking.StackedStep`); every chain
+    mini-batches and returns K losses and hit counts (:class:`csg.stacking.StackedStep`,
+    :class:`csg.streams.StreamedStep`); every chain
     keeps its own data order, noise, samples and checkpoints, and its wall time is its share (1/K) of the
     loop's. The lanes must start at the same position. ``hooks`` gives the shared checkpoint period and
     stop signal; a stop saves every lane's checkpoint.

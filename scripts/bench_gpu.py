@@ -11,9 +11,12 @@ the project's loader, held on the GPU as ``train.py`` holds them), batch 64 (782
   SGD-momentum also eager (``trainer.compile=false``);
 - the same sampling-stage epoch as a plain eager PyTorch loop (model, cross-entropy, backward, the SGHMC
   update), the reference for what the loop around the sampler costs;
-- K = 1, 2, 4, 8 chains on one GPU in one process, stepped together over stacked parameters
-  (``sampler.chains=K``, ``trainer.stack_chains``, :mod:`csg.stacking`): seconds per epoch of the K
-  chains over one chain's sampling epoch; and, for comparison, K processes of one chain each started
+- K = 1, 2, 4, 8 chains on one GPU in one process (``sampler.chains=K``) with each method: their own
+  captured steps one after another (``sequential``), stepped together over stacked parameters (``vmap``,
+  :mod:`csg.stacking`, fp32 only) and each step on its own CUDA stream (``streams``, :mod:`csg.streams`),
+  in fp32 and bf16-mixed: seconds per epoch of the K chains over one chain's sampling epoch, and the
+  GPU's peak memory per K; ``chainsK_wall_over_chain1`` is the fastest method's at the largest K (fp32),
+  named in the ``chains_method`` row; and, for comparison, K processes of one chain each started
   together (``--processes``), their wall time over one such process alone;
 - the 12-sample ensemble evaluation over the 10,000 test images;
 - the projected wall time of a 200-epoch cSGHMC chain (beta = 0.8: 80% exploration epochs).
@@ -57,6 +60,7 @@ from csg.samplers import functional as rules  # noqa: E402
 from csg.schedules import Constant  # noqa: E402
 from csg.stacking import make_stacked_step  # noqa: E402
 from csg.step import make_step, prepare_model  # noqa: E402
+from csg.streams import make_streamed_step  # noqa: E402
 from csg.training import Lane, Precision, train_chain, train_chains  # noqa: E402
 
 LR, TEMPERATURE, WEIGHT_DECAY = 0.05, 2e-5, 5e-4  # a sampling-stage step of the CIFAR recipe
@@ -114,27 +118,75 @@ def loop_epochs(data, model_name: str, temperature: float, precision: str, compi
     return times[1:]
 
 
-def stacked_epochs(root: Path, model_name: str, count: int, compile_setting, epochs: int, device: torch.device
-                   ) -> list[float]:
-    """Seconds of each of ``epochs`` sampling-stage epochs of ``count`` chains stepped together, after a warm-up
-    epoch; each chain has its own initialisation, noise and data (order and augmentation), as ``sampler.chains=K``
-    gives them."""
+METHODS = ("sequential", "vmap", "streams")  # the chains' steps one after another, vectorised, on a stream each
+
+
+def chains_epochs(root: Path, model_name: str, count: int, method: str, precision: str, compile_setting, epochs: int,
+                  device: torch.device) -> tuple[list[float], float]:
+    """Seconds of each of ``epochs`` sampling-stage epochs of ``count`` chains in one process, after a warm-up
+    epoch, and the device's peak memory (GiB; 0 off CUDA) over them. ``method``: ``sequential`` (each chain's
+    own step, captured on a GPU, one after another in the lock-step loop), ``vmap`` (stepped together over
+    stacked parameters, ``trainer.stack_chains=vmap``, :mod:`csg.stacking`) or ``streams`` (each chain's own
+    step on its own CUDA stream, ``trainer.stack_chains=streams``, :mod:`csg.streams`). Each chain has its
+    own initialisation, noise and data (order and augmentation), as ``sampler.chains=K`` gives them."""
     datas = [load(root, device, seed=k) for k in range(count)]
     models = [model_on(model_name, device, seed=k) for k in range(count)]
     samplers = [sghmc(model, data, device, seed=k) for k, (model, data) in enumerate(zip(models, datas))]
     loaders = [data.train for data in datas]
-    precision = Precision("32", device)
-    step = make_stacked_step(compile_setting, models, samplers, precision, device)
+    mixed = Precision(precision, device)
+    if method == "vmap":
+        step = make_stacked_step(compile_setting, models, samplers, mixed, device)
+    else:
+        step = make_streamed_step(compile_setting, models, samplers, mixed, device, streams=method == "streams")
     times = []
     for epoch in range(epochs + 1):
         lanes = [Lane(m, s, loader, chain=k) for k, (m, s, loader) in enumerate(zip(models, samplers, loaders))]
         synchronize(device)
+        if epoch == 1 and device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         start = time.perf_counter()
         train_chains(lanes, Constant(LR), epochs=1, temperature=TEMPERATURE, plan=[], device=device, step=step,
-                     precision=precision, progress=False)
+                     precision=mixed, progress=False)
         synchronize(device)
         times.append(time.perf_counter() - start)
-    return times[1:]
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+    return times[1:], peak
+
+
+def chain_rows(root: Path, model_name: str, chains: list[int], compile_setting, epochs: int, device: torch.device,
+               one: dict[str, float]) -> tuple[dict[str, float], str]:
+    """Every method's K-chain epochs (K > 1) in fp32 and bf16-mixed (vmap: fp32 only, as ``trainer.stack_chains``
+    allows it), over ``one`` chain's epoch of that precision, and the GPU's peak memory per K; then
+    ``chainsK_epoch_s`` and ``chainsK_wall_over_chain1`` of the best method in fp32 (the fastest at the largest K),
+    whose name it returns."""
+    rows: dict[str, float] = {}
+    for k in chains:
+        if k == 1:
+            continue
+        for method in METHODS:
+            for precision, suffix in (("32", ""), ("bf16-mixed", "_bf16")):
+                if method == "vmap" and precision != "32":
+                    continue
+                try:
+                    times, peak = chains_epochs(root, model_name, k, method, precision, compile_setting, epochs, device)
+                except Exception as error:  # noqa: BLE001 - one method failing leaves the others' measures
+                    print(f"chains{k}_{method}{suffix}: failed ({type(error).__name__}: {error}); left out", flush=True)
+                    continue
+                name = f"chains{k}_{method}{suffix}"
+                rows[f"{name}_epoch_s"] = median(times)
+                rows[f"{name}_wall_over_chain1"] = median(times) / one[precision]
+                if device.type == "cuda":
+                    rows[f"{name}_peak_gib"] = peak
+                print(f"{name}_epoch_s {median(times):.3f}" + (f" (peak {peak:.2f} GiB)" if device.type == "cuda" else ""),
+                      flush=True)
+    largest = max(chains)
+    measured = [m for m in METHODS if f"chains{largest}_{m}_epoch_s" in rows]
+    best = min(measured, key=lambda m: rows[f"chains{largest}_{m}_epoch_s"]) if measured else "sequential"
+    for k in chains:
+        seconds = one["32"] if k == 1 else rows.get(f"chains{k}_{best}_epoch_s", float("nan"))
+        rows[f"chains{k}_epoch_s"] = seconds
+        rows[f"chains{k}_wall_over_chain1"] = seconds / one["32"]
+    return rows, best
 
 
 def plain_epochs(data, model_name: str, epochs: int, device: torch.device) -> list[float]:
@@ -251,11 +303,9 @@ def measure(args) -> list[dict]:
         rows["plain_loop_sampling_epoch_s"] = median(plain_epochs(data, m, e, device))
         rows["eval12_s"] = evaluation_seconds(data, args.model, 12, device)
         print(f"eval12_s {rows['eval12_s']:.3f}", flush=True)
-        for k in args.chains:
-            seconds = rows["csghmc_sampling_epoch_s"] if k == 1 else median(stacked_epochs(root, m, k, c, e, device))
-            rows[f"chains{k}_epoch_s"] = seconds
-            rows[f"chains{k}_wall_over_chain1"] = seconds / rows["csghmc_sampling_epoch_s"]
-            print(f"chains{k}_epoch_s {seconds:.3f}", flush=True)
+        one = {"32": rows["csghmc_sampling_epoch_s"], "bf16-mixed": rows["csghmc_sampling_epoch_s_bf16"]}
+        chains, method = chain_rows(root, m, args.chains, c, e, device, one)
+        rows.update(chains)
         walls = {}
         for k in args.processes:
             walls[k] = processes_wall(root, args.model, k, e, device)
@@ -270,7 +320,7 @@ def measure(args) -> list[dict]:
     rows["bf16_over_fp32_sampling"] = rows["csghmc_sampling_epoch_s_bf16"] / rows["csghmc_sampling_epoch_s"]
     per_epoch = 0.8 * rows["csghmc_exploration_epoch_s"] + 0.2 * rows["csghmc_sampling_epoch_s"]
     rows["projected_200_epoch_chain_min"] = (200 * per_epoch + rows["eval12_s"]) / 60
-    return [{"measure": key, "value": value} for key, value in rows.items()]
+    return [{"measure": key, "value": value} for key, value in rows.items()], method
 
 
 def describe(device: torch.device) -> dict[str, str]:
@@ -280,7 +330,7 @@ def describe(device: torch.device) -> dict[str, str]:
 
 # the goals of the GPU-speed issue, for a full-scale run on one H100
 GOALS = {"csghmc_sampling_epoch_s": "<= 3.0", "csghmc_sampling_over_sgdm": "<= 1.03",
-         "chains4_wall_over_chain1": "<= 1.6", "eval12_s": "<= 10"}
+         "chains4_wall_over_chain1": "<= 1.6", "chains8_wall_over_chain1": "<= 3.0", "eval12_s": "<= 10"}
 
 
 def write(rows: list[dict], facts: dict[str, str], args, out: Path) -> None:
@@ -292,8 +342,12 @@ def write(rows: list[dict], facts: dict[str, str], args, out: Path) -> None:
              f"{date.today()}, {facts['device']}, torch {facts['torch']}, CUDA {facts['cuda']}; scale: {scale}; "
              f"median of {args.epochs} epoch(s) after a warm-up epoch (which compiles); `python3 scripts/bench_gpu.py`; "
              f"`trainer.compile={args.compile}` unless a row says eager. `sgdm` is `sampler=sgdm` (SGHMC's heavy-ball "
-             "update at T = 0); `chainsK` are K chains in one process stepped together (`trainer.stack_chains`), "
-             "their epoch over one chain's sampling epoch; `processesK` are K one-chain processes started together.", "",
+             "update at T = 0); `chainsK_<method>` are K chains in one process (`sampler.chains=K`): `sequential` their "
+             "own (captured) steps one after another, `vmap` stepped together over stacked parameters "
+             "(`trainer.stack_chains=vmap`), `streams` each step on its own CUDA stream (`trainer.stack_chains=streams`); "
+             "their epoch over one chain's sampling epoch of the same precision, `_peak_gib` the GPU's peak memory; "
+             f"`chainsK_epoch_s` and `chainsK_wall_over_chain1` are the fastest method at the largest K in fp32, "
+             f"`{facts['chains_method']}`; `processesK` are K one-chain processes started together.", "",
              "| measure | value | goal |", "|---|---:|---|"]
     lines += [f"| {r['measure']} | {r['value']:.3f} | {GOALS.get(r['measure'], '')} |" for r in rows]
     out.mkdir(parents=True, exist_ok=True)
@@ -307,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--epochs", type=int, default=3, help="measured epochs per setting (after a warm-up)")
     parser.add_argument("--chains", type=int, nargs="+", default=[1, 2, 4, 8],
-                        help="K chains stepped together in one process")
+                        help="K chains in one process, with each method")
     parser.add_argument("--processes", type=int, nargs="*", default=[1, 4],
                         help="K one-chain processes started together (for comparison; none: skipped)")
     parser.add_argument("--compile", default="auto", type=lambda v: {"true": True, "false": False}.get(v, v),
@@ -325,8 +379,8 @@ def main(argv: list[str] | None = None) -> None:
     if 1 not in args.chains or (args.processes and 1 not in args.processes):
         parser.error("--chains and --processes must include 1 (the ratios are over one chain alone)")
     device = torch.device(args.device)
-    rows = measure(args)
-    facts = describe(device)
+    rows, method = measure(args)
+    facts = {**describe(device), "chains_method": method}
     write(rows, facts, args, Path(args.out))
     width = max(len(r["measure"]) for r in rows)
     print(f"{facts['device']}, torch {facts['torch']}, CUDA {facts['cuda']}")
