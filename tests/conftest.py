@@ -42,6 +42,29 @@ def readme_blocks(title: str) -> list[list[list[str]]]:
     return blocks
 
 
+def read_samples(run_dir: Path) -> dict[str, dict]:
+    """A run's sample files by their path under ``samples/`` (``chainNN/...`` for several chains), loaded."""
+    import torch
+
+    folder = Path(run_dir) / "samples"
+    return {str(p.relative_to(folder)): torch.load(p, weights_only=True) for p in sorted(folder.glob("**/*.pt"))}
+
+
+def assert_same_samples(one: Path, other: Path, atol: float | None = None) -> dict[str, dict]:
+    """The two runs hold the same sample files with the same weights: bit for bit, or within ``atol`` (rtol 0).
+    Returns the first run's samples."""
+    import torch
+
+    first, second = read_samples(one), read_samples(other)
+    assert list(first) == list(second) and first, (list(first), list(second))
+    for name in first:
+        for key, tensor in first[name]["state_dict"].items():
+            theirs = second[name]["state_dict"][key]
+            same = torch.equal(tensor, theirs) if atol is None else torch.allclose(tensor, theirs, atol=atol, rtol=0)
+            assert same, (name, key, (tensor - theirs).abs().max().item())
+    return first
+
+
 def train(args, run_dir: Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python train.py <args>`` into ``run_dir``, without the caller's Hydra and W&B variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "HYDRA_"))}

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from csg import distributed
-from tests.conftest import ROOT, readme_blocks, train
+from tests.conftest import ROOT, assert_same_samples, read_samples, readme_blocks, train
 
 SHORT = ["trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0", "sampler.samples_per_cycle=1", "logger=none",
          "trainer.progress=false"]
@@ -37,8 +37,6 @@ def _copy(run_dir, tmp_path):
     return tmp_path / "run"
 
 
-def _samples(run_dir):
-    return {str(p.relative_to(run_dir / "samples")): torch.load(p) for p in sorted((run_dir / "samples").glob("**/*.pt"))}
 
 
 def _torchrun(tmp_path, run_dir, *args, nproc=2, device="cpu"):
@@ -61,11 +59,8 @@ def test_two_nodes_reproduce_one_process(run_train, tmp_path):
     assert single.returncode == 0, single.stderr
     # two "nodes": two torchrun agents (one process each) meeting through c10d on localhost
     _two_agents(tmp_path, tmp_path / "nodes", *args)
-    one, nodes = _samples(one_dir), _samples(tmp_path / "nodes")
-    assert list(one) == list(nodes) == ["sample_0000_cycle00_epoch0000.pt", "sample_0001_cycle01_epoch0001.pt"]
-    for name in one:
-        for key, tensor in one[name]["state_dict"].items():
-            assert torch.allclose(tensor, nodes[name]["state_dict"][key], atol=1e-5, rtol=0), (name, key)
+    one = assert_same_samples(one_dir, tmp_path / "nodes", atol=1e-5)
+    assert list(one) == ["sample_0000_cycle00_epoch0000.pt", "sample_0001_cycle01_epoch0001.pt"]
     metrics = json.loads((tmp_path / "nodes" / "metrics.json").read_text())
     assert metrics["processes"] == 2 and metrics["ensemble"]["num_samples"] == 2
     assert not (tmp_path / "nodes" / "train_rank1.log").exists()  # only rank 0 writes the log and the results
@@ -116,7 +111,7 @@ def test_parallel_chains_pool_their_samples(tmp_path):
     run_dir = tmp_path / "run"
     run(cfg, run_dir)
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert sorted(_samples(run_dir)) == [f"chain0{c}/sample_000{i}_cycle0{i}_epoch000{4 * i + 3}.pt"
+    assert sorted(read_samples(run_dir)) == [f"chain0{c}/sample_000{i}_cycle0{i}_epoch000{4 * i + 3}.pt"
                                          for c in (0, 1) for i in (0, 1)]
     assert metrics["ensemble"]["num_samples"] == 4 and {s["chain"] for s in metrics["per_sample"]} == {0, 1}
     assert [c["num_samples"] for c in metrics["per_chain"]] == [2, 2]
@@ -134,7 +129,7 @@ def test_parallel_chains_as_process_groups_under_torchrun(tmp_path):
     assert process.returncode == 0, process.stderr
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["processes"] == 2 and metrics["chains"] == 2 and metrics["ensemble"]["num_samples"] == 2
-    assert sorted(_samples(tmp_path / "run")) == ["chain00/sample_0000_cycle00_epoch0003.pt",
+    assert sorted(read_samples(tmp_path / "run")) == ["chain00/sample_0000_cycle00_epoch0003.pt",
                                                   "chain01/sample_0000_cycle00_epoch0003.pt"]
 
 
@@ -163,20 +158,19 @@ def interrupt_then_resume(run_train, tmp_path, args):
     return full_dir, cut_dir
 
 
-def assert_same_samples(first_dir, second_dir):
-    expected, got = _samples(first_dir), _samples(second_dir)
-    assert list(expected) == list(got) and len(got) == 4
+def assert_same_four_samples(first_dir, second_dir):
+    """Four samples, bit for bit, with the same recorded training losses."""
+    expected, got = assert_same_samples(first_dir, second_dir), read_samples(second_dir)
+    assert len(got) == 4
     for name in expected:
         assert expected[name]["train_loss"] == got[name]["train_loss"]
-        for key, tensor in expected[name]["state_dict"].items():
-            assert torch.equal(tensor, got[name]["state_dict"][key]), (name, key)
 
 
 def test_sigterm_then_resume_gives_bit_identical_samples(run_train, tmp_path):
     args = ["trainer.epochs=12", "sampler.cycles=4", "sampler.samples_per_cycle=1", "logger=csv",
             "trainer.progress=false", "trainer.device=cpu"]
     full_dir, cut_dir = interrupt_then_resume(run_train, tmp_path, args)
-    assert_same_samples(full_dir, cut_dir)
+    assert_same_four_samples(full_dir, cut_dir)
     # the epoch log of the interrupted run is continued, not started over
     epochs = (cut_dir / "epochs.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in epochs[1:]] == [str(e) for e in range(12)]
@@ -226,10 +220,10 @@ def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(ru
         (run_dir / "metrics.json").write_text('{"ensemble": {}}')
         checkpoint = run_dir / "checkpoint.pt"
         torch.save({"weights": torch.zeros(2)}, checkpoint)
-    samples, metrics = _samples(run_dir), (run_dir / "metrics.json").read_text()
+    samples, metrics = read_samples(run_dir), (run_dir / "metrics.json").read_text()
     second, _ = run_train(*args, run_dir=run_dir)
     _one_line_refusal(second, str(checkpoint), "trainer.checkpoint.resume=false", "earlier/")
-    assert list(_samples(run_dir)) == list(samples) and (run_dir / "metrics.json").read_text() == metrics
+    assert list(read_samples(run_dir)) == list(samples) and (run_dir / "metrics.json").read_text() == metrics
     if damage == "truncated":  # the way out it names works (checked once): start over in the same directory
         third, _ = run_train(*args, "trainer.checkpoint.resume=false", run_dir=run_dir)
         assert third.returncode == 0, third.stderr

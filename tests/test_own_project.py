@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests.conftest import ROOT, readme_blocks
+from tests.conftest import ROOT, assert_same_samples, read_samples, readme_blocks
 
 PYTHON, TORCHRUN = "../../.venv/bin/python", "../../.venv/bin/torchrun"
 
@@ -70,10 +69,6 @@ def readme_runs(project) -> list[Path]:
     return made
 
 
-def _samples(run_dir: Path) -> dict[str, dict]:
-    return {p.name: torch.load(p, weights_only=True) for p in sorted((run_dir / "samples").glob("*.pt"))}
-
-
 def test_the_readme_commands_train_the_projects_components(readme_runs):
     by_yaml, by_command_line, two_processes = readme_runs
     for run_dir, method, model in ((by_yaml, "langevin", "spiral_net"), (by_command_line, "custom", "custom")):
@@ -81,15 +76,11 @@ def test_the_readme_commands_train_the_projects_components(readme_runs):
         assert (metrics["method"], metrics["model"], metrics["num_data"]) == (method, model, 1500)
         assert metrics["ensemble"]["num_samples"] == 12 and metrics["ensemble"]["test_error_pct"] < 10
         assert metrics["data_source"] == "custom: own_project.data.load"
-    assert _samples(by_command_line)["sample_0000_cycle00_epoch0012.pt"]["state_dict"]["embed.weight"].shape == (32, 2)
+    assert read_samples(by_command_line)["sample_0000_cycle00_epoch0012.pt"]["state_dict"]["embed.weight"].shape == (32, 2)
 
 
 def test_two_processes_give_the_one_process_samples(readme_runs):
-    one, two = _samples(readme_runs[0]), _samples(readme_runs[2])
-    assert list(one) == list(two) and len(one) == 12
-    for name in one:
-        for key, tensor in one[name]["state_dict"].items():
-            assert torch.allclose(tensor, two[name]["state_dict"][key], atol=1e-5, rtol=0), (name, key)
+    assert len(assert_same_samples(readme_runs[0], readme_runs[2], atol=1e-5)) == 12
     assert json.loads((readme_runs[2] / "metrics.json").read_text())["processes"] == 2
 
 
@@ -109,11 +100,7 @@ def test_sigterm_then_resume_repeats_the_uninterrupted_run_bit_for_bit(project, 
     resumed = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300, env=_env())
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed chain 0" in (cut / "train.log").read_text()
-    whole, again = _samples(readme_runs[0]), _samples(cut)
-    assert list(whole) == list(again)
-    for name in whole:
-        assert all(torch.equal(tensor, again[name]["state_dict"][key])
-                   for key, tensor in whole[name]["state_dict"].items()), name
+    assert_same_samples(readme_runs[0], cut)  # bit for bit
 
 
 def test_the_posterior_of_a_users_run_evaluates_to_its_metrics(readme_runs, project, monkeypatch):

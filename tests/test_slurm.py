@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests.conftest import readme_blocks
+from tests.conftest import assert_same_samples, readme_blocks
 from tests.slurm.cluster import LocalSlurm, why_not
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,21 +95,6 @@ def _finish(process: subprocess.Popen, log: Path, timeout: float) -> tuple[int, 
 def _sweep(cluster: LocalSlurm, sweep_dir: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(_sweep_command(sweep_dir, *args), cwd=ROOT, env=_env(cluster), capture_output=True,
                           text=True, timeout=timeout)
-
-
-def _samples(run_dir: Path) -> dict[str, dict]:
-    return {p.name: torch.load(p) for p in sorted((run_dir / "samples").glob("*.pt"))}
-
-
-def _same_samples(one: Path, other: Path, atol: float | None = None) -> None:
-    """The two runs' samples: the same files, the same weights (bit for bit, or within ``atol``)."""
-    first, second = _samples(one), _samples(other)
-    assert list(first) == list(second) and first, (list(first), list(second))
-    for name in first:
-        for key, tensor in first[name]["state_dict"].items():
-            theirs = second[name]["state_dict"][key]
-            same = torch.equal(tensor, theirs) if atol is None else torch.allclose(tensor, theirs, atol=atol, rtol=0)
-            assert same, (name, key, (tensor - theirs).abs().max().item())
 
 
 def _run_dir(sweep_dir: Path, number: int) -> Path:
@@ -365,7 +349,7 @@ def test_a_job_of_two_tasks_gives_the_samples_of_one_process(cluster, one_proces
     process = _sweep(cluster, tmp_path, *TINY, "sampler=sgld", "hydra.launcher.tasks_per_node=2")
     assert process.returncode == 0, process.stderr
     run_dir = _run_dir(tmp_path, 0)
-    _same_samples(_run_dir(one_dir, 1), run_dir, atol=1e-5)  # the README's tolerance
+    assert_same_samples(_run_dir(one_dir, 1), run_dir, atol=1e-5)  # the README's tolerance
     assert json.loads((run_dir / "metrics.json").read_text())["processes"] == 2  # two tasks joined by gloo
     (job,) = (tmp_path / ".submitit").glob("[0-9]*")
     assert sorted(p.name for p in job.glob("*_result.pkl")) == [f"{job.name}_0_result.pkl", f"{job.name}_1_result.pkl"]
@@ -380,7 +364,7 @@ def test_a_job_on_two_nodes_gives_the_samples_of_one_process(cluster, one_proces
     process = _sweep(cluster, tmp_path, *TINY, "sampler=sgld", "hydra.launcher.nodes=2")
     assert process.returncode == 0, process.stderr
     run_dir = _run_dir(tmp_path, 0)
-    _same_samples(_run_dir(one_dir, 1), run_dir, atol=1e-5)
+    assert_same_samples(_run_dir(one_dir, 1), run_dir, atol=1e-5)
     assert json.loads((run_dir / "metrics.json").read_text())["processes"] == 2
     (job,) = (tmp_path / ".submitit").glob("[0-9]*")
     logs = "".join(path.read_text() for path in job.glob("*_log.out"))
@@ -468,7 +452,7 @@ def test_scancel_checkpoints_and_the_same_sweep_resumes(cluster, tmp_path):
     assert "resumed chain 0 from" in (run_dir / "train.log").read_text()
     code, output = _finish(reference, tmp_path / "reference.log", timeout=120)
     assert code == 0, output
-    _same_samples(tmp_path / "reference", run_dir)  # bit for bit
+    assert_same_samples(tmp_path / "reference", run_dir)  # bit for bit
 
 
 @on_the_cluster
@@ -496,4 +480,4 @@ def test_a_time_limited_job_is_signalled_requeued_and_resumed_bit_for_bit(requeu
     assert "resumed chain 0 from" in (run_dir / "train.log").read_text()
     code, output = _finish(scenario.reference, scenario.folder / "reference.log", timeout=120)
     assert code == 0, output
-    _same_samples(scenario.reference_dir, run_dir)  # bit for bit
+    assert_same_samples(scenario.reference_dir, run_dir)  # bit for bit
