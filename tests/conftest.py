@@ -29,11 +29,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def readme_blocks(title: str) -> list[list[list[str]]]:
-    """The bash blocks of README section ``## title``: per block, its command lines as words (comment lines left out,
-    backslash continuations joined)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+def doc_blocks(page: str, title: str) -> list[list[list[str]]]:
+    """The bash blocks of the section headed ``title`` (at any level) of ``docs/<page>``, up to the next heading of
+    its level or above: per block, its command lines as words (comment lines left out, backslash continuations
+    joined)."""
+    lines, level, kept, fenced = (ROOT / "docs" / page).read_text().splitlines(keepends=True), 0, [], False
+    for line in lines:
+        fenced ^= line.startswith("```")
+        heading = re.match(r"(#+) (.*)", line) if not fenced else None
+        if heading and level and len(heading[1]) <= level:
+            break
+        if heading and heading[2].strip() == title:
+            level = len(heading[1])
+        elif level:
+            kept.append(line)
+    assert level, f"docs/{page} has no section {title!r}"
+    section = "".join(kept)
     blocks = []
     for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
         joined = block.replace("\\\n", " ")

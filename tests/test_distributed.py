@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from csg import distributed
-from tests.conftest import ROOT, assert_same_samples, read_samples, readme_blocks, train
+from tests.conftest import ROOT, assert_same_samples, read_samples, doc_blocks, train
 
 SHORT = ["trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0", "sampler.samples_per_cycle=1", "logger=none",
          "trainer.progress=false"]
@@ -260,7 +260,7 @@ def test_the_readme_s_cluster_command_lands_in_the_sbatch_script(tmp_path, monke
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from omegaconf import OmegaConf
 
-    (words,) = readme_blocks("SLURM: your cluster, and one on this machine")[0]
+    (words,) = doc_blocks("scale-out.md", "SLURM: your cluster, and one on this machine")[0]
     assert words[1:3] == ["train.py", "-m"]
     overrides = [w for w in words[3:] if w.startswith(("hydra/launcher=", "hydra.launcher."))]  # not the sweep's
     given = dict(w.split("=", 1) for w in overrides if w.startswith("hydra.launcher."))

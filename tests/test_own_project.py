@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, assert_same_samples, read_samples, readme_blocks
+from tests.conftest import ROOT, assert_same_samples, read_samples, doc_blocks
 
 PYTHON, TORCHRUN = "../../.venv/bin/python", "../../.venv/bin/torchrun"
 
 
 def readme_commands(title: str) -> list[list[str]]:
-    """The command lines of the first bash block of README section ``title`` (`cd` lines left out)."""
-    return [words for words in readme_blocks(title)[0] if words[0] != "cd"]
+    """The command lines of the first bash block of section ``title`` of docs/own-components.md (`cd` lines left
+    out): the commands the README's link leads to."""
+    return [words for words in doc_blocks("own-components.md", title)[0] if words[0] != "cd"]
 
 
 def _argv(words: list[str]) -> list[str]:

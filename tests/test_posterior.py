@@ -351,35 +351,18 @@ def test_a_target_in_the_callers_own_module_trains_in_this_process(tmp_path, mon
     assert posterior.evaluate() == pytest.approx(saved, abs=1e-9)
 
 
-# The README's "Using the posterior in Python" block, as written (README.md holds it after the marker below).
-README_MARKER = "<!-- posterior snippet (tests/test_posterior.py runs this block as written) -->"
-README_SNIPPET = '''\
-import csg
-
-# train.py's command line as a list: the same checks, run directory, .hydra/, train.log and metrics.json
-posterior = csg.train(["trainer.epochs=2", "sampler.cycles=2", "sampler.samples_per_cycle=1",
-                       "data.batch_size=500", "data.test_per_class=20", "logger=none"])
-print(posterior, posterior.names, posterior.weights)   # the members and their weights w_i (summing to 1)
-print(posterior.evaluate())        # error %, NLL, ECE, Brier on the run's test set: metrics.json's "ensemble"
-
-posterior = csg.Posterior.load(posterior.run_dir)      # any finished run directory of train.py
-x, y = next(iter(posterior.data.test))                 # a batch as the run's loaders yield it
-probs = posterior.predict(x)                           # sum_i w_i p(y | x, theta_i): float32, (batch, classes)
-print("accuracy", (probs.argmax(1) == y.to(probs.device)).float().mean().item())
-everything = posterior.predict_loader(posterior.data.test)   # all batches, each sample read once
-for model, weight in posterior:                        # one sample at a time, loaded into the same module
-    print(weight, model(x).argmax(1)[:10].tolist())
-'''
+# The block of docs/posterior.md ("Using the posterior in Python") after this marker, run as written.
+SNIPPET_MARKER = "<!-- posterior snippet (tests/test_posterior.py runs this block as written) -->"
 
 
-def test_the_readme_snippet_runs_as_written(tmp_path, monkeypatch, capsys):
-    readme = (ROOT / "README.md").read_text()
-    if README_MARKER in readme:  # the README shows exactly this block
-        block = readme.split(README_MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-        assert block == README_SNIPPET
+def test_the_documented_snippet_runs_as_written(tmp_path, monkeypatch, capsys):
+    page = (ROOT / "docs" / "posterior.md").read_text()
+    assert SNIPPET_MARKER in page, "docs/posterior.md lost the snippet's marker"
+    snippet = page.split(SNIPPET_MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert "csg.train(" in snippet and "csg.Posterior.load(" in snippet
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(compile(README_SNIPPET, "README.md", "exec"), scope)
+    exec(compile(snippet, "docs/posterior.md", "exec"), scope)
     posterior, probs, everything = scope["posterior"], scope["probs"], scope["everything"]
     assert isinstance(posterior, csg.Posterior) and len(posterior) == 2
     assert posterior.run_dir.parent.parent == tmp_path / "runs"

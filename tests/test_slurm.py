@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_same_samples, readme_blocks
+from tests.conftest import assert_same_samples, doc_blocks
 from tests.slurm.cluster import LocalSlurm, why_not
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def on_the_cluster(test):
 
 
 # The README's commands on a local SLURM: start the cluster, (export SLURM_CONF), a sweep, a paper target, the tests
-README = readme_blocks("SLURM: your cluster, and one on this machine")[1]
+README = doc_blocks("scale-out.md", "SLURM: your cluster, and one on this machine")[1]
 START, EXPORT, SWEEP, PAPER, PYTEST = README
 assert START[1:3] == ["-m", "tests.slurm.cluster"] and START[-1] == "&", START
 assert EXPORT[0] == "export" and SWEEP[1:3] == ["train.py", "-m"] and PAPER[0] == "make" and PYTEST[1:] == [

@@ -1,18 +1,18 @@
-"""How far a sampler's draws are from a reference posterior (:mod:`csg.reference`).
+r"""How far a sampler's draws are from a reference posterior (:mod:`csg.accuracy.reference`).
 
 In parameter space (identified models only, e.g. logistic regression), from the draws' moments
 (m, S) against the reference's (m*, S*), with s* = sqrt(diag S*):
 
-- standardised error of the posterior mean, per coordinate: |m_i - m*_i| / s*_i;
-- ratio of posterior standard deviations, per coordinate: s_i / s*_i;
+- standardised error of the posterior mean, per coordinate: :math:`|m_i - m^*_i| / s^*_i`;
+- ratio of posterior standard deviations, per coordinate: :math:`s_i / s^*_i`;
 - the 2-Wasserstein distance between the Gaussians N(m, S) and N(m*, S*) (Dowson and Landau 1982):
-  W2^2 = |m - m*|^2 + tr(S + S* - 2 (S*^1/2 S S*^1/2)^1/2).
+  :math:`W_2^2 = \lVert m - m^*\rVert^2 + \operatorname{tr}\big(S + S^* - 2 (S^{*1/2} S S^{*1/2})^{1/2}\big)`.
 
 In function space (any model; Izmailov et al. 2021, Section 6), from the predictive distributions
 p(. | x) and p*(. | x) at the evaluation inputs:
 
 - agreement: the share of inputs whose most probable class is the same under both;
-- total variation: the mean over inputs of (1/2) sum_c |p(c | x) - p*(c | x)|.
+- total variation: the mean over inputs of :math:`\tfrac12 \sum_c |p(c \mid x) - p^*(c \mid x)|`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 
 def standardised_mean_error(draws: np.ndarray, reference_mean: np.ndarray, reference_sd: np.ndarray) -> np.ndarray:
-    """|mean(draws) - reference_mean| / reference_sd per coordinate; ``draws`` is (draws, coordinates)."""
+    """``|mean(draws) - reference_mean| / reference_sd`` per coordinate; ``draws`` is (draws, coordinates)."""
     return np.abs(np.asarray(draws).mean(0) - reference_mean) / reference_sd
 
 

@@ -1,4 +1,4 @@
-"""SG-MCMC samplers as ``torch.optim.Optimizer`` subclasses.
+r"""SG-MCMC samplers as ``torch.optim.Optimizer`` subclasses.
 
 - :class:`SGLD`: stochastic gradient Langevin dynamics.
 - :class:`SGHMC`: stochastic gradient Hamiltonian Monte Carlo (velocity form).
@@ -7,7 +7,8 @@
 - :mod:`csg.samplers.custom`: a user's own ``torch.optim.Optimizer`` (``sampler.optimizer._target_``).
 
 Both take the gradient of the MEAN mini-batch loss and sample
-exp(-U/T), U = N * mean_loss + (N * wd / 2) |theta|^2. Temperature 0 makes
+:math:`\exp(-U/T)`, :math:`U = N\,\overline{\ell} + \tfrac{N\,\mathrm{wd}}{2}\lVert\theta\rVert^2`
+(:math:`\overline{\ell}` the mean loss). Temperature 0 makes
 them SGD and heavy-ball SGD. The update rules themselves live in
 :mod:`csg.samplers.functional`.
 """

@@ -85,6 +85,7 @@ class EnergyPartition:
 
     @property
     def groups(self) -> int:
+        """The number of independent theta vectors (rows); chains that share one row are ICSGLD."""
         return self.theta.shape[0]
 
     def index(self, energy: Tensor) -> Tensor:
@@ -155,9 +156,11 @@ class EnergyPartition:
         return estimate / estimate.sum(1, keepdim=True)
 
     def state_dict(self) -> dict[str, Any]:
+        """theta and the number of its updates, for a checkpoint."""
         return {"theta": self.theta.clone(), "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore theta and its update count from :meth:`state_dict`."""
         self.theta.copy_(state["theta"])
         self.updates = int(state["updates"])
 

@@ -1,6 +1,6 @@
 """A user's own sampler (``sampler=custom sampler.optimizer._target_=my_project.samplers.MySGLD``).
 
-Any :class:`torch.optim.Optimizer` class (or factory) constructed as
+Any :class:`torch.optim.Optimizer` class (or factory) constructed as::
 
     optimizer(params, lr=lr0, num_data=N, temperature=T, weight_decay=wd, **other keys of sampler.optimizer)
 

@@ -1,4 +1,4 @@
-"""Pure multi-tensor SG-MCMC update rules, in the form of ``torch.optim``'s functional API.
+r"""Pure multi-tensor SG-MCMC update rules, in the form of ``torch.optim``'s functional API.
 
 Each function updates a list of parameters in place from their gradients,
 hyper-parameters and standard-normal draws. No state and no random number
@@ -14,7 +14,8 @@ into a few kernels without recompiling when the step size changes.
 Parameterisation (the authors' code, ruqizhang/csgmcmc): ``grads`` are the
 gradients of the MEAN mini-batch loss; ``lr`` multiplies them directly; the
 noise scale carries the data-set size N and the temperature T. With
-U(theta) = N * mean_loss + (N * wd / 2) * |theta|^2 and eta = lr / N the rules
+:math:`U(\theta) = N\,\overline{\ell}(\theta) + \tfrac{N\,\mathrm{wd}}{2}\lVert\theta\rVert^2` and
+:math:`\eta = \mathrm{lr}/N` the rules
 below are SGLD / SGHMC on exp(-U / T) with step eta.
 """
 

@@ -1,0 +1,197 @@
+"""The documentation: the site builds with every warning an error, its strictness catches what it should, every
+command that the README and the getting-started page show exists, and every path and make target they name."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+TEXT = {page: page.read_text() for page in PAGES}
+PYTHON = ".venv/bin/python"
+
+
+def test_every_path_the_pages_name_exists():
+    for page, text in TEXT.items():
+        named = {m[1] for m in re.finditer(r"(?<![\w/.])((?:csg|scripts|configs|docs|results|tests)/[\w/.-]*[\w/])", text)
+                 if not text[m.end():].startswith((".{", "{"))}  # results/x/table1.{csv,md}
+        written = {"results/table1.md"} if page.name == "own-components.md" else set()  # by the example project's run
+        missing = sorted(p for p in named - written if not (ROOT / p).exists() and "<" not in p)
+        assert not missing, (page.name, missing)
+    assert len(re.findall(r"csg/\w", TEXT[ROOT / "docs" / "architecture.md"])) > 30  # the layout names dozens
+
+
+def _make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    names = {word for line in re.findall(r"^([\w$() -]+):", makefile, flags=re.M) for word in line.split()}
+    for _, targets in re.findall(r"^(\w+_TARGETS) := (.*)$", makefile, flags=re.M):
+        names |= set(targets.split())
+    return names
+
+
+def test_every_make_target_the_pages_show_exists():
+    shown = {target for text in TEXT.values() for target in re.findall(r"`make ([a-z][\w-]*)", text)}
+    assert {"demo", "test", "docs", "table1"} <= shown
+    assert not sorted(shown - _make_targets()), sorted(shown - _make_targets())
+
+
+# ---------------------------------------------------------------------------------------------------- commands
+def bash_lines(text: str) -> list[list[str]]:
+    """Every command line of the page's bash blocks, as words (comments left out, continuations joined)."""
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                lines.append(words)
+    return lines
+
+
+def _reproduce_flags() -> set[str]:
+    return set(re.findall(r'add_argument\("(--[\w-]+)"', (ROOT / "scripts" / "reproduce.py").read_text()))
+
+
+def problem(words: list[str]) -> str | None:
+    """Why the command ``words`` (as a user types it in the repository) would not run; None when every part of it
+    exists: the make target (and what make runs for it), the script and its target and flags, the train.py
+    overrides (checked as train.py checks them, before any training)."""
+    from csg.cli import check_group_choices
+    from csg.experiments.registry import TARGETS
+    from csg.evaluation.store import OVERRIDABLE
+    from csg.preflight import check_command
+
+    if words[0] == "make":
+        target = next((w for w in words[1:] if "=" not in w and not w.startswith("-")), "")
+        if target not in _make_targets():
+            return f"no make target {target!r}"
+        dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed-stamp",
+                              "-o", ".venv/.reference-stamp", *words[1:]], cwd=ROOT, capture_output=True, text=True,
+                             env={k: v for k, v in __import__("os").environ.items() if k not in ("MAKEFLAGS", "MFLAGS")})
+        if dry.returncode:
+            return f"make -n {' '.join(words[1:])}: {dry.stderr.strip()}"
+        for line in dry.stdout.splitlines():
+            expanded = shlex.split(line)
+            if expanded and expanded[0] == PYTHON and expanded[1] != "-m":
+                found = problem(expanded)
+                if found:
+                    return f"{' '.join(words)} runs {line}: {found}"
+        return None
+    if "train.py" in words:
+        args = words[words.index("train.py") + 1:]
+        return check_group_choices(args, ROOT / "configs") or check_command(args, ROOT / "configs")
+    script = next((w for w in words if w.startswith("scripts/")), None)
+    if script is None:
+        return None if words[:3] == [PYTHON, "-m", "pytest"] else f"not a command this test knows: {words}"
+    if not (ROOT / script).exists():
+        return f"no {script}"
+    args = words[words.index(script) + 1:]
+    if script == "scripts/reproduce.py":
+        positional, rest = [], iter(args)
+        for arg in rest:
+            if arg.startswith("--"):
+                if "=" not in arg and arg != "--report-only":
+                    next(rest, None)  # the flag's value
+            else:
+                positional.append(arg)
+        if not positional or positional[0].replace("_", "-") not in TARGETS:
+            return f"no paper target {positional[:1]}"
+        flags = {a.split("=")[0] for a in args if a.startswith("--")}
+        if flags - _reproduce_flags():
+            return f"reproduce.py has no {sorted(flags - _reproduce_flags())}"
+        if "--preset" in args and not (ROOT / "configs" / "experiment" / f"{args[args.index('--preset') + 1]}.yaml").exists():
+            return f"no experiment preset {args[args.index('--preset') + 1]}"
+    if script == "scripts/evaluate_run.py":
+        keys = [a.split("=")[0].removeprefix("+") for a in args[1:]]
+        bad = [k for k in keys if not any(fnmatch.fnmatch(k, pattern) for pattern in OVERRIDABLE) and k != "ood"]
+        if bad:
+            return f"evaluate_run.py does not take {bad}"
+    return None
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_every_command_of_the_first_pages_exists(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # train.py's checks of the run directory look here, and write nothing
+    lines = bash_lines((ROOT / page).read_text())
+    assert len(lines) >= 5
+    problems = [f"{' '.join(words)}\n    -> {found}" for words in lines if (found := problem(words))]
+    assert not problems, "\n".join(problems)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_command_that_does_not_exist_is_found():
+    assert "no make target" in problem(["make", "tabel1"])
+    assert "sampler=nuts" in problem([PYTHON, "train.py", "sampler=nuts"])
+    assert "sampler.lrr" in problem([PYTHON, "train.py", "sampler.lrr=0.1"])
+    assert "no paper target" in problem([PYTHON, "scripts/reproduce.py", "table9"])
+    assert "--scales" in problem([PYTHON, "scripts/reproduce.py", "table1", "--scales", "smoke"])
+    assert "does not take" in problem([PYTHON, "scripts/evaluate_run.py", "runs/x", "sampler.lr0=1"])
+    assert "no scripts/train_all.py" in problem([PYTHON, "scripts/train_all.py"])
+
+
+# -------------------------------------------------------------------------------------------------------- site
+pytest.importorskip("sphinx", reason="the docs extra is not installed (make install installs it)")
+
+
+def test_the_site_builds_with_every_warning_an_error(tmp_path):
+    site = tmp_path / "site"
+    build = subprocess.run([sys.executable, "scripts/build_docs.py", "--strict", "--out", str(site)], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-5000:]
+    assert "WARNING" not in build.stderr and "build succeeded" in build.stdout
+    pages = {p.relative_to(site).as_posix() for p in site.rglob("*.html")}
+    for page in ["index", "getting-started", "configuration", "samplers", "api/samplers", "api/schedules",
+                 "api/posterior", "api/train", "api/evaluation", "results/csgmcmc/table4"]:
+        assert f"{page}.html" in pages, page
+    api = (site / "api" / "samplers.html").read_text()
+    assert 'id="csg.samplers.SGHMC"' in api and "math notranslate" in api  # the docstrings' LaTeX
+    configuration = re.sub(r"<[^>]+>", " ", (site / "configuration.html").read_text())
+    for option in (ROOT / "configs").rglob("*.yaml"):  # every option of every group is in the generated reference
+        assert f" {option.stem} " in configuration, option
+    assert " swag.draws_per_cycle " in configuration and " lr_milestones " in configuration
+
+
+def _mini_build(tmp_path: Path, page: str) -> subprocess.CompletedProcess:
+    """A strict Sphinx build of one page with the site's extension and settings (docs/conf.py)."""
+    source = tmp_path / "src"
+    source.mkdir(parents=True)
+    (source / "conf.py").write_text((ROOT / "docs" / "conf.py").read_text().replace(
+        'sys.path[:0] = [str(REPOSITORY), str(DOCS / "_ext")]', f'sys.path[:0] = [{str(tmp_path)!r}, {str(ROOT / "docs" / "_ext")!r}]'))
+    (source / "index.md").write_text(textwrap.dedent(page))
+    (tmp_path / "mini_api.py").write_text('"""A module."""\n\n\ndef documented():\n    """Yes."""\n\n\ndef bare():\n    pass\n')
+    return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q",
+                           str(source), str(tmp_path / "out")], capture_output=True, text=True,
+                          env={**__import__("os").environ, "CSG_REPOSITORY": str(ROOT)})
+
+
+def test_strict_mode_refuses_an_undocumented_name_a_broken_reference_and_a_broken_link(tmp_path):
+    fine = _mini_build(tmp_path / "a", """\
+        # Title
+
+        {py:mod}`csg.step` exists in the code, unlinked; [a page](index.md)
+        """)
+    assert fine.returncode == 0, fine.stderr
+    undocumented = _mini_build(tmp_path / "b", """\
+        # Title
+
+        ```{eval-rst}
+        .. automodule:: mini_api
+        ```
+        """)
+    assert undocumented.returncode != 0 and "undocumented public name on an API page: mini_api.bare" in undocumented.stderr
+    assert "mini_api.documented" not in undocumented.stderr
+    broken = _mini_build(tmp_path / "c", """\
+        # Title
+
+        {py:mod}`csg.no_such_module` and [a page that is not there](missing.md)
+        """)
+    assert broken.returncode != 0
+    assert "csg.no_such_module" in broken.stderr and "missing" in broken.stderr
