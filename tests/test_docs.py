@@ -30,6 +30,18 @@ def test_every_path_the_pages_name_exists():
     assert len(re.findall(r"csg/\w", TEXT[ROOT / "docs" / "architecture.md"])) > 30  # the layout names dozens
 
 
+def test_every_relative_link_of_the_pages_resolves_in_the_repository():
+    """As GitHub shows the Markdown: README.md links docs/ and results/, the pages link ../results/ (the site's
+    build maps those to its own result pages, and checks its links itself)."""
+    checked = 0
+    for page, text in TEXT.items():
+        links = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"\w+:|#", t)]
+        broken = [t for t in links if not (page.parent / t).exists()]
+        assert not broken, (page.name, broken)
+        checked += len(links)
+    assert checked > 60  # the README's and the results page's links to result files, the pages' links to each other
+
+
 def _make_targets() -> set[str]:
     makefile = (ROOT / "Makefile").read_text()
     names = {word for line in re.findall(r"^([\w$() -]+):", makefile, flags=re.M) for word in line.split()}

@@ -130,7 +130,15 @@ def _code_only(app, env, node, contnode):
     return None
 
 
+def _results_inside(app, docname, source):
+    """The pages link the result files as ``../results/...`` (right on GitHub, beside docs/); in the site those
+    files are pages under ``results/`` (scripts/build_docs.py stages them there)."""
+    if not docname.startswith("results/"):
+        source[0] = source[0].replace("](../results/", "](results/")
+
+
 def setup(app):
+    app.connect("source-read", _results_inside)
     app.connect("missing-reference", _code_only)
     app.add_directive("csg-config-reference", ConfigReference)
     app.connect("autodoc-process-docstring", _undocumented)
