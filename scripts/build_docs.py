@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the docs extra is not installed: pip install -e '.[docs]' (make docs installs it)",
               file=sys.stderr)
         return 2
-    return build(args.out, args.strict)
+    status = build(args.out, args.strict, quiet=True)  # Sphinx prints only warnings (errors under --strict)
+    if status == 0:
+        print(f"docs: wrote {args.out / 'index.html'}")
+    return status
 
 
 if __name__ == "__main__":
