@@ -22,6 +22,7 @@ help:
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, a few minutes)"
 	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
+	@echo "make accuracy-multimodal [SCALE=smoke]  cycles on multimodal posteriors: results/csgmcmc/accuracy_multimodal.md (CPU; make reference-multimodal rebuilds its network reference)"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
 	@echo "make cyclical-mcmc   Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets (CPU, a few minutes)"
 	@echo "make icsgld-sim   ICSGLD paper Section 5.2: 5 samplers on the 25-mode landscape, KL curves (CPU)"
@@ -58,8 +59,8 @@ RUNS ?=
 ADD ?=
 ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(ADD),--add "$(ADD)"))
-PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit
-REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report icsgld-table1-report icsgld-bandit-report
+PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit
+REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report
 .PHONY: help install demo test docs clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
@@ -76,6 +77,10 @@ $(REFERENCE_STAMP): $(STAMP)
 
 reference: $(REFERENCE_STAMP)
 	$(REPRODUCE) reference
+
+.PHONY: reference-multimodal
+reference-multimodal: $(REFERENCE_STAMP)
+	$(REPRODUCE) reference-multimodal
 
 bench-synthetic: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py

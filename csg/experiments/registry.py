@@ -254,9 +254,25 @@ def _reference(job: Job) -> list[str]:
     return [f"reference: wrote {len(lines)} reference(s) into {_references(job)}"]
 
 
-def _accuracy(job: Job) -> list[str]:
+def _previous_runs(runs_csv: Path, target: str, study_of: Callable):
+    """--report-only's study: ``study_of`` the per-chain CSV of a previous ``make <target>``, or a one-line error."""
     import pandas as pd
 
+    if not runs_csv.exists():
+        raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make {target}` first")
+    try:
+        runs = pd.read_csv(runs_csv)
+        result = study_of(runs)
+    except Exception as error:  # not a CSV, or not the study's columns
+        detail = (str(error).strip().splitlines() or [""])[0][:120]
+        raise ConfigError("--report-only", True, f"a readable {runs_csv} of a previous `make {target}`: "
+                          f"it is not ({type(error).__name__}: {detail})") from None
+    if runs.empty:
+        raise ConfigError("--report-only", True, f"a {runs_csv} of a previous `make {target}`: it holds no run")
+    return result
+
+
+def _accuracy(job: Job) -> list[str]:
     from csg.accuracy import report, study
     from csg.accuracy.reference import TARGETS
 
@@ -267,25 +283,50 @@ def _accuracy(job: Job) -> list[str]:
     if missing:
         raise ConfigError("targets", ",".join(missing), f"targets with a reference in {references}: run "
                           "`make reference` first")
-    runs_csv = job.out / "accuracy_runs.csv"
     if job.report_only:
-        if not runs_csv.exists():
-            raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make accuracy` first")
-        try:
-            runs = pd.read_csv(runs_csv)
-            result = study.Study(runs, study.summarise(runs), float("nan"))
-        except Exception as error:  # not a CSV, or not the study's columns
-            detail = (str(error).strip().splitlines() or [""])[0][:120]
-            raise ConfigError("--report-only", True, f"a readable {runs_csv} of a previous `make accuracy`: "
-                              f"it is not ({type(error).__name__}: {detail})") from None
-        if runs.empty:
-            raise ConfigError("--report-only", True, f"a {runs_csv} of a previous `make accuracy`: it holds no run")
+        result = _previous_runs(job.out / "accuracy_runs.csv", "accuracy",
+                                lambda runs: study.Study(runs, study.summarise(runs), float("nan")))
     else:
         seeds = tuple(int(s) for s in (job.seeds or "0,1,2").split(","))
         smoke = {"factors": (0.5, 1.0), "overrides": study.SMOKE} if job.scale == "smoke" else {}
         result = study.run_study(references, targets, seeds, **smoke, log=lambda line: print(line, flush=True))
     report.write(result, job.out, references, job.scale)
     return [f"accuracy: wrote {job.out / 'accuracy.md'}"]
+
+
+def _reference_multimodal(job: Job) -> list[str]:
+    from csg.accuracy.multimodal import reference, study
+
+    _options(job, {})
+    result = reference.build(log=lambda line: print(line, flush=True))
+    stem = _references(job) / study.REFERENCE
+    result.save(stem)
+    return [f"reference-multimodal: wrote {stem}.json and {stem}.npz"]
+
+
+def _accuracy_multimodal(job: Job) -> list[str]:
+    from csg.accuracy.multimodal import report, study
+    from csg.accuracy.multimodal.targets import TARGETS as MULTIMODAL
+
+    options = _options(job, {"targets": f"comma-separated subset of {','.join(MULTIMODAL)}"})
+    targets = _names(options.get("targets"), list(MULTIMODAL), "targets")
+    references = _references(job)
+    if "network" in targets and not job.report_only and not (references / f"{study.REFERENCE}.npz").exists():
+        raise ConfigError("targets", ",".join(targets), f"targets with a reference in {references}: run "
+                          "`make reference-multimodal` first (or targets=mixture2d,mixture10d)")
+    if job.report_only:
+
+        def study_of(runs):
+            study.summarise(runs)  # the study's columns
+            seconds = float(runs.study_seconds.iloc[0]) if "study_seconds" in runs else float("nan")
+            return study.Study(runs, seconds, study.PROTOCOLS[job.scale], {})
+
+        result = _previous_runs(job.out / "accuracy_multimodal_runs.csv", "accuracy-multimodal", study_of)
+    else:
+        seeds = len((job.seeds or "0,1,2,3,4").split(","))
+        result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
+                                 log=lambda line: print(line, flush=True))
+    return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]
 
 
 SWEEP_FLAGS = frozenset(FLAGS) - {"add"}
@@ -312,6 +353,10 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("reference", "NUTS reference posteriors (NumPyro; the reference extra)", "csgmcmc", _reference),
     Target("accuracy", "Table 5's samplers against the NUTS references (CPU, ~20 min)", "csgmcmc", _accuracy,
            BOTH, frozenset({"seeds", "report_only"})),
+    Target("reference-multimodal", "the multimodal network's reference: NUTS chains checked by parallel tempering "
+           "(NumPyro; the reference extra)", "csgmcmc", _reference_multimodal),
+    Target("accuracy-multimodal", "Do cycles pay on multimodal posteriors? 11 samplers against exact and tempered "
+           "references (CPU, ~10 min)", "csgmcmc", _accuracy_multimodal, BOTH, frozenset({"seeds", "report_only"})),
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
            _studies("wang_mixture1d", "wang_mog25")),
     Target("icsgld-sim", "ICSGLD Section 5.2: 5 samplers on the 25-mode landscape, KL curves", "icsgld",

@@ -1,0 +1,227 @@
+"""The study: every method, step size and seed on each target, scored at checkpoints of the budget.
+
+Per target, :func:`prepare` fixes what the scores compare against (the mixtures' exact draws and weights, the
+network's reference), the step grid and the starts; :func:`score` turns a unit's kept draws into one row per
+seed and checkpoint; :func:`run_study` runs and scores everything. Besides the methods, an "exact" row scores
+independent exact draws (the reference's held-out draws for the network) as many as one chain keeps: the
+floor of each metric at that sample size.
+
+**Verdicts** (:func:`verdicts`): for each cyclical method and its constant-step counterpart (cSGLD against SGLD,
+cSGHMC against SGHMC, and their 4-chain versions), each at its best step size (the grid's step with the smallest
+mean of the metric at the full budget), the mean over seeds of metric(cyclical) - metric(baseline), paired by
+seed (both start from the same points), with its standard error: the cycles help (the difference is below
+-2 s.e.), hurt (above 2 s.e.), or make no difference within 2 s.e.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from csg.accuracy.multimodal import chains, metrics
+from csg.accuracy.multimodal.chains import Draws, Protocol
+from csg.accuracy.multimodal.targets import TARGETS, StepNetwork, create
+from csg.targets import GaussianMixture
+
+REFERENCE = "network_multimodal"   # results/csgmcmc/reference/network_multimodal.{json,npz}
+SMOKE = Protocol(budget=1600, factors=(1 / 9, 1 / 3), checkpoints=(0.5, 1.0))
+PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
+METRICS = ("mode_error", "mmd", "w2", "predictive_tv")
+W2_DRAWS = 300         # draws on each side of the exact W2
+REFERENCE_DRAWS = 1000  # reference draws of the MMD and the predictive TV
+
+
+@dataclass
+class Prepared:
+    name: str
+    target: object
+    reference: np.ndarray        # reference draws (in the metric's units)
+    held_out: np.ndarray         # more exact draws, for the "exact" row
+    weights: np.ndarray          # exact (mixtures) or reference (network) mode weights
+    scale: np.ndarray            # the metric's units: draws / scale
+    bandwidth: float
+    steps: list[float]
+    starts: torch.Tensor
+    energy_low: float
+    modes: object = None         # the network's mode regions
+
+
+def prepare(name: str, references: Path, protocol: Protocol, seeds: int) -> Prepared:
+    target = create(name)
+    generator = torch.Generator().manual_seed(20_000)
+    if isinstance(target, GaussianMixture):
+        exact = target.sample(2 * REFERENCE_DRAWS, generator).numpy()
+        scale = np.ones(target.dim)
+        centres = target.means
+        with torch.no_grad():
+            energy_low = float(target.energy(target.means).min())
+        weights, modes = target.weights.numpy(), None
+        start_scale = 3.0
+    else:
+        from csg.accuracy.multimodal.reference import NetworkReference
+
+        loaded = NetworkReference.load(references / REFERENCE)
+        exact, modes, weights = loaded.draws, loaded.modes, loaded.weights
+        scale = exact.std(0)
+        centres = torch.from_numpy(modes.means)
+        energy_low = float(loaded.summary["energy_min"])
+        start_scale = target.tau
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(exact))
+    reference, held_out = exact[order[:REFERENCE_DRAWS]], exact[order[REFERENCE_DRAWS:]]
+    return Prepared(name, target, reference / scale, held_out / scale, np.asarray(weights), scale,
+                    metrics.median_bandwidth(reference / scale), chains.step_grid(target, centres, protocol),
+                    chains.start_points(seeds, target.dim, start_scale, 0), energy_low, modes)
+
+
+def mode_weights(prepared: Prepared, draws: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The draws' estimate of the mode weights (module :mod:`.metrics`); ``draws`` in the target's units."""
+    w = weights / weights.sum()
+    if prepared.modes is None:
+        with torch.no_grad():
+            responsibilities = torch.softmax(prepared.target._log_components(torch.from_numpy(draws)), -1).numpy()
+        return w @ responsibilities
+    return np.bincount(prepared.modes.assign(draws), weights=w, minlength=len(prepared.modes))
+
+
+def scores(prepared: Prepared, draws: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
+    """Every metric of one sample (``draws`` in the target's units, importance ``weights``)."""
+    nan = float("nan")
+    if len(draws) < 2 or not np.isfinite(draws).all() or weights.sum() <= 0:
+        return {key: nan for key in METRICS}
+    scaled = draws / prepared.scale
+    out = {"mode_error": metrics.mode_weight_error(mode_weights(prepared, draws, weights), prepared.weights),
+           "mmd": metrics.mmd(scaled, prepared.reference, prepared.bandwidth, weights),
+           "w2": metrics.w2(scaled, prepared.reference, W2_DRAWS, rng, weights), "predictive_tv": nan}
+    if isinstance(prepared.target, StepNetwork):
+        from csg.accuracy.multimodal.reference import predictive_fits
+
+        chosen = metrics.systematic_resample(weights, min(len(draws), 500), rng)
+        out["predictive_tv"] = metrics.predictive_tv(predictive_fits(prepared.target, draws[chosen]),
+                                                     predictive_fits(prepared.target, prepared.reference * prepared.scale),
+                                                     prepared.target.noise)
+    return out
+
+
+def score(prepared: Prepared, unit: Draws, protocol: Protocol) -> list[dict]:
+    """One row per seed and checkpoint: the metrics of the draws kept up to that share of the budget."""
+    method = chains.BY_NAME[unit.method]
+    rows = []
+    for seed, (draws, weights, finite) in enumerate(zip(unit.draws, unit.weights, unit.finite)):
+        rng = np.random.default_rng(1000 * seed + 7)
+        for share in protocol.checkpoints:
+            upto = unit.iterations < share * unit.steps
+            rows.append({"target": prepared.name, "method": unit.method, "step": unit.step, "seed": seed,
+                         "budget_share": share,
+                         "gradient_evaluations": int(share * chains.gradient_evaluations(method, protocol.budget)),
+                         "draws": int(upto.sum()), "finite": finite,
+                         **scores(prepared, draws[upto], weights[upto], rng)})
+    return rows
+
+
+def exact_rows(prepared: Prepared, seeds: int, protocol: Protocol) -> list[dict]:
+    """The "exact" row: per seed, independent exact draws, as many as one constant-step chain keeps."""
+    rows = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(1000 * seed + 11)
+        for share in protocol.checkpoints:
+            count = int(share * protocol.budget * (1 - protocol.burnin) / protocol.thin)
+            if isinstance(prepared.target, GaussianMixture):
+                generator = torch.Generator().manual_seed(30_000 + seed)
+                draws = prepared.target.sample(count, generator).numpy()
+            else:
+                draws = prepared.held_out[rng.choice(len(prepared.held_out), count, replace=False)] * prepared.scale
+            rows.append({"target": prepared.name, "method": "exact", "step": float("nan"), "seed": seed,
+                         "budget_share": share, "gradient_evaluations": int(share * protocol.budget), "draws": count,
+                         "finite": True, **scores(prepared, draws, np.ones(count), rng)})
+    return rows
+
+
+@dataclass
+class Study:
+    runs: pd.DataFrame       # one row per target, method, step, seed and checkpoint
+    seconds: float
+    protocol: Protocol
+    steps: dict              # target -> its step grid
+
+
+def run_study(references: Path, targets: tuple[str, ...] = TARGETS, seeds: int = 5, protocol: Protocol = Protocol(),
+              methods=chains.METHODS, log=print) -> Study:
+    started = time.perf_counter()
+    rows, grids = [], {}
+    for index, name in enumerate(targets):
+        prepared = prepare(name, references, protocol, seeds)
+        grids[name] = prepared.steps
+        units, seconds = chains.run(prepared.target, prepared.starts, prepared.steps, protocol,
+                                    energy_low=prepared.energy_low, methods=methods, seed=index)
+        log(f"{name}: {len(units)} (method, step) pairs x {seeds} seeds, {protocol.budget} gradients each: {seconds:.0f} s")
+        for unit in units:
+            rows += score(prepared, unit, protocol)
+        rows += exact_rows(prepared, seeds, protocol)
+        log(f"{name}: scored ({time.perf_counter() - started:.0f} s)")
+    return Study(pd.DataFrame(rows), time.perf_counter() - started, protocol, grids)
+
+
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard error over seeds per target, method, step and checkpoint."""
+    keys = ["target", "method", "step", "budget_share"]
+    grouped = runs.groupby(keys, sort=False, dropna=False)
+    means = grouped[[*METRICS, "gradient_evaluations", "draws"]].mean()
+    errors = grouped[list(METRICS)].sem().add_suffix("_se")
+    return pd.concat([means, errors, grouped["seed"].count().rename("seeds")], axis=1).reset_index()
+
+
+def best_steps(runs: pd.DataFrame, metric: str) -> dict[tuple[str, str], float]:
+    """(target, method) -> the step with the smallest mean ``metric`` at the full budget."""
+    final = runs[(runs.budget_share == runs.budget_share.max()) & (runs.method != "exact")]
+    means = final.groupby(["target", "method", "step"])[metric].mean().dropna()
+    best = {}
+    for (target, method), block in means.groupby(level=[0, 1]):
+        best[(target, method)] = float(block.idxmin()[2])
+    return best
+
+
+def paired(runs: pd.DataFrame, target: str, metric: str, method: str, baseline: str, best: dict) -> tuple[float, float, int]:
+    """Mean and s.e. over seeds of metric(method) - metric(baseline) at the full budget, each at its best step."""
+    final = runs[(runs.target == target) & (runs.budget_share == runs.budget_share.max())]
+
+    def values(name):
+        block = final[(final.method == name) & np.isclose(final.step, best[(target, name)])]
+        return block.set_index("seed")[metric]
+
+    difference = (values(method) - values(baseline)).dropna()
+    se = float(difference.sem()) if len(difference) > 1 else float("nan")
+    return float(difference.mean()), se, len(difference)
+
+
+def verdict(mean: float, se: float) -> str:
+    if not math.isfinite(mean):
+        return "not measured"
+    if not math.isfinite(se) or abs(mean) <= 2 * se:
+        return "no difference"
+    return "helps" if mean < 0 else "hurts"
+
+
+def verdicts(runs: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for metric in METRICS:
+        if runs[metric].notna().sum() == 0:
+            continue
+        best = best_steps(runs, metric)
+        for target in dict.fromkeys(runs.target):
+            if runs[runs.target == target][metric].isna().all():
+                continue
+            for method, baseline in chains.PAIRS:
+                if (target, method) not in best or (target, baseline) not in best:
+                    continue
+                mean, se, n = paired(runs, target, metric, method, baseline, best)
+                rows.append({"target": target, "metric": metric, "method": method, "baseline": baseline,
+                             "method_step": best[(target, method)], "baseline_step": best[(target, baseline)],
+                             "difference": mean, "se": se, "seeds": n, "verdict": verdict(mean, se)})
+    return pd.DataFrame(rows)

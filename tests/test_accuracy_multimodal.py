@@ -1,0 +1,148 @@
+"""Do cycles pay on multimodal posteriors (issue 36): targets, metrics, budgets, the study and the reference check."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from csg.accuracy.multimodal import chains, metrics, study
+from csg.accuracy.multimodal.reference import ReferenceRejected, check
+from csg.accuracy.multimodal.targets import StepNetwork, create
+from tests.conftest import ROOT
+
+REFERENCES = ROOT / "results" / "csgmcmc" / "reference"
+
+
+# --- the targets --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mixture2d", "mixture10d"])
+def test_exact_draws_give_the_exact_mode_weights_and_variances(name):
+    target = create(name)
+    draws = target.sample(20_000, torch.Generator().manual_seed(0))
+    prepared = study.Prepared(name, target, None, None, target.weights.numpy(), np.ones(target.dim), 1.0, [], None, 0.0)
+    estimate = study.mode_weights(prepared, draws.numpy(), np.ones(len(draws)))
+    assert metrics.mode_weight_error(estimate, target.weights.numpy()) < 0.01  # E[r_k(x)] = w_k
+    assert len(set(target.weights.tolist())) == 5 and len(set(target.variances.tolist())) == 5  # unequal
+    nearest = target.component(draws)  # the modes are well apart: each draw near its own component
+    for k in range(5):
+        mine = draws[nearest == k]
+        assert mine.var(0).mean().item() == pytest.approx(target.variances[k].item(), rel=0.1)
+    one_mode = target.means[2] + 0.01 * torch.randn(500, target.dim, generator=torch.Generator().manual_seed(1))
+    estimate = study.mode_weights(prepared, one_mode.numpy(), np.ones(500))
+    assert metrics.mode_weight_error(estimate, target.weights.numpy()) == pytest.approx(1 - target.weights[2].item(), abs=1e-4)
+
+
+def test_the_network_is_the_numpyro_model_and_its_gradient_is_right():
+    from numpyro.infer.util import potential_energy
+
+    from csg.accuracy.reference import _require_numpyro
+
+    _require_numpyro()
+    import jax.numpy as jnp
+
+    target = StepNetwork()
+    theta = torch.randn(2, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    constant = sum(0.5 * math.log(2 * math.pi * s**2) for s in target.prior_sd) + len(target.y) * 0.5 * math.log(
+        2 * math.pi * target.noise**2)
+    for row in theta:
+        u = float(potential_energy(target.numpyro_model(), (), {}, {"theta": jnp.asarray(row.numpy())}))
+        assert u == pytest.approx(target.energy(row).item() + constant, rel=1e-9)
+    numeric = torch.func.jacrev(lambda t: target.energy(t).sum())(theta)
+    assert torch.allclose(target.grad(theta), numeric)
+
+
+# --- the metrics --------------------------------------------------------------------------------------------------
+
+
+def test_mode_weight_error_mmd_w2_and_predictive_tv_on_known_cases():
+    assert metrics.mode_weight_error([1, 0], [0.5, 0.5]) == pytest.approx(0.5)
+    assert metrics.mode_weight_error([2, 6], [0.25, 0.75]) == pytest.approx(0.0)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(400, 2)), rng.normal(size=(400, 2))
+    bandwidth = metrics.median_bandwidth(y)
+    same, shifted = metrics.mmd(x, y, bandwidth), metrics.mmd(x + 2.0, y, bandwidth)
+    assert same < 0.07 < 0.5 < shifted
+    # weights are counts: a weight of 2 is the same as the point twice
+    twice = metrics.mmd(np.concatenate([x[:50], x[:50]]), y, bandwidth)
+    assert metrics.mmd(x[:50], y, bandwidth, x_weights=np.full(50, 2.0)) != pytest.approx(twice)  # unbiased within
+    assert metrics.mmd(x[:50], y, bandwidth, x_weights=np.full(50, 2.0)) == pytest.approx(metrics.mmd(x[:50], y, bandwidth))
+    # W2 of a sample and its translate by c is |c|, whatever the assignment of the subsample
+    points = rng.normal(size=(200, 3))
+    assert metrics.w2(points + [3.0, 4.0, 0.0], points, 200, rng) == pytest.approx(5.0)
+    # resampling by weights: all the weight on one point is that point
+    weights = np.zeros(200)
+    weights[7] = 1.0
+    assert metrics.w2(points, points[7:8].repeat(200, 0), 100, rng, x_weights=weights) == pytest.approx(0.0)
+    fits = rng.normal(size=(300, 5))
+    assert metrics.predictive_tv(fits, fits, 0.3) == pytest.approx(0.0, abs=1e-12)
+    assert metrics.predictive_tv(fits, fits + 10.0, 0.3) == pytest.approx(1.0, abs=1e-3)
+
+
+# --- budgets and the study ----------------------------------------------------------------------------------------
+
+
+def test_every_method_spends_the_same_gradient_budget():
+    for budget in (1600, 20_000):
+        assert {chains.gradient_evaluations(m, budget) for m in chains.METHODS} == {budget}
+    assert chains.chain_steps(chains.BY_NAME["ICSGLD x4"], 20_000) == 5000
+    assert chains.chain_steps(chains.BY_NAME["cSGLD"], 20_000) == 20_000
+    for cyclical, baseline in chains.PAIRS:
+        assert chains.BY_NAME[cyclical].cyclical and not chains.BY_NAME[baseline].cyclical
+        assert chains.BY_NAME[cyclical].chains == chains.BY_NAME[baseline].chains
+
+
+def test_a_tiny_study_writes_its_columns_curves_and_verdicts(tmp_path):
+    from csg.accuracy.multimodal import report
+
+    protocol = chains.Protocol(budget=800, factors=(1 / 3,), checkpoints=(0.5, 1.0))
+    result = study.run_study(REFERENCES, ("mixture2d",), seeds=2, protocol=protocol, log=lambda line: None)
+    runs = result.runs
+    assert {"target", "method", "step", "seed", "budget_share", "gradient_evaluations", "draws", *study.METRICS} <= set(runs)
+    assert set(runs.method) == {m.name for m in chains.METHODS} | {"exact"}
+    final = runs[runs.budget_share == 1.0]
+    assert (final[final.method != "exact"].gradient_evaluations == 800).all()
+    draws = final.groupby("method").draws.mean()
+    # one draw per 20 gradients after the 10% burn-in, however many chains share the budget
+    assert draws["SGLD"] == draws["SGLD x4"] == draws["SGHMC x4"] == draws["CSGLD"] == draws["ICSGLD x4"] == 36
+    assert draws["reSGLD x4"] == 36 / 4 and draws["cSGLD"] < draws["SGLD"]  # the T = 1 replica; sampling stages
+    assert final.mode_error.notna().all() and final.predictive_tv.isna().all()
+    assert (runs[runs.budget_share == 0.5].draws <= final.draws.values).all()
+    verdicts = study.verdicts(runs)
+    assert len(verdicts) == 4 * 3 and set(verdicts.verdict) <= {"helps", "hurts", "no difference"}
+    path = report.write(result, tmp_path, REFERENCES)
+    text = path.read_text()
+    assert "## Verdicts" in text and "| mixture2d | mode-weight error | cSGLD | SGLD |" in text
+    for name in ("accuracy_multimodal.csv", "accuracy_multimodal_runs.csv", "accuracy_multimodal.png"):
+        assert (tmp_path / name).exists()
+    again = study.run_study(REFERENCES, ("mixture2d",), seeds=2, protocol=protocol, log=lambda line: None).runs
+    assert np.allclose(again.mode_error, runs.mode_error, equal_nan=True)  # seeded: the same numbers
+
+
+# --- the network's reference check --------------------------------------------------------------------------------
+
+
+def _summary(**changes):
+    summary = {"nuts": {"rhat_max": 1.003, "ess_bulk_min": 2000.0, "ess_tail_min": 1800.0},
+               "weights": [0.5, 0.3, 0.2], "weights_se": [0.01, 0.01, 0.01],
+               "tempering": {"rhat_max": 1.004, "ess_bulk_min": 900.0, "ess_tail_min": 950.0,
+                             "weights": [0.49, 0.31, 0.2], "weights_se": [0.01, 0.01, 0.01], "predictive_tv": 0.01}}
+    for key, value in changes.items():
+        part, _, field = key.partition("__")
+        summary[part][field] = value
+    return summary
+
+
+def test_a_reference_that_fails_a_check_is_refused_in_one_line():
+    check(_summary())
+    for bad, words in ((_summary(nuts__rhat_max=1.2), "NUTS chains disagree (R-hat 1.200"),
+                       (_summary(tempering__ess_bulk_min=50.0), "parallel tempering runs disagree"),
+                       (_summary(tempering__rhat_max=1.2), "allowed < 1.1"),
+                       (_summary(tempering__weights=[0.3, 0.5, 0.2]), "mode 0's weight 0.500 (NUTS) against 0.300"),
+                       (_summary(tempering__predictive_tv=0.05), "predictive TV between NUTS and tempering 0.050")):
+        with pytest.raises(ReferenceRejected) as error:
+            check(bad)
+        assert "\n" not in str(error.value) and words in str(error.value) and "nothing was written" in str(error.value)
