@@ -29,6 +29,10 @@ class Target:
     def grad(self, x: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def energy_and_grad(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """U(x) and grad U(x) together; a target whose gradient comes from autograd overrides it with one pass."""
+        return self.energy(x), self.grad(x)
+
     def noisy_grad(self, x: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """grad U(x) + grad_noise * N(0, I): a stochastic gradient."""
         g = self.grad(x)

@@ -41,7 +41,6 @@ from torch import Tensor
 from csg.samplers.contour import EnergyPartition
 from csg.samplers.replica import replica_exchange
 from csg.schedules import Constant, Cyclical, Schedule
-from csg.targets import GaussianMixture
 from csg.targets.base import Target
 
 
@@ -204,7 +203,7 @@ def run(target: Target, starts: Tensor, steps_h: list[float], protocol: Protocol
     started = time.perf_counter()
     try:
         for k in range(len(lr_table)):
-            energy, grad = _energy_and_grad(target, x)
+            energy, grad = target.energy_and_grad(x)
             if replicas and 0 < k < replicas[0].steps:  # swaps of the last move, on this evaluation's energies
                 block = slice(replicas[0].first, replicas[-1].first + replicas[-1].rows)
                 both = torch.cat([x[block], grad[block]], -1).reshape(-1, len(ladder), 2 * dim)  # gradients go along
@@ -242,17 +241,6 @@ def run(target: Target, starts: Tensor, steps_h: list[float], protocol: Protocol
         torch.set_num_threads(threads)
     seconds = time.perf_counter() - started
     return [_draws(u, unit, kept, seeds, dim) for u, unit in enumerate(units)], seconds
-
-
-def _energy_and_grad(target: Target, x: Tensor) -> tuple[Tensor, Tensor]:
-    """U and grad U at every row: one autograd pass where the target has no analytic gradient."""
-    if isinstance(target, GaussianMixture):
-        return target.energy(x), target.grad(x)
-    with torch.enable_grad():
-        leaf = x.detach().requires_grad_(True)
-        energy = target.energy(leaf)
-        (grad,) = torch.autograd.grad(energy.sum(), leaf)
-    return energy.detach(), grad
 
 
 def _draws(u: int, unit: Unit, kept, seeds: int, dim: int) -> Draws:

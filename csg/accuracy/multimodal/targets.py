@@ -88,10 +88,15 @@ class StepNetwork(Target):
         return residual.pow(2).sum(-1) / (2 * self.noise**2) + (theta / self.tau.to(theta)).pow(2).sum(-1) / 2
 
     def grad(self, theta: Tensor) -> Tensor:
+        return self.energy_and_grad(theta)[1]
+
+    def energy_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        """U and grad U in one autograd pass."""
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(True)
-            (gradient,) = torch.autograd.grad(self.energy(leaf).sum(), leaf)
-        return gradient
+            energy = self.energy(leaf)
+            (gradient,) = torch.autograd.grad(energy.sum(), leaf)
+        return energy.detach(), gradient
 
     def numpyro_model(self):
         """The same posterior as a NumPyro model (site ``theta``; ``f``, the fit at the data, deterministic)."""
