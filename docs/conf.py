@@ -48,10 +48,8 @@ nitpick_ignore_regex = [
 autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-autodoc_mock_imports = []
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
 html_theme = "furo"
 html_title = "csg"
-html_static_path = []

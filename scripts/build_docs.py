@@ -34,8 +34,8 @@ def stage(into: Path) -> Path:
     return source
 
 
-def build(out: Path, strict: bool, quiet: bool = False) -> int:
-    """Sphinx's exit status of an HTML build into ``out``."""
+def build(out: Path, strict: bool) -> int:
+    """Sphinx's exit status of an HTML build into ``out`` (quiet: Sphinx prints only warnings and errors)."""
     import os
 
     from sphinx.cmd.build import build_main
@@ -45,11 +45,9 @@ def build(out: Path, strict: bool, quiet: bool = False) -> int:
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="docs-") as folder:
         source = stage(Path(folder))
-        args = ["-b", "html", "-j", "auto", "-d", str(Path(folder) / "doctrees"), str(source), str(out)]
+        args = ["-q", "-b", "html", "-j", "auto", "-d", str(Path(folder) / "doctrees"), str(source), str(out)]
         if strict:
             args[:0] = ["-W", "--keep-going", "-n"]
-        if quiet:
-            args[:0] = ["-q"]
         return build_main(args)
 
 
@@ -65,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the docs extra is not installed: pip install -e '.[docs]' (make docs installs it)",
               file=sys.stderr)
         return 2
-    status = build(args.out, args.strict, quiet=True)  # Sphinx prints only warnings (errors under --strict)
+    status = build(args.out, args.strict)
     if status == 0:
         print(f"docs: wrote {args.out / 'index.html'}")
     return status

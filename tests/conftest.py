@@ -53,6 +53,15 @@ def doc_blocks(page: str, title: str) -> list[list[list[str]]]:
     return blocks
 
 
+def make_dry_run(*args: str) -> subprocess.CompletedProcess:
+    """``make -n ARGS`` in the repository: the commands make would run, without installing first (the .venv stamps
+    taken as up to date) and without the flags of an enclosing ``make test``."""
+    quiet = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed-stamp",
+                           "-o", ".venv/.reference-stamp", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env=quiet)
+
+
 def read_samples(run_dir: Path) -> dict[str, dict]:
     """A run's sample files by their path under ``samples/`` (``chainNN/...`` for several chains), loaded."""
     import torch

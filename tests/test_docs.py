@@ -4,6 +4,7 @@ command that the README and the getting-started page show exists, and every path
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import shlex
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, make_dry_run
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 TEXT = {page: page.read_text() for page in PAGES}
@@ -85,9 +86,7 @@ def problem(words: list[str]) -> str | None:
         target = next((w for w in words[1:] if "=" not in w and not w.startswith("-")), "")
         if target not in _make_targets():
             return f"no make target {target!r}"
-        dry = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed-stamp",
-                              "-o", ".venv/.reference-stamp", *words[1:]], cwd=ROOT, capture_output=True, text=True,
-                             env={k: v for k, v in __import__("os").environ.items() if k not in ("MAKEFLAGS", "MFLAGS")})
+        dry = make_dry_run(*words[1:])
         if dry.returncode:
             return f"make -n {' '.join(words[1:])}: {dry.stderr.strip()}"
         for line in dry.stdout.splitlines():
@@ -182,7 +181,7 @@ def _mini_build(tmp_path: Path, page: str) -> subprocess.CompletedProcess:
     (tmp_path / "mini_api.py").write_text('"""A module."""\n\n\ndef documented():\n    """Yes."""\n\n\ndef bare():\n    pass\n')
     return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q",
                            str(source), str(tmp_path / "out")], capture_output=True, text=True,
-                          env={**__import__("os").environ, "CSG_REPOSITORY": str(ROOT)})
+                          env={**os.environ, "CSG_REPOSITORY": str(ROOT)})
 
 
 def test_strict_mode_refuses_an_undocumented_name_a_broken_reference_and_a_broken_link(tmp_path):

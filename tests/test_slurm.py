@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_same_samples, doc_blocks
+from tests.conftest import assert_same_samples, doc_blocks, make_dry_run
 from tests.slurm.cluster import LocalSlurm, why_not
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -302,10 +302,9 @@ def paper_target(cluster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("paper")
     runs, out, log = folder / "runs", folder / "out", folder / "driver.log"
     # the README's `make table1 ...` as make spells it out (without installing), at TINY's budget
-    quiet = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under make test
-    expanded = subprocess.run(["make", "--no-print-directory", "-n", "-o", ".venv/.installed-stamp", *PAPER[1:]],
-                              cwd=ROOT, capture_output=True, text=True, timeout=60, check=True, env=quiet
-                              ).stdout.strip().splitlines()
+    dry = make_dry_run(*PAPER[1:])
+    assert dry.returncode == 0, dry.stderr
+    expanded = dry.stdout.strip().splitlines()
     assert len(expanded) == 1 and "scripts/reproduce.py" in expanded[0], expanded
     command = [*_python(shlex.split(expanded[0])), "--runs", str(runs), "--out", str(out), *TINY, *GUARD,
                "hydra.launcher.array_parallelism=2"]
