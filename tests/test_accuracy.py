@@ -172,7 +172,46 @@ def test_the_study_writes_both_protocols_and_its_findings(tmp_path):
         assert summary[(summary.method == method) & (summary.protocol == "tuned")].factor.item() == best
     report.write(result, tmp_path, REFERENCES, "smoke")
     text = (tmp_path / "accuracy.md").read_text()
-    assert "## heart_logreg" in text and "most accurate per gradient evaluation" in text and "w2(cSGLD) - w2(SGLD)" in text
+    assert "## heart_logreg" in text and "lowest mean w2" in text and "w2(cSGLD) - w2(SGLD)" in text
+    assert "Holm-corrected" in text and "hence no margin" in text
     assert (tmp_path / "accuracy.png").exists() and (tmp_path / "accuracy.csv").exists()
+    written = __import__("pandas").read_csv(tmp_path / "accuracy_verdicts.csv")
+    assert set(written.family) == {"cycles", "best"} and set(written.verdict) <= {"helps", "hurts", "inconclusive"}
     again = study.summarise(__import__("pandas").read_csv(tmp_path / "accuracy_runs.csv"))  # --report-only's path
     assert np.allclose(again.w2, summary.w2)
+
+
+def _runs(w2: dict[tuple[str, float], np.ndarray]) -> "pd.DataFrame":
+    """A study's runs on heart_logreg: ``w2[(method, factor)][seed]``, the other metrics constant."""
+    import pandas as pd
+
+    rows = [{"target": "heart_logreg", "method": method, "factor": factor, "seed": seed, "lr0": factor, "finite": True,
+             "steps": 600, "w2": value, **{m: 1.0 for m in study.METRICS if m != "w2"}}
+            for (method, factor), per_seed in w2.items() for seed, value in enumerate(per_seed)]
+    return pd.DataFrame(rows)
+
+
+def test_the_cycles_verdicts_are_one_holm_family_of_distinct_comparisons_without_a_margin():
+    rng = np.random.default_rng(5)
+    base = 0.1 + 0.01 * rng.standard_normal(6)
+    noise = rng.standard_normal(6)
+    noise = (noise - noise.mean()) / noise.std(ddof=1)  # mean 0, sd 1: each mean difference is its shift
+    w2 = {("SGLD", 1.0): base, ("cSGLD", 1.0): base + 0.05 + 0.002 * noise,            # clearly worse
+          ("SGHMC", 1.0): base, ("cSGHMC", 1.0): base + 0.01 + 0.05 * noise,           # noisy
+          ("SGLD constant", 1.0): base, ("SGHMC constant", 1.0): base - 0.0001 + 0.0001 * noise[::-1]}  # tight
+    runs = _runs(w2)
+    summary = study.summarise(runs)
+    verdicts = study.verdicts(runs, summary)
+    assert list(zip(verdicts.protocol, verdicts.method)) == [("Table 5", "cSGLD"), ("Table 5", "cSGHMC"),
+                                                             ("tuned", "cSGLD"), ("tuned", "cSGHMC")]
+    assert list(verdicts.verdict) == ["hurts", "inconclusive"] * 2
+    assert list(verdicts.same_as) == ["", "", "Table 5", "Table 5"]  # one factor: the tuned steps are Table 5's
+    first = verdicts.iloc[0]
+    assert first.p_holm == pytest.approx(2 * first.p_value)  # a family of the 2 distinct comparisons, not 4
+    assert verdicts.margin.isna().all()  # no exact sampler's W2: no margin
+    # the best method: SGHMC constant's tiny edge over SGLD constant is no verdict, and with no margin not equivalent
+    leaders = study.leaders(runs, summary)
+    w2_leader = leaders[(leaders.metric == "w2") & (leaders.protocol == "Table 5")].set_index("baseline")
+    assert set(w2_leader.method) == {"SGHMC constant"} and len(w2_leader) == 5
+    assert w2_leader.verdict["cSGLD"] == "helps" and w2_leader.verdict["SGLD constant"] == "inconclusive"
+    assert set(leaders[leaders.metric == "ess_per_1000"].verdict) == {"inconclusive"}  # every ESS the same

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -112,14 +113,67 @@ def test_a_tiny_study_writes_its_columns_curves_and_verdicts(tmp_path):
     assert final.mode_error.notna().all() and final.predictive_tv.isna().all()
     assert (runs[runs.budget_share == 0.5].draws <= final.draws.values).all()
     verdicts = study.verdicts(runs)
-    assert len(verdicts) == 4 * 3 and set(verdicts.verdict) <= {"helps", "hurts", "no difference"}
+    assert len(verdicts) == 4 * 3 and set(verdicts.verdict) <= {"helps", "hurts", "equivalent", "inconclusive"}
+    assert (verdicts.margin == study.MARGIN * verdicts.baseline_excess).all()  # the exact row is there for all three
     path = report.write(result, tmp_path, REFERENCES)
     text = path.read_text()
     assert "## Verdicts" in text and "| mixture2d | mode-weight error | cSGLD | SGLD |" in text
+    assert "## Which method is best?" in text and "one Holm family" in text
+    written = pd.read_csv(tmp_path / "accuracy_multimodal_verdicts.csv")
+    assert set(written.family) == {"cycles", "best"} and (written.family == "cycles").sum() == 12
     for name in ("accuracy_multimodal.csv", "accuracy_multimodal_runs.csv", "accuracy_multimodal.png"):
         assert (tmp_path / name).exists()
     again = study.run_study(REFERENCES, ("mixture2d",), seeds=2, protocol=protocol, log=lambda line: None).runs
     assert np.allclose(again.mode_error, runs.mode_error, equal_nan=True)  # seeded: the same numbers
+
+
+def _runs(values: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A study's runs at the full budget, one step per method: ``values[method][seed]`` of the mode-weight error."""
+    rows = [{"target": "t", "method": method, "step": math.nan if method == "exact" else 0.1, "seed": seed,
+             "budget_share": 1.0, "gradient_evaluations": 800, "draws": 36, "finite": True, "mode_error": value,
+             "mmd": math.nan, "w2": math.nan, "predictive_tv": math.nan}
+            for method, per_seed in values.items() for seed, value in enumerate(per_seed)]
+    return pd.DataFrame(rows)
+
+
+def test_the_verdicts_come_from_one_holm_family_with_a_margin_from_the_exact_row():
+    rng = np.random.default_rng(3)
+    base = 0.2 + 0.02 * rng.standard_normal(8)
+    values = {"exact": np.full(8, 0.02) + 0.001 * rng.standard_normal(8),  # room above exact: about 0.18
+              "SGLD": base, "cSGLD": base + 0.1 + 0.005 * rng.standard_normal(8),     # clearly worse
+              "SGHMC": base, "cSGHMC": base + 0.02 + 0.2 * rng.standard_normal(8),    # noisy
+              "SGLD x4": base, "cSGLD x4": base + 0.001 * rng.standard_normal(8)}      # tight, inside +-0.045
+    runs = _runs(values)
+    verdicts = study.verdicts(runs).set_index("method")
+    assert list(verdicts.index) == ["cSGLD", "cSGHMC", "cSGLD x4"]  # the pairs both of whose methods ran
+    assert verdicts.verdict.to_dict() == {"cSGLD": "hurts", "cSGHMC": "inconclusive", "cSGLD x4": "equivalent"}
+    excess = base.mean() - values["exact"].mean()
+    assert verdicts.margin["cSGLD x4"] == pytest.approx(0.25 * excess)
+    assert verdicts.detectable_share["cSGHMC"] == pytest.approx(verdicts.detectable["cSGHMC"] / excess)
+    assert verdicts.detectable_share["cSGHMC"] > 1 > verdicts.detectable_share["cSGLD"]
+    assert verdicts.p_holm["cSGLD"] == pytest.approx(3 * verdicts.p_value["cSGLD"])  # one family of three
+    # the same pair alone in a family: tested at 5 % instead of 5 % / 3, a narrower interval
+    alone = study.verdicts(_runs({k: values[k] for k in ("exact", "SGHMC", "cSGHMC")})).iloc[0]
+    assert alone.high - alone.low < verdicts.high["cSGHMC"] - verdicts.low["cSGHMC"]
+    # without an exact row there is no margin: the tight pair is no longer equivalent
+    bare = study.verdicts(_runs({k: v for k, v in values.items() if k != "exact"})).set_index("method")
+    assert bare.margin.isna().all() and bare.verdict["cSGLD x4"] == "inconclusive"
+
+
+def test_best_is_said_only_where_the_leader_helps_against_every_other():
+    from csg.accuracy.multimodal import report
+
+    rng = np.random.default_rng(4)
+    base = 0.3 + 0.02 * rng.standard_normal(6)
+    values = {"exact": np.full(6, 0.02), "SGLD": base, "SGHMC": base + 0.01 + 0.2 * rng.standard_normal(6),
+              "reSGLD x4": base - 0.2 + 0.002 * rng.standard_normal(6)}
+    leaders = study.leaders(_runs(values))
+    assert set(leaders.method) == {"reSGLD x4"} and set(leaders.baseline) == {"SGLD", "SGHMC"}
+    text = "\n".join(report._leader_lines(leaders))
+    assert "not separated from 1 of the 2 others (SGHMC)" in text and "lower than SGLD" in text and "**best**" not in text
+    values["SGHMC"] = base + 0.05 + 0.002 * rng.standard_normal(6)
+    text = "\n".join(report._leader_lines(study.leaders(_runs(values))))
+    assert "lowest mean reSGLD x4" in text and "**best**, it helps against all 2 others" in text
 
 
 # --- the network's reference check --------------------------------------------------------------------------------

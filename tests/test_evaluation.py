@@ -33,7 +33,12 @@ def test_top5_error_counts_true_classes_outside_the_five_most_probable():
                           [0.30, 0.20, 0.15, 0.12, 0.10, 0.08, 0.05]])   # true class 6: last
     m = classification_metrics(probs, torch.tensor([4, 6]))
     assert m["top5_error_pct"] == pytest.approx(50.0) and m["test_error_pct"] == pytest.approx(100.0)
-    assert classification_metrics(PROBS, TARGETS)["top5_error_pct"] == 0.0  # three classes: always in the top 5
+    # With 5 classes or fewer every class is in the top 5: the metric is not reported at all
+    assert "top5_error_pct" not in classification_metrics(PROBS, TARGETS)
+    five = torch.softmax(torch.randn(3, 5, generator=torch.Generator().manual_seed(0)), 1)
+    assert "top5_error_pct" not in classification_metrics(five, torch.tensor([0, 1, 4]))
+    six = torch.softmax(torch.randn(3, 6, generator=torch.Generator().manual_seed(0)), 1)
+    assert "top5_error_pct" in classification_metrics(six, torch.tensor([0, 1, 5]))
 
 
 def test_ece_pools_examples_that_share_a_bin():

@@ -13,7 +13,8 @@ def classification_metrics(probs: Tensor, targets: Tensor, n_bins: int = 15) -> 
 
     - ``test_error_pct``: 100 x the fraction of examples whose arg-max class is wrong;
     - ``top5_error_pct``: 100 x the fraction whose class is not among the 5 most probable
-      (ImageNet's top-5; 0 with 5 classes or fewer);
+      (ImageNet's top-5), reported only with more than 5 classes (with 5 or fewer every class is
+      among the top 5, so the number would say nothing);
     - ``nll``: mean negative log-likelihood, :math:`-\frac1n\sum_i \log p_i(y_i)`;
     - ``ece``: expected calibration error with ``n_bins`` equal-width confidence
       bins (Guo et al. 2017), :math:`\sum_b \frac{|B_b|}{n} |\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|`,
@@ -32,13 +33,15 @@ def classification_metrics(probs: Tensor, targets: Tensor, n_bins: int = 15) -> 
     )
     # sum_c (p_c - 1{c = y})^2 = sum_c p_c^2 - 2 p_y + 1
     brier = probs.pow(2).sum(1) - 2.0 * picked + 1.0
-    return {
+    metrics = {
         "test_error_pct": 100.0 * (probs.argmax(1) != targets).double().mean().item(),
-        "top5_error_pct": 100.0 * _top5_miss(probs, picked).double().mean().item(),
         "nll": -picked.clamp_min(torch.finfo(probs.dtype).tiny).log().mean().item(),
         "ece": float(ece),
         "brier": brier.mean().item(),
     }
+    if num_classes > 5:
+        metrics["top5_error_pct"] = 100.0 * _top5_miss(probs, picked).double().mean().item()
+    return metrics
 
 
 def _top5_miss(probs: Tensor, picked: Tensor) -> Tensor:

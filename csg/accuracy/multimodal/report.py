@@ -10,6 +10,7 @@ import pandas as pd
 
 from csg.accuracy.multimodal import chains, study
 from csg.atomic import atomic_open, atomic_write_text
+from csg.evaluation.comparison import detectable_difference, method_statement, tally
 
 LABELS = {"mode_error": "mode-weight error", "mmd": "MMD", "w2": "W2", "predictive_tv": "predictive TV"}
 ORDER = [m.name for m in chains.METHODS] + ["exact"]
@@ -73,8 +74,10 @@ def _reference_lines(references: Path) -> list[str]:
     ]
 
 
-def markdown(result: study.Study, verdicts: pd.DataFrame, references: Path) -> str:
+def markdown(result: study.Study, verdicts: pd.DataFrame, references: Path,
+             leaders: pd.DataFrame | None = None) -> str:
     runs, protocol = result.runs, result.protocol
+    leaders = study.leaders(runs) if leaders is None else leaders
     seeds = sorted(runs.seed.unique())
     timing = f"; {result.seconds / 60:.1f} min on CPU (2 cores)" if math.isfinite(result.seconds) else ""
     budget = int(runs[runs.method != "exact"].gradient_evaluations.max())
@@ -107,16 +110,22 @@ def markdown(result: study.Study, verdicts: pd.DataFrame, references: Path) -> s
         "## Verdicts: do the cycles help?",
         "",
         "Each cyclical method against its constant-step counterpart, each at its best step of the grid (smallest "
-        "mean of that metric at the full budget), paired by seed: difference = metric(cyclical) - metric(baseline); "
-        "helps / hurts where it is beyond two standard errors.",
+        "mean of that metric at the full budget), paired by seed: difference = metric(cyclical) - metric(baseline), "
+        "mean +- s.e. over the seeds. " + method_statement(margin=f"+-{100 * study.MARGIN:g} % of the baseline's "
+                                                          "excess over the exact row, same target and metric") +
+        f" One family: the {len(verdicts)} comparisons of this table (the best-method comparisons below are a "
+        "second). Each method's best step is chosen on the "
+        "same seeds its comparison is judged on, a selection effect that the intervals do not account for.",
         "",
-        "| target | metric | cyclical | baseline | steps (cyclical / baseline) | difference | verdict |",
-        "|---|---|---|---|---|---:|---|",
+        "| target | metric | cyclical | baseline | steps (cyclical / baseline) | difference | corrected interval "
+        "| margin | detectable (x excess over exact) | verdict |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---|",
     ]
     for _, row in verdicts.iterrows():
         lines.append(f"| {row.target} | {LABELS[row.metric]} | {row.method} | {row.baseline} | {row.method_step:.3g} / "
-                     f"{row.baseline_step:.3g} | {_cell(row.difference, row.se)} | {row.verdict} |")
-    lines += ["", *_summary_lines(verdicts), *_edge_lines(runs), ""]
+                     f"{row.baseline_step:.3g} | {_cell(row.difference, row.se)} | {_interval(row)} | "
+                     f"{_number(row.margin)} | {_detectable(row)} | {row.verdict} |")
+    lines += ["", *_summary_lines(verdicts), *_edge_lines(runs), "", *_leader_lines(leaders), ""]
     for target in dict.fromkeys(runs.target):
         grid = ", ".join(f"{h:.3g}" for h in sorted(runs[(runs.target == target) & (runs.method != "exact")].step.unique()))
         lines += [f"## {target}: {WHAT.get(target, target)}", "", f"Step grid h: {grid}. Each method at its best step "
@@ -125,14 +134,73 @@ def markdown(result: study.Study, verdicts: pd.DataFrame, references: Path) -> s
     return "\n".join(lines)
 
 
+def _number(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}" if math.isfinite(value) else "-"
+
+
+def _interval(row: pd.Series, digits: int = 3) -> str:
+    if not (math.isfinite(row.low) and math.isfinite(row.high)):
+        return "-"
+    return f"[{row.low:+.{digits}f}, {row.high:+.{digits}f}]"
+
+
+def _detectable(row: pd.Series) -> str:
+    if not math.isfinite(row.detectable):
+        return "-"
+    share = f" ({row.detectable_share:.2f} x)" if math.isfinite(row.detectable_share) else ""
+    return f"{row.detectable:.3g}{share}"
+
+
 def _summary_lines(verdicts: pd.DataFrame) -> list[str]:
+    """The counts of the verdicts per target and in all, and the smallest difference the comparisons could find."""
+    if verdicts.empty:
+        return []
     lines = []
     for target, block in verdicts.groupby("target", sort=False):
-        counts = block.verdict.value_counts()
-        parts = [f"{counts.get(v, 0)} {v}" for v in ("helps", "hurts", "no difference")]
-        lines.append(f"- **{target}**: of {len(block)} comparisons (4 pairs x {block.metric.nunique()} metrics), the "
-                     f"cycles {parts[0].split(' ', 1)[0]} help, {parts[1].split(' ', 1)[0]} hurt, "
-                     f"{parts[2].split(' ', 1)[0]} make no difference within 2 s.e.")
+        lines.append(f"- **{target}**: {len(block)} comparisons ({block.method.nunique()} pairs x "
+                     f"{block.metric.nunique()} metrics): {tally(block.itertuples())}.")
+    shares = verdicts.detectable_share.dropna()
+    lines.append(f"- **all {len(verdicts)}**, one Holm family: {tally(verdicts.itertuples())}.")
+    if len(shares):
+        lines.append(f"- The smallest difference these comparisons could detect (80 % power at their corrected "
+                     f"level) is, in median, {shares.median():.2f} x the baseline's excess over the exact row "
+                     f"({shares.min():.2f} to {shares.max():.2f} x; {_uncorrected(verdicts):.2f} x at an "
+                     f"uncorrected 5 % level; the margin is {study.MARGIN:g} x)" +
+                     (": in the median comparison, only a difference larger than the whole room the baseline leaves "
+                      "above exact sampling would register" if shares.median() > 1 else "") +
+                     ". 'Inconclusive' is not 'no difference'.")
+    return lines
+
+
+def _uncorrected(verdicts: pd.DataFrame) -> float:
+    """The median detectable difference of the comparisons, had each been tested alone at 5 %, x the excess."""
+    shares = [detectable_difference(row.se * math.sqrt(row.seeds), int(row.seeds), 0.05) / row.baseline_excess
+              for row in verdicts.itertuples() if row.baseline_excess > 0 and row.seeds > 1]
+    return float(pd.Series(shares, dtype=float).median())
+
+
+def _leader_lines(leaders: pd.DataFrame) -> list[str]:
+    """Which method is best per target and metric: the lowest mean against every other (:func:`study.leaders`)."""
+    if leaders.empty:
+        return []
+    lines = ["## Which method is best?", "",
+             "Per target and metric, the method with the lowest mean (each at its best step, full budget) against "
+             "each other method, paired by seed, difference = leader - other: a second Holm family, of all "
+             f"{len(leaders)} such comparisons of this report ({tally(leaders.itertuples())}). A method is called best "
+             "only where it helps against every other; otherwise the list names the methods it is not separated "
+             "from, and the closest of them (difference and corrected interval).", ""]
+    for (target, metric), block in leaders.groupby(["target", "metric"], sort=False):
+        leader = block.method.iloc[0]
+        head = f"- {target}, {LABELS[metric]}: lowest mean {leader} ({block.method_mean.iloc[0]:.3f})"
+        apart = block[block.verdict != "helps"]
+        if apart.empty:
+            lines.append(f"{head}: **best**, it helps against all {len(block)} others.")
+            continue
+        closest = apart.loc[apart.difference.abs().idxmin()]
+        beaten = block[block.verdict == "helps"].baseline
+        lines.append(f"{head}: not separated from {len(apart)} of the {len(block)} others ({', '.join(apart.baseline)}); "
+                     f"closest {closest.baseline} ({closest.baseline_mean:.3f}), difference {closest.difference:+.3f} "
+                     f"{_interval(closest)}" + (f"; lower than {', '.join(beaten)}" if len(beaten) else "") + ".")
     return lines
 
 
@@ -191,12 +259,13 @@ def figure(runs: pd.DataFrame, path: Path) -> None:
 
 def write(result: study.Study, out: Path, references: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    verdicts = study.verdicts(result.runs)
+    verdicts, leaders = study.verdicts(result.runs), study.leaders(result.runs)
     runs = result.runs.assign(study_seconds=result.seconds) if math.isfinite(result.seconds) else result.runs
     atomic_write_text(out / "accuracy_multimodal_runs.csv", runs.to_csv(index=False))  # --report-only reads it back
     summary = study.summarise(result.runs)
     atomic_write_text(out / "accuracy_multimodal.csv", summary.to_csv(index=False))
-    atomic_write_text(out / "accuracy_multimodal_verdicts.csv", verdicts.to_csv(index=False))
-    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, verdicts, references))
+    both = pd.concat([verdicts.assign(family="cycles"), leaders.assign(family="best")], ignore_index=True)
+    atomic_write_text(out / "accuracy_multimodal_verdicts.csv", both.to_csv(index=False))
+    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, verdicts, references, leaders))
     figure(result.runs, out / "accuracy_multimodal.png")
     return out / "accuracy_multimodal.md"

@@ -6,17 +6,22 @@ seed and checkpoint; :func:`run_study` runs and scores everything. Besides the m
 independent exact draws (the reference's held-out draws for the network) as many as one chain keeps: the
 floor of each metric at that sample size.
 
-**Verdicts** (:func:`verdicts`): for each cyclical method and its constant-step counterpart (cSGLD against SGLD,
-cSGHMC against SGHMC, and their 4-chain versions), each at its best step size (the grid's step with the smallest
-mean of the metric at the full budget), the mean over seeds of metric(cyclical) - metric(baseline), paired by
-seed (both start from the same points), with its standard error: the cycles help (the difference is below
--2 s.e.), hurt (above 2 s.e.), or make no difference within 2 s.e.
+**Verdicts** (:func:`verdicts`, through :func:`csg.evaluation.comparison.compare_paired`): for each cyclical
+method and its constant-step counterpart (cSGLD against SGLD, cSGHMC against SGHMC, and their 4-chain versions),
+each at its best step size (the grid's step with the smallest mean of the metric at the full budget), the paired
+differences metric(cyclical) - metric(baseline) over the seeds (both start from the same points), a t-interval
+Holm-corrected across every target, metric and pair of the report (one family): the cycles help or hurt where
+that interval excludes 0, are equivalent where it lies inside +-:data:`MARGIN` of the baseline's excess over the
+"exact" row (same target and metric, full budget), and are otherwise inconclusive. :func:`leaders` asks, in a
+second family, whether the method with the lowest mean of each target and metric is separated from every other.
+The best steps are chosen on the same seeds the comparisons are judged on: a selection effect.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +32,7 @@ import torch
 from csg.accuracy.multimodal import chains, metrics
 from csg.accuracy.multimodal.chains import Draws, Protocol
 from csg.accuracy.multimodal.targets import TARGETS, StepNetwork, create
+from csg.evaluation.comparison import Paired, compare_paired, verdict_frame
 from csg.targets import GaussianMixture
 
 REFERENCE = "network_multimodal"   # results/csgmcmc/reference/network_multimodal.{json,npz}
@@ -35,6 +41,7 @@ PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
 METRICS = ("mode_error", "mmd", "w2", "predictive_tv")
 W2_DRAWS = 300         # draws on each side of the exact W2
 REFERENCE_DRAWS = 1000  # reference draws of the MMD and the predictive TV
+MARGIN = 0.25          # equivalence margin: this share of the baseline's excess over the exact row
 
 
 @dataclass
@@ -187,41 +194,91 @@ def best_steps(runs: pd.DataFrame, metric: str) -> dict[tuple[str, str], float]:
     return best
 
 
-def paired(runs: pd.DataFrame, target: str, metric: str, method: str, baseline: str, best: dict) -> tuple[float, float, int]:
-    """Mean and s.e. over seeds of metric(method) - metric(baseline) at the full budget, each at its best step."""
-    final = runs[(runs.target == target) & (runs.budget_share == runs.budget_share.max())]
-
-    def values(name):
-        block = final[(final.method == name) & np.isclose(final.step, best[(target, name)])]
-        return block.set_index("seed")[metric]
-
-    difference = (values(method) - values(baseline)).dropna()
-    se = float(difference.sem()) if len(difference) > 1 else float("nan")
-    return float(difference.mean()), se, len(difference)
+def final_values(runs: pd.DataFrame, target: str, metric: str, method: str, step: float = math.nan) -> pd.Series:
+    """``metric`` of ``method`` at the full budget, by seed: at ``step`` (the exact row has none)."""
+    final = runs[(runs.target == target) & (runs.budget_share == runs.budget_share.max()) & (runs.method == method)]
+    if method != "exact":
+        final = final[np.isclose(final.step, step)]
+    return final.set_index("seed")[metric]
 
 
-def verdict(mean: float, se: float) -> str:
-    if not math.isfinite(mean):
-        return "not measured"
-    if not math.isfinite(se) or abs(mean) <= 2 * se:
-        return "no difference"
-    return "helps" if mean < 0 else "hurts"
+def paired(runs: pd.DataFrame, target: str, metric: str, method: str, baseline: str,
+           best: dict) -> tuple[pd.Series, pd.Series]:
+    """metric(method) and metric(baseline) at the full budget, each at its best step, on the seeds both have."""
+    mine = final_values(runs, target, metric, method, best[(target, method)])
+    theirs = final_values(runs, target, metric, baseline, best[(target, baseline)])
+    return mine.align(theirs, join="inner")
 
 
-def verdicts(runs: pd.DataFrame) -> pd.DataFrame:
-    rows = []
+def exact_mean(runs: pd.DataFrame, target: str, metric: str) -> float:
+    """The mean over seeds of the exact row at the full budget (``nan`` where the study has none)."""
+    values = final_values(runs, target, metric, "exact").dropna()
+    return float(values.mean()) if len(values) else math.nan
+
+
+def margin(baseline_mean: float, exact: float) -> float:
+    """The equivalence margin: :data:`MARGIN` x the baseline's excess over exact (``nan``: none, or no room)."""
+    excess = baseline_mean - exact
+    return MARGIN * excess if math.isfinite(excess) and excess > 0 else math.nan
+
+
+def _family(runs: pd.DataFrame, rows: Sequence[dict], alpha: float, power: float) -> pd.DataFrame:
+    """Per row (target, metric, method, baseline, best), the verdict of one Holm family of all the rows."""
+    comparisons, columns = [], []
+    for row in rows:
+        target, metric, method, baseline, best = (row[k] for k in ("target", "metric", "method", "baseline", "best"))
+        mine, theirs = paired(runs, target, metric, method, baseline, best)
+        exact = exact_mean(runs, target, metric)
+        baseline_mean = float(final_values(runs, target, metric, baseline, best[(target, baseline)]).mean())
+        comparisons.append(Paired(mine.to_numpy(float), theirs.to_numpy(float), margin(baseline_mean, exact)))
+        columns.append({"target": target, "metric": metric, "method": method, "baseline": baseline,
+                        "method_step": best[(target, method)], "baseline_step": best[(target, baseline)],
+                        "method_mean": float(mine.mean()), "baseline_mean": baseline_mean, "exact": exact,
+                        "baseline_excess": baseline_mean - exact})
+    if not rows:
+        return pd.DataFrame()
+    found = verdict_frame(compare_paired(comparisons, alpha, power)).rename(columns={"n": "seeds"})
+    frame = pd.concat([pd.DataFrame(columns), found], axis=1)
+    room = frame.baseline_excess.where(frame.baseline_excess > 0)
+    frame.insert(frame.columns.get_loc("verdict"), "detectable_share", frame.detectable / room)
+    return frame
+
+
+def _measured(runs: pd.DataFrame):
+    """(metric, target, best steps) for every metric and target the runs measure."""
     for metric in METRICS:
         if runs[metric].notna().sum() == 0:
             continue
         best = best_steps(runs, metric)
         for target in dict.fromkeys(runs.target):
-            if runs[runs.target == target][metric].isna().all():
-                continue
-            for method, baseline in chains.PAIRS:
-                if (target, method) not in best or (target, baseline) not in best:
-                    continue
-                mean, se, n = paired(runs, target, metric, method, baseline, best)
-                rows.append({"target": target, "metric": metric, "method": method, "baseline": baseline,
-                             "method_step": best[(target, method)], "baseline_step": best[(target, baseline)],
-                             "difference": mean, "se": se, "seeds": n, "verdict": verdict(mean, se)})
-    return pd.DataFrame(rows)
+            if not runs[runs.target == target][metric].isna().all():
+                yield metric, target, best
+
+
+def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """Each cyclical method against its constant-step counterpart (:data:`chains.PAIRS`), per target and metric,
+    each at its best step: one Holm family of every comparison (module docstring). Columns: the comparison, its
+    steps and means, the exact row's mean, the baseline's excess over it, the statistics of
+    :class:`~csg.evaluation.comparison.Verdict` (``seeds``: its n), ``detectable_share`` (detectable / excess)
+    and ``verdict``."""
+    rows = [{"target": target, "metric": metric, "method": method, "baseline": baseline, "best": best}
+            for metric, target, best in _measured(runs) for method, baseline in chains.PAIRS
+            if (target, method) in best and (target, baseline) in best]
+    return _family(runs, rows, alpha, power)
+
+
+def leaders(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """Per target and metric, the method with the lowest mean (each at its best step, full budget) against every
+    other method, paired by seed: one Holm family of all these comparisons, separate from :func:`verdicts`'.
+    ``method`` is the leader; it is best only where it helps against every other. Columns as :func:`verdicts`'."""
+    rows = []
+    for metric, target, best in _measured(runs):
+        means = {name: final_values(runs, target, metric, name, best[(target, name)]).mean()
+                 for name in (m.name for m in chains.METHODS) if (target, name) in best}
+        means = {name: mean for name, mean in means.items() if math.isfinite(mean)}
+        if len(means) < 2:
+            continue
+        leader = min(means, key=means.get)
+        rows += [{"target": target, "metric": metric, "method": leader, "baseline": other, "best": best}
+                 for other in means if other != leader]
+    return _family(runs, rows, alpha, power)
