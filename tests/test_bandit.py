@@ -317,7 +317,8 @@ def test_bandit_refuses_a_bad_contour_indexing_in_one_line():
 def test_the_reading_of_curves_and_traces_counts_what_it_says():
     import pandas as pd
 
-    from csg.bandit.report import paired_differences, reading
+    from csg.bandit.report import comparisons, reading
+    from csg.evaluation.comparison import compare_paired
 
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
     rows = []
@@ -336,13 +337,63 @@ def test_the_reading_of_curves_and_traces_counts_what_it_says():
     # differences at step 5 (half-way): seed 0: 10 - 8 = +2, seed 1: 5 - 8 = -3; at step 10: +35, +30
     assert "-0 at step 5, +32 at step 10" in text
     assert "pSGLD 50, pICSGLD 83" in text and "In 60% of pICSGLD's steps after step 5" in text
-    assert paired_differences(curves) == ["| pICSGLD - pSGLD | +35, +30 | +32 +- 2 | -0 +- 2 |"]
-    assert "adding more regret than pSGLD" in text
-    level = curves.assign(cumulative_regret=lambda f: f.cumulative_regret.where(f.step <= 5, 10.0 * f.step + 40))
-    assert "adding about as much regret as pSGLD" in "\n".join(reading(level, traces, cfg))
+    # the second half side by side, in numbers; a verdict only where the family's is given
+    assert "pICSGLD adds 83 regret over the second half against pSGLD's 50." in text
+    family = comparisons(curves)
+    assert [(c.method, c.baseline, c.regret) for c in family] == [("pICSGLD", "pSGLD", "final"),
+                                                                   ("pICSGLD", "pSGLD", "steps 6-10")]
+    assert family[0].differences.tolist() == [35, 30] and family[1].differences.tolist() == [33, 33]
+    assert family[1].paired.margin == pytest.approx(0.05 * 50)  # 5 % of pSGLD's second half
+    verdicts = compare_paired([c.paired for c in family])
+    quoted = "\n".join(reading(curves, traces, cfg, verdicts[1]))
+    assert f"paired difference {verdicts[1].describe()} (margin +-2; Comparisons)." in quoted
+    assert "about as much" not in quoted
     # a run whose energy never reaches the partitions: the same agent twice, and no claim about climbing
     still = traces.assign(multiplier_min=1.0)
     same = curves.assign(cumulative_regret=lambda f: 10.0 * f.step)
     text = "\n".join(reading(same, still, cfg))
     assert "never leaves 1" in text and "in every step of every seed" in text
     assert "In 0% of pICSGLD's steps after step 5" in text and "moves up the energy" not in text
+
+
+def _regrets(final: dict[str, list[float]], half: dict[str, list[float]]):
+    import pandas as pd
+
+    rows = [{"agent": agent, "seed": seed, "step": step, "cumulative_regret": value}
+            for values, step in ((half, 1), (final, 2)) for agent, series in values.items()
+            for seed, value in enumerate(series)]
+    return pd.DataFrame(rows).assign(scale="full")
+
+
+def test_the_report_gives_verdicts_from_the_shared_function_on_constructed_regrets(tmp_path):
+    """A clearly better agent 'helps', a noisy one is 'inconclusive', a second half within 5 % is 'equivalent',
+    one seed gives no interval; the order of the sampling agents is said by the verdicts, the means' order as
+    no verdict; the report's date survives --report-only."""
+    import pandas as pd
+
+    cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
+    psgld = [2500.0, 2600.0, 2400.0, 2550.0, 2450.0, 2500.0]
+    half = [1200.0, 1250.0, 1150.0, 1220.0, 1180.0, 1210.0]
+    final = {"EpsGreedy": [4000.0],
+             "pSGLD": psgld,
+             "pCSGLD": [p + d for p, d in zip(psgld, (800, -700, 600, -900, 100, 50))],
+             "pICSGLD": [p - d for p, d in zip(psgld, (500, 510, 490, 505, 495, 500))]}
+    halves = {"EpsGreedy": [2000.0], "pSGLD": half, "pCSGLD": half,
+              "pICSGLD": [h - d for h, d in zip(half, (501, 509, 492, 503, 495, 500))]}
+    curves = _regrets(final, halves)
+    path = report(Results(curves, pd.DataFrame(), pd.DataFrame(), "keel", "2026-01-02"), cfg, tmp_path, "full")
+    text = path.read_text()
+    rows = {line.split(" | ")[0].lstrip("| ") + " " + line.split(" | ")[1]: line for line in text.splitlines()
+            if line.startswith("| p") and " - " in line.split(" | ")[0]}
+    assert rows["pICSGLD - pSGLD final"].endswith("| helps |")
+    assert rows["pICSGLD - pSGLD steps 2-2"].endswith("| equivalent |")
+    assert rows["pCSGLD - pSGLD final"].endswith("| inconclusive |")
+    assert rows["pICSGLD - EpsGreedy final"].endswith("one seed: no interval) | +-200 | - | inconclusive |")
+    assert "Family: 4 comparisons with an interval, Holm-corrected together: 1 helps, 0 hurts, 1 equivalent, " \
+           "3 inconclusive." in text
+    assert "Ours, by the paired verdicts below: pICSGLD below pSGLD (pICSGLD - pCSGLD, pCSGLD - pSGLD: " \
+           "inconclusive). Their means alone, lowest first (an order of means, not a verdict): pICSGLD 2000, " \
+           "pCSGLD 2492, pSGLD 2500." in text
+    assert "our rank" not in text and "Measured 2026-01-02:" in text
+    again = load_results(tmp_path, cfg)
+    assert again.measured == "2026-01-02" and report(again, cfg, tmp_path / "again", "full").read_text() == text

@@ -345,3 +345,84 @@ def test_the_mnist_studys_mini_batches_cover_every_image_each_epoch():
         assert len(set(first.tolist()) | set(second.tolist())) == 8
     assert not torch.equal(minis[0], minis[2])  # a fresh permutation each epoch
     assert all(torch.equal(a, b) for a, b in zip(minis, batches(10, 4, 5, seed=0)))  # seeded
+
+
+def _simulation_folder(path, repeats):
+    """The CSVs of a previous `make icsgld-sim` in ``path``, from per-repeat metrics (a constructed run)."""
+    import pandas as pd
+
+    final = repeats.groupby("method", sort=False).agg(
+        kl=("kl", "mean"), kl_stderr=("kl", "sem"), hist_kl=("hist_kl", "mean"), hist_kl_stderr=("hist_kl", "sem"),
+        mode_tv=("mode_tv", "mean"), mode_tv_stderr=("mode_tv", "sem")).reset_index()
+    final = final.assign(modes_visited=25.0, samples=19745, gradient_evaluations=400_000, repeats=20, seed=3,
+                         seconds=12.0, pilot_steps=100_000)
+    path.mkdir()
+    final.to_csv(path / "simulation.csv", index=False)
+    repeats.to_csv(path / "simulation_repeats.csv", index=False)
+    pd.DataFrame({"method": [], "gradient_evaluations": [], "kl": []}).to_csv(path / "simulation_curve.csv", index=False)
+    pd.DataFrame({"method": [], "mass": []}).to_csv(path / "simulation_modes.csv", index=False)
+    return final
+
+
+def test_the_simulation_report_rebuilds_from_its_csvs_with_unpaired_verdicts(tmp_path):
+    """ICSGLD x P5 clearly below one method 'helps', against a noisy one 'inconclusive', level within 10 %
+    'equivalent'; the ranking is said through those verdicts, the means' order as no verdict."""
+    import numpy as np
+    import pandas as pd
+
+    from csg.errors import ConfigError
+    from csg.synthetic.icsgld_simulation_report import rewrite
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for method, kl, spread in (("SGLD x P5", 0.30, 0.01), ("reSGLD x P5", 0.12, 0.2), ("ICSGLD x P5", 0.10, 0.01)):
+        for r in range(20):
+            rows.append({"method": method, "repeat": r, "kl": kl + spread * rng.standard_normal(),
+                         "hist_kl": 0.2 + 0.001 * rng.standard_normal(), "mode_tv": 0.1 + 0.001 * rng.standard_normal(),
+                         "weight_ess": 1.0 if "ICSGLD" not in method else 0.6 + 0.001 * r,
+                         "theta_tv": 0.1 + 0.01 * r if "ICSGLD" in method else float("nan")})
+    _simulation_folder(tmp_path / "run", pd.DataFrame(rows))
+    text = rewrite(tmp_path / "run").read_text()
+    assert "seed 3; 12 s on CPU" in text and "100,000-iteration SGLD pilot" in text
+    rows = {tuple(line.split(" | ")[:2]): line for line in text.splitlines() if line.startswith("| ") and " [" in line}
+    assert rows[("| SGLD x P5", "final KL (k-NN)")].endswith("| helps |")
+    assert rows[("| reSGLD x P5", "final KL (k-NN)")].endswith("| inconclusive |")
+    assert rows[("| SGLD x P5", "mode TV")].endswith("| equivalent |")
+    assert "ICSGLD x P5's final KL against each other method's (verdicts below): below SGLD x P5; not resolved " \
+           "against reSGLD x P5." in text
+    assert "Holm-corrected to 95 % across the 6 comparisons" in text and "Ranked by" not in text
+    # a simulation.csv without the run's record cannot be rebuilt
+    pd.read_csv(tmp_path / "run" / "simulation.csv").drop(columns="seconds").to_csv(tmp_path / "run" / "simulation.csv")
+    with pytest.raises(ConfigError, match="seconds"):
+        rewrite(tmp_path / "run")
+
+
+def test_the_variance_report_gives_an_f_test_verdict_per_partition(tmp_path):
+    """A partition where ICSGLD's spread is far smaller 'helps', one where it is far larger 'hurts', equal
+    spreads are 'inconclusive'; a collapsed theta gets no verdicts. Rebuilt from the CSVs, as --report-only."""
+    import pandas as pd
+
+    from csg.synthetic import icsgld_variance as study
+
+    def folder(name, means, icsgld_sd, csgld_sd):
+        partitions = pd.DataFrame({"partition": [1, 2, 3], "energy_low": [1.15, 2.15, 3.15],
+                                   "energy_high": [2.15, 3.15, 4.15], "exact": [0.7, 0.2, 0.1],
+                                   "ICSGLD x P10 mean": means, "ICSGLD x P10 sd": icsgld_sd,
+                                   "CSGLD x T10 mean": means, "CSGLD x T10 sd": csgld_sd})
+        summary = pd.DataFrame({"method": ["ICSGLD x P10", "CSGLD x T10"], "chains": [10, 1],
+                                "iterations": [1000, 10000], "gradient_evaluations": [10000, 10000], "repeats": [10, 10],
+                                "total_variance": [sum(s**2 for s in icsgld_sd), sum(s**2 for s in csgld_sd)],
+                                "mean_abs_error": [0.01, 0.01], "seed": [0, 0], "seconds": [5.0, 5.0],
+                                "difference": ["forward", "forward"]})
+        (tmp_path / name).mkdir()
+        partitions.to_csv(tmp_path / name / "variance.csv", index=False)
+        summary.to_csv(tmp_path / name / "variance_summary.csv", index=False)
+        return study.rewrite(tmp_path / name).read_text()
+
+    text = folder("forward", [0.69, 0.21, 0.1], [0.001, 0.01, 0.05], [0.01, 0.01, 0.005])
+    verdicts = [line.rsplit(" | ", 2)[-1].rstrip(" |") for line in text.splitlines() if line[:4] in ("| 1 ", "| 2 ", "| 3 ")]
+    assert verdicts == ["helps", "inconclusive", "hurts"]
+    assert "ICSGLD x P10's variance is the smaller in 1 of 3 partitions (1)" in text
+    assert "CSGLD x T10's variance is the smaller in 1 of 3 partitions (3)" in text and "smaller in 10 of 10" not in text
+    collapsed = folder("backward", [1.0, 1e-45, 1e-46], [0.0, 1e-45, 1e-46], [0.0, 1e-85, 1e-86])
+    assert "No verdicts: theta collapsed" in collapsed and "| verdict |" not in collapsed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -16,6 +17,7 @@ from csg.bandit.mushroom import load_mushrooms
 from csg.bandit.run import run_agent
 from csg.bandit.settings import settings_rows
 from csg.errors import ConfigError
+from csg.evaluation.comparison import Paired, Verdict, compare_paired, method_statement, tally
 from csg.experiments.aggregate import mean_and_stderr
 
 
@@ -25,6 +27,7 @@ class Results:
     traces: pd.DataFrame   # the contour agents, one row per step (csg.bandit.agents.Agent._record)
     thetas: pd.DataFrame   # the contour agents' theta every THETA_EVERY steps
     source: str            # the data's
+    measured: str | None = None  # the date of the runs (None: not recorded); a new run's is today
 
 
 def agent_specs(cfg: DictConfig, names: list[str] | None = None) -> list[AgentSpec]:
@@ -37,16 +40,22 @@ def agent_specs(cfg: DictConfig, names: list[str] | None = None) -> list[AgentSp
 
 def load_results(out: Path, cfg: DictConfig) -> Results:
     """The results a previous run wrote into ``out`` (``make icsgld-bandit-report``); a run that did not
-    record its data's source names the one ``cfg.data`` finds now."""
+    record its data's source names the one ``cfg.data`` finds now, and one that did not record its date in
+    bandit_final.csv keeps the date its bandit.md states."""
     out = Path(out)
     if not (out / "bandit.csv").exists():
         raise ConfigError("--out", str(out), "a directory holding a previous run's bandit.csv")
     frames = [pd.read_csv(out / name) if (out / name).exists() else pd.DataFrame()
               for name in ("bandit.csv", "bandit_trace.csv", "bandit_theta.csv")]
     final = pd.read_csv(out / "bandit_final.csv")
+    measured = str(final.measured.iloc[0]) if "measured" in final and final.measured.notna().any() else None
+    if measured is None and (out / "bandit.md").exists():  # a run written before the CSV kept its date
+        found = re.search(r"^Measured (\d{4}-\d{2}-\d{2}[^:]*):", (out / "bandit.md").read_text(), re.MULTILINE)
+        measured = found.group(1) if found else None
     if "data" in final:
-        return Results(*frames, str(final.data.iloc[0]))
-    return Results(*frames, load_mushrooms(cfg.data.root, bool(cfg.data.download), str(cfg.data.source)).source)
+        return Results(*frames, str(final.data.iloc[0]), measured)
+    return Results(*frames, load_mushrooms(cfg.data.root, bool(cfg.data.download), str(cfg.data.source)).source,
+                   measured)
 
 
 def setting_of(cfg: DictConfig, steps: int) -> Setting:
@@ -74,7 +83,7 @@ def run_all(cfg: DictConfig, scale: str, names: list[str] | None = None) -> Resu
     curves, traces, thetas = (pd.concat([f for f in frames if len(f)] or [pd.DataFrame()], ignore_index=True)
                               for frames in zip(*runs))
     curves["scale"] = scale
-    return Results(curves, traces, thetas, data.source)
+    return Results(curves, traces, thetas, data.source, str(date.today()))
 
 
 def combine(previous: Results, new: Results) -> Results:
@@ -91,8 +100,9 @@ def combine(previous: Results, new: Results) -> Results:
         kept = old[[pair not in redone for pair in zip(old.agent, old.seed)]]
         return pd.concat([kept, added], ignore_index=True)
 
+    dates = sorted({d for d in (previous.measured, new.measured) if d})
     return Results(merged(previous.curves, new.curves), merged(previous.traces, new.traces),
-                   merged(previous.thetas, new.thetas), new.source)
+                   merged(previous.thetas, new.thetas), new.source, " and ".join(dates) or None)
 
 
 def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
@@ -102,26 +112,114 @@ def final_regret(curves: pd.DataFrame) -> pd.DataFrame:
     return table.astype({"seeds": int})[["agent", "mean", "seeds", "stderr"]]
 
 
-def paired_differences(curves: pd.DataFrame) -> list[str]:
-    """Markdown rows of final-regret differences between the sampling agents, paired by seed, and the same
-    difference half-way."""
+FOCUS = "pICSGLD"  # the paper's method: each other agent is compared with it
+MARGIN = 0.05      # equivalence margin: this share of the baseline's mean regret over the paired seeds
+SAMPLING = ("pICSGLD", "pCSGLD", "pSGLD")  # the paper's order of the sampling agents, lowest regret first
+
+
+@dataclass
+class Comparison:
+    """One comparison of the report's family: ``method`` - ``baseline`` of a regret, paired by seed."""
+
+    method: str
+    baseline: str
+    regret: str            # "final" or "steps a-b" (the regret added in the second half)
+    differences: pd.Series  # per seed, the seeds both agents have
+    paired: Paired
+
+
+def comparisons(curves: pd.DataFrame) -> list[Comparison]:
+    """The report's family of paired comparisons, every agent of a seed meeting the same mushrooms and coin
+    flips: pICSGLD against each other agent and pCSGLD against pSGLD on the final regret (the paper's order of
+    the sampling agents is their three pairs), and pICSGLD against pSGLD on the regret added in the second half.
+    Each with its margin, :data:`MARGIN` of the baseline's mean over the paired seeds; lower is better."""
     end = int(curves.step.max())
     last, half = (curves[curves.step == step].pivot(index="seed", columns="agent", values="cumulative_regret")
                   for step in (end, end // 2))
-    pairs = [("pICSGLD", "pSGLD"), ("pICSGLD", "pCSGLD"), ("pCSGLD", "pSGLD")]
-    rows = []
-    for first, second in pairs:
-        if first in last and second in last and len(last[[first, second]].dropna()) > 1:
-            d, h = ((frame[first] - frame[second]).dropna() for frame in (last, half))
-            rows.append(f"| {first} - {second} | {', '.join(f'{v:+.0f}' for v in d)} | {d.mean():+.0f} +- "
-                        f"{d.std() / math.sqrt(len(d)):.0f} | {h.mean():+.0f} +- {h.std() / math.sqrt(len(h)):.0f} |")
+    agents = list(dict.fromkeys(curves.agent))
+    pairs = [(FOCUS, other, "final") for other in agents if other != FOCUS and FOCUS in agents]
+    pairs += [("pCSGLD", "pSGLD", "final")] if {"pCSGLD", "pSGLD"} <= set(agents) else []
+    pairs += [(FOCUS, "pSGLD", f"steps {end // 2 + 1}-{end}")] if {FOCUS, "pSGLD"} <= set(agents) else []
+    family = []
+    for method, baseline, regret in pairs:
+        frame = last if regret == "final" else last - half
+        both = frame[[method, baseline]].dropna()
+        if both.empty:
+            continue
+        family.append(Comparison(method, baseline, regret, both[method] - both[baseline],
+                                 Paired(both[method].to_numpy(), both[baseline].to_numpy(),
+                                        margin=MARGIN * float(both[baseline].mean()))))
+    return family
+
+
+def margin_reason(curves: pd.DataFrame) -> str:
+    """The margin, why, and for scale how much one agent's final regret moves from seed to seed."""
+    last = curves[curves.step == curves.step.max()].groupby("agent").cumulative_regret
+    spread = (last.std() / last.mean())[last.count() > 1].dropna()
+    reason = (f"+-{100 * MARGIN:g} % of the baseline's mean regret over the paired seeds, the smallest difference "
+              "we would count as one agent beating another")
+    if "pSGLD" in spread:
+        reason += (f"; for scale, pSGLD's final regret has a standard deviation of {100 * spread['pSGLD']:.1f} % of "
+                   f"its mean over its {int(last.count()['pSGLD'])} seeds")
+    return reason
+
+
+def comparison_rows(family: list[Comparison], verdicts: list[Verdict]) -> list[str]:
+    """Markdown rows of the family: per-seed differences, the corrected interval, margin, detectable, verdict."""
+    rows = ["| method - baseline | regret | per seed | difference [corrected 95 % interval] | margin | detectable | "
+            "verdict |", "|---|---|---|---:|---:|---:|---|"]
+    for c, v in zip(family, verdicts):
+        interval = (f"{v.difference:+.0f} [{v.low:+.0f}, {v.high:+.0f}]" if v.n > 1
+                    else f"{v.difference:+.0f} (one seed: no interval)")
+        detectable = f"{v.detectable:.0f}" if math.isfinite(v.detectable) else "-"
+        rows.append(f"| {c.method} - {c.baseline} | {c.regret} | {', '.join(f'{d:+.0f}' for d in c.differences)} | "
+                    f"{interval} | +-{v.margin:.0f} | {detectable} | {v.verdict} |")
     return rows
 
 
-def reading(curves: pd.DataFrame, traces: pd.DataFrame, cfg: DictConfig) -> list[str]:
+def detectable_range(family: list[Comparison], verdicts: list[Verdict]) -> str:
+    """The sentence naming the smallest and largest of the family's detectable differences."""
+    known = [(v.detectable, c) for c, v in zip(family, verdicts) if math.isfinite(v.detectable)]
+    if not known:
+        return ""
+    (low, first), (high, last) = min(known, key=lambda k: k[0]), max(known, key=lambda k: k[0])
+    return (f" The smallest difference each could detect (80 % power at its corrected level): from {low:.0f} "
+            f"({first.method} - {first.baseline}, {first.regret}) to {high:.0f} ({last.method} - {last.baseline}, "
+            f"{last.regret}).")
+
+
+def order_statement(table: pd.DataFrame, family: list[Comparison], verdicts: list[Verdict]) -> str:
+    """The paper's order of the sampling agents beside what the verdicts of their pairs say, and the means'
+    order, marked as no verdict (and as one seed's, where it is)."""
+    sampling = [name for name in SAMPLING if name in set(table.agent)]
+    means = table.set_index("agent")["mean"][sampling].sort_values()
+    found, open_pairs = [], []
+    for c, v in zip(family, verdicts):
+        if c.regret != "final" or not {c.method, c.baseline} <= set(sampling):
+            continue
+        if v.verdict == "helps":
+            found.append(f"{c.method} below {c.baseline}")
+        elif v.verdict == "hurts":
+            found.append(f"{c.baseline} below {c.method}")
+        elif v.verdict == "equivalent":
+            found.append(f"{c.method} level with {c.baseline}")
+        else:
+            open_pairs.append(f"{c.method} - {c.baseline}")
+    seeds = table.set_index("agent").seeds[sampling]
+    single = ", from one seed" if int(seeds.max()) < 2 else ""
+    return (f"The paper's order of the sampling agents, lowest regret first: {', '.join(SAMPLING)}. Ours, by the "
+            f"paired verdicts below: {'; '.join(found) if found else 'no pair resolved'}"
+            + (f" ({', '.join(open_pairs)}: inconclusive)" if found and open_pairs else "")
+            + f". Their means alone, lowest first{single} (an order of means, not a verdict): "
+            + ", ".join(f"{name} {value:.0f}" for name, value in means.items()) + ".")
+
+
+def reading(curves: pd.DataFrame, traces: pd.DataFrame, cfg: DictConfig,
+            second_half: Verdict | None = None) -> list[str]:
     """What the curves and traces say about pICSGLD against pSGLD, in numbers: how long the two play the
     same mushrooms, where pICSGLD stands half-way and at the end, what each adds in the second half, and how
-    often a pICSGLD chain climbs in energy (multiplier < 0) then."""
+    often a pICSGLD chain climbs in energy (multiplier < 0) then. ``second_half``: the family's verdict on
+    pICSGLD - pSGLD of the regret added in the second half, quoted where the reading sets the two side by side."""
     agents = set(curves.agent)
     if not {"pICSGLD", "pSGLD"} <= agents or traces.empty or "pICSGLD" not in set(traces.agent):
         return []
@@ -148,16 +246,15 @@ def reading(curves: pd.DataFrame, traces: pd.DataFrame, cfg: DictConfig) -> list
         first += " The two take the same actions in every step of every seed."
     else:
         first += f" The two take the same actions until step {same_until} in every seed."
-    more = added.get("pICSGLD", 0.0) - added.get("pSGLD", 0.0)
-    close = 0.05 * max(abs(added.get("pSGLD", 0.0)), 1.0)  # within 5% of pSGLD's: about as much
-    compare = "more" if more > close else "less" if more < -close else "about as much"
     last = (f"- In {climbing:.0%} of pICSGLD's steps after step {end // 2}, at least one of the step's chain updates "
             "has a negative multiplier")
     if climbing > 0:
         last += (": it moves up the energy, away from a fit of the buffer's rewards. That is the flattening ICSGLD "
-                 "uses to leave a mode; here, where each action is the greedy one under the chains' fits, it goes "
-                 f"with pICSGLD adding {compare} regret {'as' if compare == 'about as much' else 'than'} pSGLD over the "
-                 "second half.")
+                 "uses to leave a mode; here, where each action is the greedy one under the chains' fits, pICSGLD "
+                 f"adds {added.get('pICSGLD', math.nan):.0f} regret over the second half against pSGLD's "
+                 f"{added.get('pSGLD', math.nan):.0f}")
+        last += (f": paired difference {second_half.describe()} (margin +-{second_half.margin:.0f}; Comparisons)."
+                 if second_half is not None else ".")
     else:
         last += "."
     return ["", "## Reading the curves and traces", "", first,
@@ -243,19 +340,23 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
     out = Path(out)
     curves = results.curves.sort_values("agent", key=lambda a: a.map(order), kind="stable")
     table = final_regret(curves)
-    table["rank"] = table["mean"].rank(method="min").astype(int)
     steps = int(curves.step.max())
     seeds = sorted(curves.seed.unique())
+    family = comparisons(curves)
+    verdicts = compare_paired([c.paired for c in family])
+    measured = f"Measured {results.measured}" if results.measured else "Measured (date not recorded)"
     atomic_write_text(out / "bandit.csv", curves.to_csv(index=False))
-    atomic_write_text(out / "bandit_final.csv", table.assign(data=results.source).to_csv(index=False))
+    atomic_write_text(out / "bandit_final.csv", table.assign(data=results.source, measured=results.measured)
+                      .to_csv(index=False))
     lines = [f"# ICSGLD paper, Mushroom contextual bandit: cumulative regret ({scale.upper()} SCALE)", "",
-             f"Measured {date.today()}: {steps} steps of 20 mushrooms after 1024 random plays, seeds "
+             f"{measured}: {steps} steps of 20 mushrooms after 1024 random plays, seeds "
              f"{', '.join(map(str, seeds))}; data: {results.source}. Regret in expectation (5 per edible mushroom "
              "left, 15 per poisonous one eaten). The paper shows the curves only (its Figure 4); it publishes no "
-             "numbers to set beside these, so its ranking (1 = lowest regret) stands beside ours. Command: "
+             "numbers to set beside these, so its ranking (1 = lowest regret) stands beside our means; the paired "
+             "comparisons below say which differences the seeds resolve. Command: "
              f"`make icsgld-bandit{' SCALE=smoke' if scale == 'smoke' else ''}`.", "",
-             "| agent | cumulative regret (mean +- s.e.) | our rank | paper's Figure 4 rank | seeds |",
-             "|---|---:|---:|---:|---:|"]
+             "| agent | cumulative regret (mean +- s.e.) | paper's Figure 4 rank | seeds |",
+             "|---|---:|---:|---:|"]
     per_agent = curves.groupby("agent", sort=False).seed.unique()
     if len({tuple(sorted(v)) for v in per_agent}) > 1:  # some agents were given more seeds (extend=true)
         groups: dict[tuple, list[str]] = {}
@@ -264,28 +365,29 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
         lines[-2:-2] = ["Seeds differ between agents: " + "; ".join(
             f"{', '.join(agents)}: seeds {', '.join(map(str, key))}" for key, agents in groups.items()) +
             ". The extra seeds were added to a previous run with `python scripts/reproduce.py icsgld-bandit --seeds "
-            "<seeds> agents=<agents> extend=true`; the paired differences below use every seed both agents have.", ""]
+            "<seeds> agents=<agents> extend=true`; the paired comparisons below use every seed both agents have.", ""]
     for row in table.itertuples():
         error = f" +- {row.stderr:.0f}" if not math.isnan(row.stderr) else ""
-        lines.append(f"| {row.agent} | {row.mean:.0f}{error} | {row.rank} | {PAPER_RANK.get(row.agent, '-')} | "
-                     f"{row.seeds} |")
-    sampling = [name for name in ("pICSGLD", "pCSGLD", "pSGLD") if name in set(table.agent)]
-    if len(sampling) > 1:
-        order = table.set_index("agent")["mean"][sampling].sort_values().index
-        lines += ["", f"The paper's order of the sampling agents, lowest regret first: {', '.join(sampling)}; ours: "
-                  f"{', '.join(order)}."]
-    paired = paired_differences(curves)
-    if paired:
-        lines += ["", "Paired by seed (every agent of a seed meets the same mushrooms and coin flips): the difference of "
-                  "final regrets, mean +- s.e. over seeds (negative: the first agent's regret is lower).", "",
-                  f"| difference | per seed | mean +- s.e. | at step {steps // 2}, mean +- s.e. |", "|---|---|---:|---:|"] + paired
+        lines.append(f"| {row.agent} | {row.mean:.0f}{error} | {PAPER_RANK.get(row.agent, '-')} | {row.seeds} |")
+    if len([name for name in SAMPLING if name in set(table.agent)]) > 1:
+        lines += ["", order_statement(table, family, verdicts)]
+    if family:
+        tested = [v for v in verdicts if v.n > 1]
+        lines += ["", "## Comparisons", "",
+                  method_statement(margin=margin_reason(curves)) + " Regret: lower is better; every agent of a seed "
+                  "meets the same mushrooms and coin flips.", "",
+                  *comparison_rows(family, verdicts), "",
+                  f"Family: {len(tested)} comparisons with an interval, Holm-corrected together: {tally(verdicts)}."
+                  + (detectable_range(family, verdicts) if tested else " One seed: no interval, so no verdict.")]
+    second_half = next((v for c, v in zip(family, verdicts) if c.regret != "final"), None)
     if len(results.traces):
         atomic_write_text(out / "bandit_trace.csv", results.traces.to_csv(index=False, float_format="%.9g"))
         atomic_write_text(out / "bandit_theta.csv", results.thetas.to_csv(index=False, float_format="%.9g"))
         _plot_traces(results.traces, results.thetas, cfg, out / "bandit_trace", scale)
         lines += ["", "## What the contour agents do", "",
                   "Traces of every step (bandit_trace.csv, theta every 100 steps in bandit_theta.csv; figure "
-                  "bandit_trace.png):", ""] + trace_summary(results.traces, cfg) + reading(curves, results.traces, cfg)
+                  "bandit_trace.png):", ""] + trace_summary(results.traces, cfg)
+        lines += reading(curves, results.traces, cfg, second_half)
     lines += ["", "## Settings", ""] + settings_rows(cfg, results.source)
     atomic_write_text(out / "bandit.md", "\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(6, 4))

@@ -401,11 +401,13 @@ def run(study, output_dir, seed: int) -> dict:
     result = run_simulation(steps=int(study.steps), repeats=int(study.repeats), checkpoints=int(study.checkpoints),
                             seed=seed, protocol=protocol)
     output_dir = Path(output_dir)
-    atomic_write_text(output_dir / "simulation.csv", result.final.to_csv(index=False))
+    seconds = time.perf_counter() - started
+    # the run's seed, time and pilot go with the table: `icsgld-sim --report-only` rebuilds the report from the CSVs
+    final = result.final.assign(seed=seed, seconds=seconds, pilot_steps=protocol.pilot_steps)
+    atomic_write_text(output_dir / "simulation.csv", final.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
     atomic_write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
-    seconds = time.perf_counter() - started
     atomic_write_text(output_dir / "simulation.md", report.markdown(result, study, seed, seconds, protocol))
     report.figure(result, output_dir / "simulation.png")
     final = result.final.set_index("method")
