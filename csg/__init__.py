@@ -39,7 +39,15 @@ def _register_resolvers() -> None:
     OmegaConf.register_new_resolver("csg_log_file", lambda name: f"{name}.log" if rank() == 0 else f"{name}_rank{rank()}.log",
                                     replace=True)
     OmegaConf.register_new_resolver("csg_rank0", lambda value: value if rank() == 0 else None, replace=True)
+    OmegaConf.register_new_resolver("csg_pending", _pending_name, replace=True)
     OmegaConf.register_new_resolver("csg_run_stamp", _run_stamp, replace=True)
+
+
+def _pending_name() -> str:
+    """``.hydra.pending-<pid>``: this process's folder for Hydra's record (:func:`csg.rundir.pending_name`)."""
+    from csg.rundir import pending_name
+
+    return pending_name()
 
 
 def _run_stamp() -> str:

@@ -52,9 +52,11 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
     raises :class:`~csg.api.CommandRefused` (a :class:`~csg.errors.ConfigError`) with train.py's one-line message before
     any run directory is made; a refusal found once the data are known leaves no run directory either. Other
     stops raise what train.py reports: a :class:`~csg.errors.CsgError` (a diverged chain, a refused checkpoint),
-    :class:`~csg.api.RunStopped` (a full disk, a preemption signal, after its checkpoint), ``KeyboardInterrupt``.
+    :class:`~csg.api.RunStopped` (a full disk; a preemption signal, after its checkpoint in training, at once
+    elsewhere), ``KeyboardInterrupt``.
     One job only: ``-m`` (multirun), Hydra's other flags and ``synthetic=`` studies are refused; under
-    torchrun use train.py. The posterior is loaded on the device the run trained on.
+    torchrun use train.py. The posterior is loaded on the device the run trained on, with ``trust_code=True``: the
+    components it builds are the ones the caller named.
 
     Hydra configures logging for the run (its console and ``train.log`` handlers); the root logger's handlers
     and level, and Hydra's global state, are put back as they were when the call returns.
@@ -72,7 +74,8 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
     error = outcome.get("error")
     if error is not None:
         _raise(error, outcome.get("run_dir"))
-    return Posterior.load(outcome["run_dir"], device=outcome["metrics"]["device"])
+    # the run this call just made from the caller's own overrides: its _target_ objects are the caller's own
+    return Posterior.load(outcome["run_dir"], device=outcome["metrics"]["device"], trust_code=True)
 
 
 def _fresh_stamp(overrides: list[str]) -> None:
@@ -165,7 +168,7 @@ def _run_under_hydra(overrides: list[str]) -> dict[str, Any]:
 def _message(error: BaseException, run_dir: Path | None) -> str | None:
     """The line train.py prints after ``error:`` (or in full for Ctrl-C and preemption), as csg.cli.run_or_exit."""
     from csg.checkpoint import Preempted
-    from csg.cli import _how_to_go_on
+    from csg.cli import _how_to_go_on, _phase, stop_line
 
     if isinstance(error, CsgError):
         return str(error)
@@ -173,9 +176,9 @@ def _message(error: BaseException, run_dir: Path | None) -> str | None:
         what = f"{error.strerror or type(error).__name__}: {error.filename}" if error.filename else str(error)
         return f"{what}; {_how_to_go_on(error, run_dir)}"
     if isinstance(error, KeyboardInterrupt):
-        return f"interrupted (Ctrl-C); {_how_to_go_on(error, run_dir)}"
+        return f"interrupted (Ctrl-C){_phase(error)}; {_how_to_go_on(error, run_dir)}"
     if isinstance(error, Preempted):
-        return f"{error}; run the same command in the same run directory to resume"
+        return stop_line(error, run_dir)
     return None
 
 
@@ -199,7 +202,8 @@ def _raise(error: BaseException, run_dir: Path | None) -> None:
         raise RunStopped(_message(error, run_dir)) from error
     if isinstance(error, Preempted):
         handler = error.previous_handler
-        signal.signal(error.signum, handler if handler is not None else signal.SIG_DFL)
-        os.kill(os.getpid(), error.signum)  # SIGTERM's default ends the process here, as it ends train.py
+        if handler is not signal.default_int_handler:  # (that one would raise KeyboardInterrupt over the message)
+            signal.signal(error.signum, handler if handler is not None else signal.SIG_DFL)
+            os.kill(os.getpid(), error.signum)  # SIGTERM's default ends the process here, as it ends train.py
         raise RunStopped(_message(error, run_dir), exit_code=128 + error.signum) from error
     raise error

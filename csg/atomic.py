@@ -6,8 +6,10 @@ checkpoint or results file: the file is either the old one or the new one.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,8 +22,9 @@ import torch
 def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """Open a temporary binary file beside ``path``; on success it replaces ``path``.
 
-    An ``OSError`` (a full disk, a read-only file system, a parent that is a file) names ``path``, not the
-    temporary file, and leaves ``path`` as it was."""
+    A failed write leaves ``path`` as it was and no temporary file. An ``OSError`` (a full disk, a read-only
+    file system, a parent that is a file) is raised naming ``path``, not the temporary file; so is a write
+    failure that ``torch.save``'s zip writer reports as a ``RuntimeError`` (:func:`write_failure`)."""
     path = Path(path)
     tmp = None
     try:
@@ -36,9 +39,43 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
     except BaseException as error:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(error, OSError) and error.errno is not None:
-            raise OSError(error.errno, error.strerror, str(path)) from error
+        failure = write_failure(error, path.parent)
+        if failure is not None:
+            raise OSError(failure.errno, failure.strerror, str(path)) from error
         raise
+
+
+_ZIP_WRITER_FAILURES = ("PytorchStreamWriter failed", "inline_container", "file write failed", "unexpected pos",
+                        "iostream error")
+
+
+def write_failure(error: BaseException, folder: Path) -> OSError | None:
+    """The file-system error behind ``error``, raised while a file in ``folder`` was written, or None.
+
+    An ``OSError`` with an errno is its own answer. ``torch.save`` reports a failed write (a full disk, a quota)
+    as a ``RuntimeError`` of its zip writer ("unexpected pos ...", "PytorchStreamWriter failed writing file
+    ...") raised while handling the ``OSError`` of the write: that ``OSError``; where none is chained, the
+    writer's message as an ``OSError`` (ENOSPC when ``folder``'s file system has less than 1 MiB free, else EIO)."""
+    if isinstance(error, OSError) and error.errno is not None:
+        return error
+    if not isinstance(error, RuntimeError):
+        return None
+    cause = error.__cause__ or error.__context__
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    message = str(error).strip()
+    if not any(words in message for words in _ZIP_WRITER_FAILURES):
+        return None
+    try:
+        full = shutil.disk_usage(folder).free < 1 << 20
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    first = message.splitlines()[0] if message else "RuntimeError"
+    return OSError(errno.EIO, f"writing failed (torch.save: {first})")
 
 
 def _mode_for(path: Path) -> int:

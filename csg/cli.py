@@ -95,11 +95,12 @@ def run_or_exit(function: Callable[[], Any], run_dir: Path | None = None) -> Any
       exit code; a refusal (raised before the run directory was changed) is not written to the run's log;
     - a file-system error (a full disk, a read-only file system, a path that is a file): what happened to
       which file, and how to go on (exit 1);
-    - Ctrl-C (SIGINT, unless ``trainer.checkpoint.signals`` lists it): exit 130, and how to go on.
+    - Ctrl-C (SIGINT, unless ``trainer.checkpoint.signals`` lists it): exit 130, and how to go on;
+    - a preemption signal (SIGTERM, SIGUSR1, SIGUSR2; :class:`csg.checkpoint.Preempted`), in training after its
+      checkpoint, anywhere else at once: what was kept and how to go on, then the signal is handed back to its
+      previous owner: the process ends as the signal would have ended it (128 + signal), or submitit requeues it.
 
     ``run_dir`` (default: Hydra's output directory, if any) is where the "how to go on" looks for a checkpoint.
-    A preemption signal (SIGTERM, SIGUSR1, SIGUSR2), once the checkpoint is written, is handed back
-    to its previous owner: the process ends as the signal would have ended it, or submitit requeues it.
     """
     from csg.checkpoint import Preempted, let_signal_act
 
@@ -111,13 +112,28 @@ def run_or_exit(function: Callable[[], Any], run_dir: Path | None = None) -> Any
         what = f"{error.strerror or type(error).__name__}: {error.filename}" if error.filename else str(error)
         _end(f"error: {what}; {_how_to_go_on(error, run_dir)}", 1, logged=not getattr(error, "refused", False))
     except KeyboardInterrupt as error:
-        _end(f"interrupted (Ctrl-C); {_how_to_go_on(error, run_dir)}", 130,
+        _end(f"interrupted (Ctrl-C){_phase(error)}; {_how_to_go_on(error, run_dir)}", 130,
              logged=not getattr(error, "refused", False))
     except Preempted as stop:
-        message = f"{stop}; run the same command in the same run directory to resume"
-        _to_log_files(message)
+        message = stop_line(stop, run_dir)
+        if not getattr(stop, "refused", False):
+            _to_log_files(message)
         print(message, file=sys.stderr)
         let_signal_act(stop)
+
+
+def stop_line(stop, run_dir: Path | None) -> str:
+    """The line of a run stopped by a preemption signal (:class:`csg.checkpoint.Preempted`)."""
+    if stop.checkpointed:
+        return f"{stop}; run the same command in the same run directory to resume"
+    return f"{stop}; {_how_to_go_on(stop, run_dir)}"
+
+
+def _phase(error: BaseException) -> str:
+    """`` during the final evaluation`` (where Ctrl-C stopped the run, when it matters to how to go on)."""
+    from csg.checkpoint import EVALUATING
+
+    return f" {EVALUATING}" if getattr(error, "phase", None) == EVALUATING else ""
 
 
 def _end(message: str, code: int, *, logged: bool) -> None:
@@ -129,15 +145,29 @@ def _end(message: str, code: int, *, logged: bool) -> None:
 
 def _how_to_go_on(error: BaseException, run_dir: Path | None) -> str:
     """What the user can do after a stop that was not a refusal: resume, or start again."""
-    if getattr(error, "refused", False):
-        return "nothing was written; run the same command again"
+    from csg.checkpoint import EVALUATING
+
     run_dir = run_dir if run_dir is not None else _hydra_run_dir()
+    checkpoints = sorted(Path(run_dir).glob("checkpoint*.pt")) if run_dir is not None else []
+    if getattr(error, "refused", False):
+        if checkpoints:  # a resume stopped before it changed anything
+            return f"nothing in {run_dir} was changed, and the same command resumes the run from {checkpoints[0].name}"
+        return "nothing was written; run the same command again"
     if run_dir is None:
         return "run the same command again"
-    checkpoints = sorted(Path(run_dir).glob("checkpoint*.pt"))
+    if (Path(run_dir) / "metrics.json").exists():
+        return f"the run had finished: its results in {run_dir} are complete"
+    if checkpoints and getattr(error, "phase", None) == EVALUATING:
+        return (f"training had finished: its samples and {checkpoints[0].name} in {run_dir} are kept, and the same "
+                "command evaluates them")
     if checkpoints:
         return (f"the files already written in {run_dir} are kept, and the same command resumes the run from "
                 f"{checkpoints[0].name}")
+    from csg.rundir import earlier_results
+
+    if earlier_results(run_dir):  # samples or logs without a checkpoint: the same command would refuse them
+        return (f"no checkpoint had been written in {run_dir}: the same command with trainer.checkpoint.resume=false "
+                "moves what it holds into earlier/<time>/ and starts the run again")
     return f"no checkpoint had been written in {run_dir}: the same command starts the run again"
 
 

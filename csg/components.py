@@ -2,8 +2,11 @@
 
 ``data._target_``, ``model._target_`` and ``sampler.optimizer._target_`` are dotted paths
 (``my_project.nets.TwoLayer``) to a callable; the other keys of the group are its keyword arguments
-(a nested ``_target_`` among them is built by :func:`hydra.utils.instantiate`). A path is imported as
-``python -m`` imports: from the installed packages and from the directory the command runs in.
+(a nested ``_target_`` among them is built by :func:`hydra.utils.instantiate`). A path the user typed on
+train.py's command line is imported as ``python -m`` imports: from the installed packages and from the directory
+the command runs in. A run directory's targets (read back from its saved config, only with ``trust_code``:
+:mod:`csg.trust`) are resolved inside :func:`run_directory_targets`, which never puts the current folder on
+``sys.path``: a module shipped inside a run directory is not imported by evaluating the run from its folder.
 
 Every failure is a one-line :class:`~csg.errors.ConfigError` naming the key: a path that does not
 import, an object that is not callable, a call that raises. What the call must return is checked where
@@ -12,10 +15,13 @@ it is used (:mod:`csg.data.custom`, :mod:`csg.models.custom`, :mod:`csg.samplers
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -23,6 +29,18 @@ from omegaconf import DictConfig, OmegaConf
 from csg.errors import ConfigError, describe
 
 TARGET = "_target_"
+_FROM_RUN_DIRECTORY: ContextVar[bool] = ContextVar("csg_targets_from_run_directory", default=False)
+
+
+@contextlib.contextmanager
+def run_directory_targets() -> Iterator[None]:
+    """Within it, :func:`locate` resolves the targets of a run directory's saved config: it does not put the
+    current folder on ``sys.path`` (as it does for a target typed on train.py's command line)."""
+    token = _FROM_RUN_DIRECTORY.set(True)
+    try:
+        yield
+    finally:
+        _FROM_RUN_DIRECTORY.reset(token)
 
 
 def has_target(node: Any) -> bool:
@@ -39,17 +57,25 @@ def target_of(cfg: DictConfig, key: str) -> str:
 
 
 def locate(path: str, key: str) -> Callable[..., Any]:
-    """The callable at dotted ``path``; a ConfigError naming ``key`` when it does not import or is not callable."""
+    """The callable at dotted ``path`` (Hydra's ``get_object``); a ConfigError naming ``key`` when it does not
+    import or is not callable. The current folder is put on ``sys.path`` first (as ``python -m`` does), except
+    inside :func:`run_directory_targets`."""
     from hydra.utils import get_object
 
-    if os.getcwd() not in sys.path and "" not in sys.path:
+    from_run = _FROM_RUN_DIRECTORY.get()
+    if not from_run and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m`: a module of the directory the command runs in
+    hydra_log = logging.getLogger("hydra.utils")  # get_object logs its failure too: the one line below says it
+    disabled, hydra_log.disabled = hydra_log.disabled, True
     try:
         found = get_object(path)
     except Exception as error:  # noqa: BLE001 - an import error, or any error the module raises on import
         cause = error.__cause__ or error
-        raise ConfigError(key, path, f"a dotted path that imports (from the installed packages or the directory "
-                          f"you run in): {describe(cause)}") from None
+        where = "the installed packages or the Python path" if from_run else (
+            "the installed packages or the directory you run in")
+        raise ConfigError(key, path, f"a dotted path that imports (from {where}): {describe(cause)}") from None
+    finally:
+        hydra_log.disabled = disabled
     if not callable(found):
         raise ConfigError(key, path, f"a callable (a class or function); it is a {type(found).__name__}")
     return found

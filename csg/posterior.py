@@ -26,6 +26,8 @@ from torch import Tensor, nn
 
 from csg.errors import ConfigError, describe
 
+MAX_METRICS_BYTES = 256 << 20  # metrics.json of a run of thousands of samples is a few MB
+
 
 class Posterior:
     """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``evaluate``.
@@ -53,8 +55,9 @@ class Posterior:
 
     def __init__(self, *, run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], model: nn.Module, members,
                  device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
-                 keep_on_device: bool = False):
+                 keep_on_device: bool = False, trust_code: bool = False):
         self.run_dir, self.cfg, self.metrics, self.model, self.device = run_dir, cfg, metrics, model, device
+        self.trust_code = bool(trust_code)
         self.precision, self.num_classes, self.input_shape = precision, int(num_classes), tuple(input_shape)
         self._members, self._data = members, data
         self.keep_on_device = bool(keep_on_device)
@@ -65,15 +68,24 @@ class Posterior:
     # ------------------------------------------------------------------------------------------------- loading
     @classmethod
     def load(cls, run_dir: str | Path, device: str | torch.device = "auto",
-             keep_on_device: bool = False) -> "Posterior":
+             keep_on_device: bool = False, trust_code: bool = False) -> "Posterior":
         """The posterior of the finished run in ``run_dir`` (a directory with ``metrics.json``), on ``device``.
 
         ``device``: ``auto`` (the GPU if CUDA is present, else the CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps`` or a
         ``torch.device``. ``keep_on_device``: hold every member's state dict on the device (see the class).
-        The run's saved config is checked as ``scripts/evaluate_run.py`` checks it, and every sample file is
-        checked (complete, a sample of the run's model) before anything is computed; anything else (no such
+        The members are the samples the run recorded (``samples/manifest.json``; a run from before manifests:
+        the files its metrics.json names), never a listing of the folder. The run's saved config is checked as
+        ``scripts/evaluate_run.py`` checks it, and every sample file is checked (complete, the file its manifest
+        records, a sample of the run's model) before anything is computed; anything else (no such
         directory, a run that has not finished, a study on analytic targets, a damaged sample) is a one-line
         :class:`~csg.errors.ConfigError` naming ``run_dir`` (or the sample file) and what is allowed.
+
+        The run directory is read as data (:mod:`csg.trust`): weights-only tensors, YAML within limits, and only
+        csg's own components; a config naming a ``_target_`` (a custom model, data set or sampler) is refused
+        before anything is imported or called, and the run's data (for :meth:`evaluate` without a loader, harmonic
+        weights) are not read from inside the run directory nor, for CIFAR's pickled batches, at all.
+        ``trust_code=True`` (as Hugging Face's ``trust_remote_code``) builds what the run names: pass it for
+        your own runs of your own components, and for run directories whose author you trust.
 
         The model is built from the run's config and the ``num_classes`` and ``input_shape`` its metrics.json
         records, without reading the data; the data set is built only when needed (:meth:`evaluate` without a
@@ -86,34 +98,34 @@ class Posterior:
         from csg.training import Precision
 
         run_dir = Path(run_dir)
-        cfg = load_run_config(run_dir)
+        cfg = load_run_config(run_dir, trust_code=trust_code)
         metrics = _finished_metrics(run_dir, cfg)
         device = _device(device, resolve_device)
         store = SampleStore(run_dir / "samples")
-        _sample_paths(store)
-        store.verify()  # damaged files, before the model or the data is built
+        # the samples the run recorded (its manifests), each checked, before the model or the data is built
+        store.verify(_sample_paths(store, int(cfg.sampler.get("chains", 1))))
         precision = Precision(str(cfg.trainer.precision), device)
         recorded = metrics.get("num_classes"), metrics.get("input_shape")
         with _own_random_state(device):
             if None in recorded:  # a run from before metrics.json recorded them: the data tells
-                data, model = _build(cfg, device, run_dir)
+                data, model = _build(cfg, device, run_dir, trust_code)
                 recorded = data.num_classes, tuple(data.input_shape)
             else:
                 data = None
-                _, model = _build(cfg, device, run_dir, shape=SimpleNamespace(num_classes=int(recorded[0]),
-                                                                               input_shape=tuple(recorded[1])))
+                _, model = _build(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
+                    num_classes=int(recorded[0]), input_shape=tuple(recorded[1])))
             holder: dict[str, Any] = {"data": data}
 
             def training_data():
                 if holder["data"] is None:
-                    holder["data"], _ = _build(cfg, device, run_dir)
+                    holder["data"], _ = _build(cfg, device, run_dir, trust_code)
                 return holder["data"]
 
             members = ensemble_members(cfg, model, store, training_data, device, precision)
         model.eval()
         return cls(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model, members=members, device=device,
                    precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],
-                   keep_on_device=keep_on_device)
+                   keep_on_device=keep_on_device, trust_code=trust_code)
 
     # ------------------------------------------------------------------------------------------------ members
     def __len__(self) -> int:
@@ -162,12 +174,15 @@ class Posterior:
         on the posterior's device, each row summing to 1.
 
         ``x``: a batch of inputs as the model takes them, i.e. as the run's loaders yield them (the same shape,
-        dtype and normalisation: ``(batch, *input_shape)``); it is moved to the posterior's device. Every member
-        is evaluated in eval mode, without gradients, under the run's precision; the average is accumulated in
-        float64. Without ``keep_on_device`` every call reads all samples again: for many batches use
-        :meth:`predict_loader`, which reads each sample once.
+        dtype and normalisation: ``(batch, *input_shape)``); it is moved to the posterior's device and to the
+        model's floating dtype. A tensor of another shape (one example without its batch dimension, too), an
+        integer or boolean tensor (raw pixels: normalise them as the run's loaders do), or one that cannot be moved
+        to the device is a one-line :class:`~csg.errors.ConfigError` (a ``ValueError``) naming what was given and
+        what is allowed. Every member is evaluated in eval mode, without gradients, under the run's precision;
+        the average is accumulated in float64. Without ``keep_on_device`` every call reads all samples again: for
+        many batches use :meth:`predict_loader`, which reads each sample once.
         """
-        x = _inputs(x, self.device)
+        x = self._inputs(x, "x")
         total = float(sum(self._members.weights))
         average: Tensor | None = None
         for model, weight in self:
@@ -182,15 +197,18 @@ class Posterior:
         ``loader`` yields ``(x, y)`` batches (``y`` is ignored) or ``x`` batches, with ``x`` as the run's loaders
         yield it. Each sample is read once and evaluated on every batch, so the loader is read once per member
         and must give the same batches in the same order every time (a ``DataLoader`` without shuffling, a list
-        of batches; a one-pass iterator is first read into a list).
+        of batches; a one-pass iterator is first read into a list). Every batch is checked as :meth:`predict`
+        checks ``x``; a loader that yields no batch is refused the same way.
         """
         batches = _repeatable(loader)
         total = float(sum(self._members.weights))
         average: Tensor | None = None
         for model, weight in self:
-            probs = [self._probs(model, _inputs(batch, self.device)) for batch in batches]
+            probs = [self._probs(model, self._inputs(batch, f"loader[{index}].x"))
+                     for index, batch in enumerate(batches)]
             if not probs:
-                raise ValueError("predict_loader: the loader yielded no batch")
+                raise ConfigError("loader", type(loader).__name__, "a loader that yields at least one batch (it yielded "
+                                  "none)")
             average = _accumulate(average, torch.cat(probs), weight / total)
         return average.float().to(self.device)
 
@@ -203,19 +221,33 @@ class Posterior:
             logits = model(x)
         return torch.softmax(logits.float(), dim=1)
 
+    def _inputs(self, batch: Any, name: str) -> Tensor:
+        """The inputs of a batch (``x``, or the first item of ``(x, y)``), checked against the run's input shape and
+        moved to the posterior's device and the model's dtype (:func:`_checked_inputs`)."""
+        parameter = next(self.model.parameters(), None)
+        dtype = parameter.dtype if parameter is not None and parameter.is_floating_point() else torch.float32
+        x = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+        return _checked_inputs(x, name, self.input_shape, self.device, dtype)
+
     # --------------------------------------------------------------------------------------------- evaluation
     def evaluate(self, loader: Iterable | None = None) -> dict[str, float]:
         """Metrics of the model average: ``test_error_pct``, ``nll``, ``ece``, ``brier``, ``num_samples``.
 
         Without ``loader``: on the run's own test set, with its config (``evaluation.ece_bins``, precision,
         loader): the numbers of ``metrics.json``'s ``ensemble`` (on the device the run evaluated on). With a
-        ``loader`` of ``(x, y)`` batches (``x`` as the run's loaders yield it, ``y`` integer labels): on those
-        data. Computed by :func:`csg.evaluation.evaluate_samples`, one member at a time.
+        ``loader`` of ``(x, y)`` batches (``x`` as the run's loaders yield it, ``y`` integer labels in
+        ``[0, num_classes)``): on those data, read once per member, so in the same order every time (a
+        ``DataLoader`` without shuffling, a list; a one-pass iterator is first read into a list). Each batch is
+        checked as it is read (``x`` as :meth:`predict` checks it; ``y`` one integer label per example, each in
+        range): a bad one is a one-line :class:`~csg.errors.ConfigError` (a ``ValueError``), never a torch error.
+        Computed by :func:`csg.evaluation.evaluate_samples`, one member at a time.
         """
         from csg.evaluation import evaluate_samples
 
         if loader is None:
             loader = self.data.test
+        else:
+            loader = _CheckedPairs(_repeatable(loader), self, type(loader).__name__)
         result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, loader, self.device,
                                   n_bins=int(self.cfg.evaluation.ece_bins), autocast=self.precision.autocast)
         return result.ensemble
@@ -225,7 +257,7 @@ class Posterior:
         """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use."""
         if self._data is None:
             with _own_random_state(self.device):
-                self._data, _ = _build(self.cfg, self.device, self.run_dir)
+                self._data, _ = _build(self.cfg, self.device, self.run_dir, self.trust_code)
         return self._data
 
     def __repr__(self) -> str:
@@ -243,12 +275,19 @@ def _finished_metrics(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
     if cfg.get("synthetic"):
         raise refuse(f"it is a study on analytic targets (synthetic={cfg.synthetic.get('name', '?')}), which has "
                      "no posterior of a network")
+    from csg.trust import UntrustedFile, not_a_regular_file, read_bytes
+
     path = run_dir / "metrics.json"
-    if not path.is_file():
+    special = not_a_regular_file(path)
+    if special == "it does not exist":
         raise refuse("it has none: the run has not finished (the same train.py command resumes it from its "
                      "checkpoint)" if any(run_dir.glob("checkpoint*.pt")) else "it has none: the run has not finished")
+    if special is not None:
+        raise refuse(f"its metrics.json cannot be read: {special}")
     try:
-        metrics = json.loads(path.read_text())
+        metrics = json.loads(read_bytes(path, MAX_METRICS_BYTES).decode("utf-8"))
+    except UntrustedFile as error:
+        raise refuse(f"its metrics.json cannot be read: {error.reason}") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise refuse(f"its metrics.json cannot be read ({describe(error, limit=120)})") from None
     if not isinstance(metrics, dict) or "ensemble" not in metrics:
@@ -266,13 +305,20 @@ def _device(device: str | torch.device, resolve) -> torch.device:
         raise ConfigError("device", str(device), "auto, cpu, cuda, cuda:<index> or mps") from None
 
 
-def _build(cfg: DictConfig, device: torch.device, run_dir: Path, shape=None):
-    """(data, model) of the run: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data is read."""
+def _build(cfg: DictConfig, device: torch.device, run_dir: Path, trust_code: bool, shape=None):
+    """(data, model) of the run: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data is read.
+    Targets resolve without the current folder on ``sys.path``; the data's root and format are checked first
+    (:func:`csg.trust.check_run_data`)."""
     from csg.build import build_data_and_model
+    from csg.components import run_directory_targets
     from csg.evaluation.store import SAVED_CONFIG
+    from csg.trust import check_run_data
 
+    if shape is None:
+        check_run_data(cfg, run_dir, trust_code=trust_code)
     try:
-        return build_data_and_model(cfg, device, data=shape)
+        with run_directory_targets():
+            return build_data_and_model(cfg, device, data=shape)
     except OmegaConfBaseException as error:  # a key the saved config lacks
         raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
                           f"train.py config ({describe(error, limit=160)})") from None
@@ -286,12 +332,69 @@ def _own_random_state(device: torch.device):
         yield
 
 
-def _inputs(batch: Any, device: torch.device) -> Tensor:
-    """The inputs of a batch (``x``, or the first item of ``(x, y)``) on ``device``."""
-    x = batch[0] if isinstance(batch, (tuple, list)) else batch
+def _checked_inputs(x: Any, name: str, input_shape: tuple[int, ...], device: torch.device,
+                    dtype: torch.dtype) -> Tensor:
+    """``x`` on ``device`` as ``dtype`` once it is a floating tensor of shape ``(batch, *input_shape)`` (batch >= 1);
+    else a one-line ConfigError naming ``name`` (``x``, ``loader[3].x``), what it is and what is allowed."""
+    wanted = f"(batch, {', '.join(map(str, input_shape))})" if input_shape else "(batch,)"
     if not isinstance(x, Tensor):
-        raise TypeError(f"a batch of inputs as a tensor (or an (x, y) pair), not a {type(x).__name__}")
-    return x.to(device, non_blocking=True)
+        raise ConfigError(name, type(x).__name__, f"a tensor of inputs of shape {wanted} (or an (x, y) pair of them)")
+    shape = tuple(x.shape)
+    if shape[1:] != tuple(input_shape) or len(shape) != len(input_shape) + 1 or shape[0] == 0:
+        hint = ("; one example: x.unsqueeze(0)" if shape == tuple(input_shape)
+                else "; at least one example" if shape[1:] == tuple(input_shape) else "")
+        raise ConfigError(f"{name}.shape", shape, f"{wanted}: a batch of the run's inputs, whose input_shape is "
+                          f"{tuple(input_shape)}{hint}")
+    if not x.is_floating_point():
+        raise ConfigError(f"{name}.dtype", str(x.dtype).replace("torch.", ""),
+                          "a floating dtype (float32, as the run's loaders yield inputs, normalised; raw integer "
+                          "pixels need the run's normalisation)")
+    try:
+        return x.to(device, dtype, non_blocking=True)
+    except Exception as error:  # noqa: BLE001 - a meta tensor, a device torch cannot copy from
+        raise ConfigError(f"{name}.device", str(x.device), f"a tensor that can be moved to the posterior's device "
+                          f"{device}: {describe(error, limit=120)}") from None
+
+
+def _checked_labels(y: Any, name: str, batch: int, num_classes: int) -> Tensor:
+    """``y`` as a tensor of ``batch`` integer labels in ``[0, num_classes)``; else a one-line ConfigError."""
+    allowed = f"{batch} integer labels in [0, {num_classes}) (the run's {num_classes} classes), one per example"
+    if not isinstance(y, Tensor):
+        try:
+            y = torch.as_tensor(y)
+        except Exception:  # noqa: BLE001 - not numbers
+            raise ConfigError(name, type(y).__name__, allowed) from None
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise ConfigError(f"{name}.dtype", str(y.dtype).replace("torch.", ""), f"{allowed}: an integer dtype (int64)")
+    if tuple(y.shape) != (batch,):
+        raise ConfigError(f"{name}.shape", tuple(y.shape), allowed)
+    low, high = int(y.min()), int(y.max())
+    if low < 0 or high >= num_classes:
+        raise ConfigError(name, low if low < 0 else high, allowed)
+    return y
+
+
+class _CheckedPairs:
+    """A user's ``(x, y)`` batches for :meth:`Posterior.evaluate`, each checked as it is read (every member's pass
+    reads them): inputs by :func:`_checked_inputs`, labels by :func:`_checked_labels`; no batch at all is refused."""
+
+    def __init__(self, batches: Iterable, posterior: Posterior, what: str):
+        self.batches, self.posterior, self.what = batches, posterior, what
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        count = 0
+        for index, batch in enumerate(self.batches):
+            if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+                raise ConfigError(f"loader[{index}]", type(batch).__name__, "an (x, y) pair: a batch of inputs and "
+                                  "its integer labels")
+            x = self.posterior._inputs(batch, f"loader[{index}].x")
+            yield x, _checked_labels(batch[1], f"loader[{index}].y", len(x), self.posterior.num_classes)
+            count += 1
+        if not count:
+            raise ConfigError("loader", self.what, "a loader that yields at least one (x, y) batch (it yielded none)")
 
 
 def _repeatable(loader: Iterable) -> Iterable:

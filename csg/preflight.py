@@ -7,6 +7,13 @@ silently added and never read). :func:`check_command` composes the config of eve
 each as the run will (:func:`csg.config.validate`, or the study's checks for ``synthetic=``), before the
 first job starts. It returns the first problem as a one-line message.
 
+A sweep whose jobs run here one after another (Hydra's basic launcher) is also checked as each job checks
+itself once its data are built (:func:`csg.build.check_job`: the model against the data, memory, the
+schedule and collection plan, the step's values), every job before the first trains: each data set is built
+once for the whole sweep, on the CPU, and built again by the job that uses it (a single run checks all this
+itself before training, and is not built twice). ``hydra/launcher=slurm`` on a machine without SLURM is
+refused before Hydra starts.
+
 ``+key=value`` adds a key only where the config documents free keys: under ``model.`` (keyword arguments of
 the model's factory, e.g. ``+model.drop_rate=0.1`` for a timm model) and ``hydra.``.
 """
@@ -190,6 +197,74 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
         if message is not None:
             where = f" (job {number} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
             return message + where
+    configs = [_compose(config_dir, config_name, job, composed) for job in jobs]
+    if args.multirun:
+        message = _check_launcher(configs[0])
+        if message is not None:
+            return message
+    if len(jobs) > 1 and _runs_here(configs[0]):
+        data_cache, checked = {}, set()
+        for number, (job, cfg) in enumerate(zip(jobs, configs)):
+            message = _check_job_data(cfg, data_cache, checked)
+            if message is not None:
+                return f"{message} (job {number} of the sweep: {' '.join(job)})"
+    return None
+
+
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def _check_launcher(cfg: DictConfig) -> str | None:
+    """A SLURM launcher on a machine without SLURM: one line now, not submitit's traceback once Hydra has started."""
+    from csg.launcher import no_slurm
+
+    target = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
+    if not target.endswith("SlurmLauncher"):
+        return None
+    return no_slurm(OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/launcher", "slurm"))
+
+
+def _runs_here(cfg: DictConfig) -> bool:
+    """Whether the sweep's jobs run in this process, one after another (Hydra's basic launcher): then a job that
+    trains before the next is checked is what the data-dependent checks of every job prevent. Other launchers
+    run jobs elsewhere (a SLURM node, which may see other data and memory), where each job checks itself."""
+    return str(OmegaConf.select(cfg, "hydra.launcher._target_", default="")) == BASIC_LAUNCHER
+
+
+def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | None:
+    """The checks a job makes once its data are built (:func:`csg.build.check_job`): its data, its model against
+    them, memory, the schedule and collection plan, the step's values; and, without a launcher, that its chains
+    need none (interacting chains). Each data set is built once for the whole sweep (``data_cache``); jobs that
+    differ only in their seed are checked once (``checked``). An error other than a one-line refusal is left to
+    the job itself."""
+    import json
+
+    from csg import distributed
+    from csg.build import check_job, data_facts
+    from csg.devices import resolve_device
+    from csg.errors import CsgError
+    from csg.run import _check_interacting_layout
+
+    if cfg.get("synthetic"):
+        return None
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        plain.pop("hydra", None)
+        plain.pop("seed", None)
+        key = json.dumps(plain, sort_keys=True, default=str)
+        if key in checked:
+            return None
+        device = resolve_device(str(cfg.trainer.device))
+        # under torchrun or SLURM tasks each process group trains one chain; else this process trains them all
+        launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 or distributed._launched_by_slurm_tasks()
+        if not launched:  # chains that step together need a launcher: the run's own refusal, for every job
+            _check_interacting_layout(cfg, distributed.Layout(chains=int(cfg.sampler.chains)))
+        check_job(cfg, data_facts(cfg, data_cache), device, 1 if launched else int(cfg.sampler.chains))
+        checked.add(key)
+    except CsgError as error:
+        return str(error)
+    except Exception:  # noqa: BLE001 - not a refusal: the job reports it itself, as before this check
+        return None
     return None
 
 

@@ -23,7 +23,8 @@ from csg import distributed
 from csg.atomic import atomic_torch_save, atomic_write_json
 from csg.build import (build_data_and_model, build_interaction, build_ood_loader, build_sampler, build_schedule,
                        interacts, node_options, plan_collection, plan_trace, seed_streams)
-from csg.checkpoint import PreemptionSignals, read_checkpoint, restore_checkpoint, save_checkpoint
+from csg.checkpoint import (EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals, read_checkpoint,
+                            restore_checkpoint, save_checkpoint, saved_states)
 from csg.collection import SampleStore
 from csg.devices import resolve_device, set_deterministic
 from csg.errors import ConfigError
@@ -96,14 +97,19 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
     with RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:
         checks.validate(cfg)
-        layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
-        try:
-            _check_interacting_layout(cfg, layout)
-            metrics = _run(cfg, directory, layout, started)
-        except BaseException:
-            distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
-            raise
-        distributed.teardown(layout)
+        # from here to the end a preemption signal stops the run with one line (csg.cli): saved, or where it was
+        with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
+            layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
+            try:
+                directory.lock(layout)  # one writer per run directory: a second command here is refused, naming the first
+                _check_interacting_layout(cfg, layout)
+                metrics = _run(cfg, directory, layout, started, signals)
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt):
+                    error.phase = signals.phase  # where Ctrl-C stopped the run, for its line
+                distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
+                raise
+            distributed.teardown(layout)
     return metrics
 
 
@@ -142,7 +148,8 @@ def _earlier_results_to_move(cfg: DictConfig, run_dir: Path) -> tuple[bool, list
     return bool(found), []
 
 
-def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, started: float) -> dict[str, Any]:
+def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, started: float,
+         signals: PreemptionSignals) -> dict[str, Any]:
     run_dir = directory.path
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
@@ -155,13 +162,19 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     ood_loader, ood_source = build_ood_loader(cfg, prepared[0]["data"], layout)  # bad OOD input: before training
     method = _stack_chains(cfg, prepared, layout, precision)
     directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
+    signals.phase = STARTING
     distributed.barrier(layout)  # no process writes before the earlier results are moved aside
+    for chain in prepared:  # each chain's manifest: no sample yet, or those its checkpoint records
+        if layout.is_chain_leader:
+            chain["store"].start()
     logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, **node_options(cfg.logger))
               if layout.is_global_zero else NullLogger())
     chains = []
     try:
         for group in [prepared] if method else [[chain] for chain in prepared]:
-            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, method))
+            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, signals, method))
+        signals.phase = EVALUATING
+        signals.raise_if_received()  # a signal after the loop's last poll
         distributed.barrier(layout)
         data, model = chains[-1]["data"], chains[-1]["model"]
         evaluation_start = time.perf_counter()
@@ -194,6 +207,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
                 "total": time.perf_counter() - started,
             },
             device=str(device),
+            threads=torch.get_num_threads(),  # a CPU run's numbers depend on it (float reductions)
             data_source=data.source,
             samples=[s for c in chains for s in c["trained"].samples],
             **interaction_summary(chains),
@@ -207,6 +221,11 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
         if layout.is_global_zero:
             atomic_write_json(run_dir / "metrics.json", metrics)
             logger.log_summary({f"ensemble/{k}": v for k, v in metrics["ensemble"].items()})
+    except (Preempted, KeyboardInterrupt):
+        if signals.phase == EVALUATING:  # training had ended: record its end, so that the same command only evaluates
+            for chain in chains:
+                chain["checkpoint"](chain["trained"].state)
+        raise
     finally:
         logger.close()
     if layout.is_global_zero:
@@ -231,12 +250,15 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
     random.seed(seeds["init"])
     np.random.seed(seeds["init"] % 2**32)
     torch.manual_seed(seeds["init"])
-    data, model = build_data_and_model(cfg, device, data_seed=seeds["data"], layout=layout)
+    local = layout.local_chains()  # the first chain's build checks the memory of all of them, before any model
+    data, model = build_data_and_model(cfg, device, data_seed=seeds["data"], layout=layout,
+                                       chains=len(local) if chain == local[0] else 0)
     total_steps = cfg.trainer.epochs * len(data.train)
     schedule = build_schedule(cfg, total_steps)
     plan = plan_collection(cfg, schedule, len(data.train))
     trace = plan_trace(cfg, schedule, total_steps, model)
-    store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples")
+    store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples",
+                        chain=chain, planned=len(plan))
     if resuming:
         _check_samples_on_disk(run_dir, store, saved, checkpoint_path, plan)
     if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
@@ -269,17 +291,26 @@ def _prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devi
             save_checkpoint(checkpoint_path, model=model, sampler=sampler, state=loop_state,
                             scaler=precision.scaler, extra=extra, device=device)
 
+    def check_state() -> None:  # a state no checkpoint could hold: refused before any checkpoint promises a resume
+        if int(cfg.trainer.checkpoint.every_n_epochs) > 0 or len(cfg.trainer.checkpoint.signals) > 0:
+            saved_states(model, sampler, own_storage=False)
+
+    check_state()  # as built (or restored): refused before the run directory is changed; again after the first step
     return {"chain": chain, "data": data, "model": model, "trained_model": trained_model, "sampler": sampler,
             "schedule": schedule, "plan": plan, "trace": trace, "store": store, "state": state,
-            "checkpoint": checkpoint, "total_steps": total_steps, "interaction": interaction}
+            "checkpoint": checkpoint, "check_state": check_state, "total_steps": total_steps,
+            "interaction": interaction}
 
 
 def _check_samples_on_disk(run_dir: Path, store: SampleStore, saved: dict[str, Any] | None, checkpoint_path: Path,
                            plan) -> None:
-    """The samples in ``store`` are the ones the chain's checkpoint records, all readable, plus at most those
-    of the plan's collection points the resumed chain has yet to reach (written after the checkpoint, before
-    a stop: the chain writes them again). Anything else is an earlier run's, refused before training."""
+    """The samples in ``store`` (its files, and its manifest's entries) are the ones the chain's checkpoint
+    records, all readable and as the manifest records them, plus at most those of the plan's collection points
+    the resumed chain has yet to reach (written after the checkpoint, before a stop: the chain writes them
+    again). Anything else is an earlier run's, refused before training. The store then begins from the
+    checkpoint's samples (:meth:`SampleStore.adopt`; its manifest is written once the run is accepted)."""
     on_disk = {str(path.relative_to(store.directory)) for path in store.paths()}
+    on_disk |= {entry["file"] for entry in store.manifest_entries() or []}
 
     def refuse(names, why: str) -> ConfigError:
         shown = [str((store.directory / name).relative_to(run_dir)) for name in sorted(names)[:3]]
@@ -296,7 +327,7 @@ def _check_samples_on_disk(run_dir: Path, store: SampleStore, saved: dict[str, A
     foreign = on_disk - set(recorded) - to_come
     if foreign:
         raise refuse(foreign, f"that {checkpoint_path.name} does not record")
-    store.verify(recorded)
+    store.adopt(recorded)
 
 
 def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distributed.Layout,
@@ -328,9 +359,11 @@ def _stack_chains(cfg: DictConfig, prepared: list[dict[str, Any]], layout: distr
 
 
 def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distributed.Layout, device: torch.device,
-                precision: Precision, run_dir: Path, logger, method: str | None = None) -> list[dict[str, Any]]:
+                precision: Precision, run_dir: Path, logger, signals: PreemptionSignals,
+                method: str | None = None) -> list[dict[str, Any]]:
     """Train the prepared chains of ``group`` together (one chain, or several by ``method``: "vmap" or
-    "streams", see :func:`_stack_chains`); a preemption signal saves every chain's checkpoint and raises Preempted."""
+    "streams", see :func:`_stack_chains`); a preemption signal (``signals``) saves every chain's checkpoint after
+    the step it came in and raises Preempted."""
     data, total_steps = group[0]["data"], group[0]["total_steps"]
     if layout.is_global_zero and group[0]["chain"] == layout.local_chains()[0]:
         if cfg.sampler.schedule == "cyclical" and total_steps % cfg.sampler.cycles:
@@ -347,7 +380,7 @@ def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distribute
     )
     lanes = [Lane(c["trained_model"], c["sampler"], c["data"].train, store=c["store"] if layout.is_chain_leader else None,
                   state=c["state"], sample_model=c["model"], interaction=c["interaction"], on_step=c["trace"],
-                  checkpoint=c["checkpoint"], chain=c["chain"]) for c in group]
+                  checkpoint=c["checkpoint"], chain=c["chain"], check_state=c["check_state"]) for c in group]
     setting = cfg.trainer.get("compile", "auto")
     if len(group) > 1:
         make = make_streamed_step if method == "streams" else make_stacked_step
@@ -355,7 +388,8 @@ def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distribute
     else:
         step = make_step(setting, group[0]["trained_model"], group[0]["sampler"], precision, device,
                          interaction=group[0]["interaction"], world_size=layout.chain_size)
-    with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
+    signals.phase = TRAINING
+    with signals.deferred():
         hooks = Hooks(
             checkpoint_every=int(cfg.trainer.checkpoint.every_n_epochs),
             should_stop=lambda: distributed.any_true(signals.received is not None, layout, device),
@@ -381,7 +415,8 @@ def _fit_chains(cfg: DictConfig, group: list[dict[str, Any]], layout: distribute
         for record in trained.samples:
             record["chain"] = prepared["chain"]
         fitted.append({"data": prepared["data"], "model": prepared["model"], "trained": trained, "trace": prepared["trace"],
-                       "interaction": prepared["interaction"], "sampler": prepared["sampler"]})
+                       "interaction": prepared["interaction"], "sampler": prepared["sampler"],
+                       "checkpoint": prepared["checkpoint"]})
     return fitted
 
 

@@ -42,10 +42,13 @@ class Logger(Protocol):
 
 @dataclass
 class TrainResult:
+    """What a chain's loop ended with; ``state``: its position at the end (what a last checkpoint would hold)."""
+
     iterations: int = 0
     epochs: int = 0
     seconds: float = 0.0
     samples: list[dict[str, Any]] = field(default_factory=list)
+    state: LoopState | None = None
 
 
 @dataclass
@@ -90,7 +93,9 @@ class Lane:
     """One chain in the loop: its model, sampler, mini-batches, sample store, state and own callbacks.
 
     ``chain`` (0-based) names it in logged rows, and as chain + 1 in log lines, when several lanes step together.
-    ``on_step(k)`` and ``checkpoint(state)`` are as in :class:`Hooks`, for this chain.
+    ``on_step(k)`` and ``checkpoint(state)`` are as in :class:`Hooks`, for this chain. ``check_state()`` is
+    called once, after the loop's first step (when a sampler has made its state): it raises where the chain's
+    state could not be checkpointed, before any checkpoint has promised a resume.
     """
 
     model: nn.Module
@@ -103,6 +108,7 @@ class Lane:
     on_step: Callable[[int], None] | None = None
     checkpoint: Callable[[LoopState], None] | None = None
     chain: int = 0
+    check_state: Callable[[], None] | None = None
 
 
 def _check_finite(loss_sums: list[float], epoch: int, epochs: int, iteration: int, lr: float,
@@ -221,7 +227,7 @@ def train_chains(
     loaders = [lane.loader for lane in lanes]
     batches = len(loaders[0])
     clock = _Clock([s.seconds for s in states])
-    k = first.iteration
+    k = started_at = first.iteration
     bar = tqdm(total=epochs * batches, initial=k, unit="it", disable=None if progress in (None, True) else True,
                dynamic_ncols=True)
     lr, stage = schedule.lr(k), "exploration"
@@ -259,6 +265,8 @@ def train_chains(
                         lane.interaction.after_update(k, current_temperature)
                     if lane.on_step is not None:
                         lane.on_step(k)
+                    if k == started_at and lane.check_state is not None:
+                        lane.check_state()
                 size = ys[0].shape[0]
                 loss_sum += loss * size
                 correct += hits
@@ -305,7 +313,7 @@ def train_chains(
                 if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
                     lane.checkpoint(state)
     elapsed = clock.shares()
-    return [TrainResult(iterations=k, epochs=epochs, seconds=seconds, samples=state.samples)
+    return [TrainResult(iterations=k, epochs=epochs, seconds=seconds, samples=state.samples, state=state)
             for seconds, state in zip(elapsed, states)]
 
 

@@ -5,7 +5,8 @@ csg, found on ``sys.path`` through ``train.py``'s folder); what it does is in :m
 of the upstream class change:
 
 - ``__call__`` (runs in the job): our one-line error (``SystemExit``) becomes a result submitit records;
-- ``launch`` (runs in the driver): the upstream body, except that it waits with :func:`csg.launcher.wait_for_jobs`
+- ``launch`` (runs in the driver): the upstream body, except that it refuses in one line on a machine without
+  SLURM's ``sbatch`` and ``srun`` (:func:`csg.launcher.no_slurm`), and that it waits with :func:`csg.launcher.wait_for_jobs`
   (result files and ``squeue``) instead of ``job.results()`` (result files and ``sacct``), and reports every
   job without a result in one line before Hydra raises for the first of them.
 
@@ -63,6 +64,10 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         # upstream's launch (hydra-submitit-launcher 1.2), up to its last line
         import submitit
 
+        from csg.launcher import JobFailed, no_slurm
+
+        if no_slurm() is not None:  # train.py refuses this before Hydra starts; another app gets the same line here
+            raise JobFailed(no_slurm())
         assert self.config is not None
         num_jobs = len(job_overrides)
         assert num_jobs > 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Evaluate the samples of a finished train.py run again, without training.
 
-    python scripts/evaluate_run.py RUN_DIR [KEY=VALUE ...]
+    python scripts/evaluate_run.py RUN_DIR [--trust-code] [--partial] [KEY=VALUE ...]
     python scripts/evaluate_run.py runs/2026-11-22/10-00-00_csghmc_mnist5k_seed0 evaluation.cycle_weights=harmonic
 
 Overrides are key=value pairs applied to the run's saved config (RUN_DIR/.hydra/config.yaml). Only what
@@ -17,7 +17,17 @@ refused: evaluating the samples as something they are not would give wrong numbe
 train.py checks them. Every sample file is checked (complete, a sample of the run's model) before any is
 used; a bad input is a one-line `error:` (exit status 2) and writes nothing.
 
+The run directory is read as data: its files as weights-only tensors, its config as YAML within size and alias
+limits, and only csg's own components are built (by name). A config that names a `_target_` (your own model, data
+set or sampler), a data root inside the run directory, or CIFAR's pickled batches from a root the run names
+(give your own: data.root=...) is refused before anything is imported, called or unpickled, unless you pass
+--trust-code (as Hugging Face's trust_remote_code): only for your own runs and run directories you trust.
+
 Writes evaluation_<cycle_weights>.json into the run directory (atomically) and prints the table.
+
+A run that has not finished (no metrics.json: still training, killed, preempted) is refused, as
+csg.Posterior.load refuses it. --partial evaluates the samples its manifests (samples/manifest.json) record so
+far instead, and writes evaluation_partial_<time>.json; the table's first line says PARTIAL.
 """
 
 import sys
@@ -37,14 +47,17 @@ def main(argv: list[str]) -> None:
     def evaluate():
         from csg.evaluation.store import evaluate_run, format_metrics
 
-        if not argv:
+        trust_code, partial = "--trust-code" in argv, "--partial" in argv
+        words = [arg for arg in argv if arg not in ("--trust-code", "--partial")]
+        if not words:
             raise ConfigError("run_dir", None, "a run directory of train.py: python scripts/evaluate_run.py RUN_DIR "
-                              "[KEY=VALUE ...] (--help)")
-        options = [arg for arg in argv if arg.startswith("-")]
+                              "[--trust-code] [KEY=VALUE ...] (--help)")
+        options = [arg for arg in words if arg.startswith("-")]
         if options:
             name, _, value = options[0].partition("=")
-            raise ConfigError(name, value or True, "no option but --help: RUN_DIR [KEY=VALUE ...]")
-        return format_metrics(evaluate_run(argv[0], argv[1:]))
+            raise ConfigError(name, value or True, "no option but --help, --trust-code and --partial: RUN_DIR "
+                              "[--trust-code] [--partial] [KEY=VALUE ...]")
+        return format_metrics(evaluate_run(words[0], words[1:], trust_code=trust_code, partial=partial))
 
     print(run_or_exit(evaluate))
 

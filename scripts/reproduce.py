@@ -13,6 +13,12 @@ subset), or to the NUTS jobs (reference: targets, warmup, samples; accuracy: tar
 Results: results/<paper>/ (full) or results/<paper>/smoke/ (smoke); runs: multirun/<preset>/<date>/.
 --report-only refuses, in one line and before writing anything, a --runs folder that does not exist or
 holds no finished run (metrics.json) of the target, and a run whose config or metrics.json is damaged.
+The committed tables (results/...) are written only from runs of the table's protocol: its preset and budget
+(every key of a run's saved config but logging, device and data loading), its methods and its seeds; runs
+still missing are listed, not refused. Another --preset, other --seeds, KEY=VALUE overrides of the budget, or
+a --runs folder of other runs need --out DIR (the table's header then says how they differ); without it the
+driver stops in one line naming the difference, before anything runs or is written.
+--seeds are the seeds themselves (--seeds 7: seed 7), for every target that takes them.
 --add "OVERRIDES" (table1, table3; repeatable) runs one more method beside the paper's: the table's sweep with
 its sampler= choice replaced by OVERRIDES (space-separated train.py overrides, e.g. sampler=custom
 sampler.optimizer._target_=my_pkg.MySGLD sampler.name=my_sgld), under the same preset, data, seeds, budget and
@@ -43,14 +49,15 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides (see above)")
     parser.add_argument("--scale", choices=("full", "smoke"), default="full")
     parser.add_argument("--launcher", choices=("local", "slurm"), default="local")
-    parser.add_argument("--seeds", help="comma-separated seeds (default: the target's)")
+    parser.add_argument("--seeds", help="comma-separated seeds, each once (default: the target's)")
     parser.add_argument("--preset", help="another experiment preset for the same sweeps (e.g. table1_official_code)")
     parser.add_argument("--report-only", action="store_true",
                         help="aggregate existing runs; run nothing (a --runs folder without finished runs of the "
                              "target is a one-line error, and nothing is written)")
     parser.add_argument("--runs", type=Path, help="the runs: a new folder by default, or the newest "
                         "multirun/<preset>/<date> with --report-only")
-    parser.add_argument("--out", type=Path, help="default results/<paper>[/smoke]")
+    parser.add_argument("--out", type=Path, help="default results/<paper>[/smoke], which takes only runs of the "
+                        "table's protocol (preset, budget, methods, seeds)")
     parser.add_argument("--add", action="append", default=[], metavar="OVERRIDES",
                         help="one more method, as space-separated train.py overrides (repeatable; table1, table3)")
     args = parser.parse_intermixed_args()

@@ -100,7 +100,7 @@ def test_a_tiny_study_writes_its_columns_curves_and_verdicts(tmp_path):
     from csg.accuracy.multimodal import report
 
     protocol = chains.Protocol(budget=800, factors=(1 / 3,), checkpoints=(0.5, 1.0))
-    result = study.run_study(REFERENCES, ("mixture2d",), seeds=2, protocol=protocol, log=lambda line: None)
+    result = study.run_study(REFERENCES, ("mixture2d",), seeds=(0, 1), protocol=protocol, log=lambda line: None)
     runs = result.runs
     assert {"target", "method", "step", "seed", "budget_share", "gradient_evaluations", "draws", *study.METRICS} <= set(runs)
     assert set(runs.method) == {m.name for m in chains.METHODS} | {"exact"}
@@ -123,7 +123,7 @@ def test_a_tiny_study_writes_its_columns_curves_and_verdicts(tmp_path):
     assert set(written.family) == {"cycles", "best"} and (written.family == "cycles").sum() == 12
     for name in ("accuracy_multimodal.csv", "accuracy_multimodal_runs.csv", "accuracy_multimodal.png"):
         assert (tmp_path / name).exists()
-    again = study.run_study(REFERENCES, ("mixture2d",), seeds=2, protocol=protocol, log=lambda line: None).runs
+    again = study.run_study(REFERENCES, ("mixture2d",), seeds=(0, 1), protocol=protocol, log=lambda line: None).runs
     assert np.allclose(again.mode_error, runs.mode_error, equal_nan=True)  # seeded: the same numbers
 
 

@@ -129,8 +129,13 @@ def problem(words: list[str]) -> str | None:
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
-def test_every_command_of_the_first_pages_exists(page, tmp_path, monkeypatch):
+def test_every_command_of_the_first_pages_exists(page, tmp_path, tmp_path_factory, monkeypatch):
     monkeypatch.chdir(tmp_path)  # train.py's checks of the run directory look here, and write nothing
+    clients = tmp_path_factory.mktemp("slurm_clients")  # the pages' SLURM commands checked as on a login node
+    for client in ("sbatch", "srun"):
+        (clients / client).write_text("#!/bin/sh\nexit 1\n")
+        (clients / client).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{clients}{os.pathsep}{os.environ.get('PATH', '')}")
     lines = bash_lines((ROOT / page).read_text())
     assert len(lines) >= 5
     problems = [f"{' '.join(words)}\n    -> {found}" for words in lines if (found := problem(words))]

@@ -282,7 +282,7 @@ def test_own_components_on_the_gpu_and_their_posterior_there(run_train, compile_
     process, run_dir = run_train(*OWN, f"trainer.compile={compile_setting}")
     metrics = _metrics(process, run_dir)
     assert metrics["device"].startswith("cuda") and metrics["ensemble"]["num_samples"] == 2
-    posterior = csg.Posterior.load(run_dir, device="cuda")
+    posterior = csg.Posterior.load(run_dir, device="cuda", trust_code=True)  # the user's own components
     got = posterior.evaluate()
     assert all(got[key] == pytest.approx(value, abs=1e-6) for key, value in metrics["ensemble"].items())
     x, _ = next(iter(posterior.data.test))

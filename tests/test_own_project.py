@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -85,16 +84,16 @@ def test_two_processes_give_the_one_process_samples(readme_runs):
     assert json.loads((readme_runs[2] / "metrics.json").read_text())["processes"] == 2
 
 
-def test_sigterm_then_resume_repeats_the_uninterrupted_run_bit_for_bit(project, readme_runs):
+@pytest.mark.timeout(600)
+def test_sigterm_then_resume_repeats_the_uninterrupted_run_bit_for_bit(project, readme_runs, tmp_path):
+    from tests import gate
+
     words = readme_commands("Your own model, data and sampler")[0]
     cut = project / "runs" / "cut"
     command = [*_argv(words), f"hydra.run.dir={cut}"]
-    process = subprocess.Popen(command, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=_env())
-    deadline = time.monotonic() + 120
-    while not list(cut.glob("samples/*.pt")) and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.005)
-    process.send_signal(signal.SIGTERM)
+    # the README's command, made to wait after its first sample until the signal has been sent (tests/gate.py)
+    process = gate.start(tmp_path / "barrier", command[1], command[2:], project, _env())
+    gate.signal_when_waiting(process, tmp_path / "barrier", signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == -signal.SIGTERM, stderr
     assert 1 <= len(list(cut.glob("samples/*.pt"))) < 12 and (cut / "checkpoint.pt").exists()
@@ -109,7 +108,7 @@ def test_the_posterior_of_a_users_run_evaluates_to_its_metrics(readme_runs, proj
 
     monkeypatch.syspath_prepend(str(project))  # own_project importable, as from the directory the user runs in
     for run_dir in readme_runs[:2]:
-        posterior = csg.Posterior.load(run_dir, device="cpu")
+        posterior = csg.Posterior.load(run_dir, device="cpu", trust_code=True)  # the user's own components
         saved = json.loads((run_dir / "metrics.json").read_text())["ensemble"]
         got = posterior.evaluate()
         assert len(posterior) == 12 and set(saved) <= set(got)

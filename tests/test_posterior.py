@@ -81,7 +81,7 @@ def test_two_train_calls_make_two_run_directories_as_train_py_does(trained):
         metrics = _metrics(posterior)
         assert metrics["num_classes"] == 10 and metrics["input_shape"] == [1, 28, 28]
         assert posterior.metrics == metrics and posterior.device == torch.device(metrics["device"])
-    assert not (trained.cwd / ".hydra.pending").exists()
+    assert not list(trained.cwd.glob(".hydra.pending*"))
 
 
 def test_train_leaves_logging_and_hydra_as_they_were(trained):
@@ -249,7 +249,8 @@ def _compose(overrides: list[str]):
 
 def _fake_run(run_dir: Path, source, overrides: list[str], samples: dict[str, dict]) -> dict[str, dict]:
     """A finished run directory with ``overrides``' config whose samples are ``source``'s first sample perturbed,
-    one per name, with the given extra record entries; returns the state dicts by name."""
+    one per name, with the given extra record entries, each folder's manifest recording them; returns the state
+    dicts by name."""
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(_compose([*overrides, *SMALL[3:]]), run_dir / ".hydra" / "config.yaml")
     shutil.copy(source.run_dir / "metrics.json", run_dir / "metrics.json")
@@ -262,6 +263,11 @@ def _fake_run(run_dir: Path, source, overrides: list[str], samples: dict[str, di
         path = run_dir / "samples" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save({"state_dict": states[name], "index": index, "cycle": index, "epoch": index, **extra}, path)
+        manifest = path.parent / "manifest.json"
+        entries = json.loads(manifest.read_text())["samples"] if manifest.exists() else []
+        entries.append({"file": path.name, "index": index, "cycle": index, "epoch": index,
+                        "bytes": path.stat().st_size})
+        manifest.write_text(json.dumps({"format": 1, "samples": entries}))
     return states
 
 

@@ -213,8 +213,9 @@ def test_damaged_sample_files_are_refused_naming_the_file(run, tmp_path, capsys)
         store.verify(expected=["sample_0009_cycle03_epoch0099.pt"])
     assert missing.value.key == "samples" and "sample_0009_cycle03_epoch0099.pt" in str(missing.value)
     assert "missing" in str(missing.value)
-    (run / "samples" / "sample_0005_folder.pt").mkdir()
-    _refused(run, [], "sample_0005_folder.pt", "not a file")
+    first.unlink()
+    first.mkdir()  # a folder where the manifest records a sample (a stray folder elsewhere joins nothing)
+    _refused(run, [], first.name, "not a file")
 
 
 def test_a_sample_of_another_model_is_refused(run):
@@ -230,8 +231,10 @@ def test_a_sample_of_another_model_is_refused(run):
 def test_a_run_without_samples_is_refused(run):
     for path in SampleStore(run / "samples").paths():
         path.unlink()
-    _refused(run, [], f"samples='{run / 'samples'}'", "it holds none")
-    (run / "samples").rmdir()
+    _refused(run, [], "sample_0000_cycle00_epoch0001.pt", "a sample file this run wrote: it is missing")
+    (run / "samples" / "manifest.json").write_text('{"format": 1, "chain": 0, "planned": null, "samples": []}')
+    _refused(run, [], f"samples='{run / 'samples'}'", "its manifest records none")
+    shutil.rmtree(run / "samples")
     _refused(run, [], "samples=", "it does not exist")
 
 

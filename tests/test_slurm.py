@@ -9,7 +9,9 @@ of 1 CPU (2 for the 2-task job) with OMP_NUM_THREADS=1, and every wait has a dea
 
 The requeue after a time limit needs a job that is still training when SLURM signals it, which SLURM does
 on its own 30-second clock: that scenario starts first, in the background (its runs sleep in their data
-loading rather than compute, tests/slurm/slow_data.py), and is checked last.
+loading rather than compute, and from their first checkpoint on wait there for the signal,
+tests/slurm/slow_data.py), and is checked last. No test races a signal: a job waits for its signal (SLURM's,
+or the test's `scancel`, after which the test opens the job's barrier).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ SLOW = ["data=custom", "data._target_=tests.slurm.slow_data.slow_blobs", "data.n
         "sampler.samples_per_cycle=1", "logger=none", "trainer.progress=false", "trainer.device=cpu"]
 # the requeue: a 1-minute limit and SIGUSR2 20 s before it. SLURM checks time limits every 30 s and signals up to
 # 30 s early, so the signal comes 10 to 40 s after a start: not before Python has started (the hazard of a longer
-# delay), and before a run of 64 slow epochs (about 41 s of training after some 6 s of start) ends
-REQUEUE_EPOCHS = 64
+# delay). The run does not race it: from its first checkpoint on, it waits in its data until the signal has come
+# (+data.hold, tests/slurm/slow_data.py), then goes on and stops; the requeued job runs its 8 slow epochs (about 5 s)
+REQUEUE_EPOCHS = 8
 TIME_LIMIT = ("hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=20", "hydra.launcher.max_num_timeout=20")
 
 
@@ -271,7 +274,9 @@ class Scenario:
         self.cluster, self.folder = cluster, folder
         args = [*SLOW, f"trainer.epochs={REQUEUE_EPOCHS}"]
         self.sweep_dir, self.reference_dir = folder / "limited", folder / "reference"
-        self.driver = _start(cluster, _sweep_command(self.sweep_dir, *args, limit=TIME_LIMIT), folder / "driver.log")
+        held = [f"+data.once={self.sweep_dir}/0_*/checkpoint.pt", f"+data.hold={folder / 'signalled'}"]
+        self.driver = _start(cluster, _sweep_command(self.sweep_dir, *args, *held, limit=TIME_LIMIT),
+                             folder / "driver.log")
         self.reference = _start(cluster, [sys.executable, str(TRAIN), *args, f"hydra.run.dir={self.reference_dir}"],
                                 folder / "reference.log")
 
@@ -427,17 +432,20 @@ def test_a_sweep_sbatch_refuses_is_one_line(cluster, tmp_path):
 
 @on_the_cluster
 def test_scancel_checkpoints_and_the_same_sweep_resumes(cluster, tmp_path):
-    args = [*SLOW, "trainer.epochs=8"]
-    reference = _start(cluster, [sys.executable, str(TRAIN), *args, f"hydra.run.dir={tmp_path / 'reference'}"],
+    plain = [*SLOW, "trainer.epochs=8"]
+    reference = _start(cluster, [sys.executable, str(TRAIN), *plain, f"hydra.run.dir={tmp_path / 'reference'}"],
                        tmp_path / "reference.log")
-    sweep_dir = tmp_path / "runs"
+    sweep_dir, barrier = tmp_path / "runs", tmp_path / "barrier"
+    # from its first checkpoint on the job waits in its data until the test has cancelled it: it cannot end first
+    args = [*plain, f"+data.once={sweep_dir}/0_*/checkpoint.pt", f"+data.barrier={barrier}"]
     driver = _start(cluster, _sweep_command(sweep_dir, *args), tmp_path / "first.log")
-    deadline = time.monotonic() + 120
-    while not list(sweep_dir.glob("0_*/checkpoint.pt")) and time.monotonic() < deadline and driver.poll() is None:
+    waiting, deadline = Path(f"{barrier}.waiting"), time.monotonic() + 120
+    while not waiting.exists() and time.monotonic() < deadline and driver.poll() is None:
         time.sleep(0.5)
     (job,) = (sweep_dir / ".submitit").glob("[0-9]*")
-    assert not list(sweep_dir.glob("0_*/metrics.json")), "the run ended before it could be cancelled"
+    assert waiting.exists(), f"the job never waited for its signal:\n{(tmp_path / 'first.log').read_text()}"
     cluster.run("scancel", job.name)  # SIGTERM: the run checkpoints after its step and stops
+    barrier.touch()  # only now: the step that follows the signal sees it
     code, first = _finish(driver, tmp_path / "first.log", timeout=90)
     assert code == 1, first
     run_dir = _run_dir(sweep_dir, 0)

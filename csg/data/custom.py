@@ -15,20 +15,28 @@ one sees; training batches are sharded under DDP, evaluation batches too.
   frozen at that read);
 - ``false``: always a ``DataLoader``.
 
-``num_classes`` (optional) is the number of classes; without it, 1 + the largest label (a
-TensorDataset's are read from its tensor; other sets are read item by item, once).
+``num_classes`` (optional) is the number of classes; without it, 1 + the largest label.
+
+Every item is checked before training, in one pass: a TensorDataset's labels from its tensor (integers, one
+per item, in [0, num_classes)); any other Dataset's items read once each, ``__len__`` of them, each
+``(input tensor, integer label)`` with the input shape of item 0 and a label in [0, num_classes). Items served
+item by item are checked again as training reads them (a Dataset whose items change between reads), and
+their labels batched as int64. Each failure is one line naming ``data._target_`` (or ``data.num_classes``),
+the split, the item and what is wrong.
 """
 
 from __future__ import annotations
 
 import numbers
+import random
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from csg.data.bundle import InMemoryDataset, Splits
-from csg.errors import ConfigError
+from csg.errors import ConfigError, describe
 from csg.components import TARGET, call, locate
 
 KEYS = ("num_classes", "in_memory")  # the group's keys the framework reads (besides build_data's own)
@@ -50,46 +58,94 @@ def custom_splits(*, num_classes: int | None = None, in_memory: bool | str = "au
                               f"(__getitem__ and __len__); its {split} is {_kind(dataset)}")
         if len(dataset) == 0:
             raise ConfigError(key, path, f"a data set whose {split} split is not empty")
-    shape = _check_item(train, "train", path)
-    test_shape = _check_item(test, "test", path)
-    if test_shape != shape:
-        raise ConfigError(key, path, f"train and test inputs of one shape: train's are {shape}, test's {test_shape}")
-    if in_memory is True or (in_memory == "auto" and _is_tensor_pair(train)):
-        train, test = _as_tensors(train), _as_tensors(test)
-    labels = {"train": _labels(train), "test": _labels(test)}
+    keep = in_memory is True or (in_memory == "auto" and _is_tensor_pair(train))
+    held, labels, shape = {}, {}, None
+    for split, dataset in (("train", train), ("test", test)):
+        if _is_tensor_pair(dataset):
+            item_shape, labels[split], inputs = _tensor_facts(dataset, split, path)
+        else:
+            item_shape, labels[split], inputs = _scan(dataset, split, path, keep)
+        held[split] = InMemoryDataset(inputs, labels[split]) if keep else _Served(dataset, item_shape, split, path)
+        if shape is None:
+            shape = item_shape
+        elif item_shape != shape:
+            raise ConfigError(key, path,
+                              f"train and test inputs of one shape: train's are {shape}, test's {item_shape}")
     if num_classes is None:
-        if labels["train"] is None:
-            labels["train"] = _read_labels(train)
-        num_classes = 1 + max(int(values.max()) for values in labels.values() if values is not None)
+        num_classes = 1 + max(int(values.max()) for values in labels.values())
     for split, values in labels.items():
-        if values is not None and (int(values.min()) < 0 or int(values.max()) >= num_classes):
+        if int(values.min()) < 0:
+            raise ConfigError(key, path, f"Datasets whose labels are 0, 1, ..., num_classes - 1: the {split} set has "
+                              f"label {int(values.min())} (item {int(values.argmin())})")
+        if int(values.max()) >= num_classes:
             raise ConfigError("data.num_classes", num_classes,
                               f"more than every label: the {split} set has labels in [{int(values.min())}, "
-                              f"{int(values.max())}]")
+                              f"{int(values.max())}] (item {int(values.argmax())})")
     if num_classes < 2:
         raise ConfigError("data.num_classes", num_classes, "at least 2 classes (the labels have one)")
-    return Splits(train=train, test=test, num_classes=int(num_classes), input_shape=shape, source=f"custom: {path}")
+    return Splits(train=held["train"], test=held["test"], num_classes=int(num_classes), input_shape=shape,
+                  source=f"custom: {path}")
 
 
 def _kind(value: Any) -> str:
     return f"a {type(value).__name__}" + (f" of {len(value)}" if isinstance(value, (tuple, list)) else "")
 
 
-def _check_item(dataset: Dataset, split: str, path: str) -> tuple[int, ...]:
-    """The input shape of the first item, which must be (tensor, integer label)."""
-    try:
-        item = dataset[0]
-    except Exception as error:  # noqa: BLE001 - the user's __getitem__
-        from csg.errors import describe
+def _tensor_facts(dataset: TensorDataset, split: str, path: str) -> tuple[tuple[int, ...], torch.Tensor, torch.Tensor]:
+    """(input shape, labels as int64, inputs) of a TensorDataset of (inputs, labels), read from its tensors."""
+    inputs, labels = dataset.tensors
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ConfigError("data._target_", path, f"Datasets whose labels are integers; the {split} set's label "
+                          f"tensor holds {str(labels.dtype).removeprefix('torch.')}")
+    if labels.numel() != len(dataset):
+        raise ConfigError("data._target_", path, f"Datasets with one integer label per item; the {split} set's "
+                          f"label tensor has shape {tuple(labels.shape)} for {len(dataset)} items")
+    return tuple(inputs.shape[1:]), labels.reshape(-1).long(), inputs
 
-        raise ConfigError("data._target_", path, f"Datasets whose items can be read: {split}[0] raised "
-                          f"{describe(error)}") from None
+
+def _scan(dataset: Dataset, split: str, path: str, keep: bool
+          ) -> tuple[tuple[int, ...], torch.Tensor, torch.Tensor | None]:
+    """(input shape, labels, inputs stacked if ``keep``) of a Dataset read item by item, each item once, before
+    any training: every item is (input tensor, integer label) with the input shape of item 0, and ``__len__``
+    items can be read. The random number generators of torch (CPU), numpy and Python are as they were before,
+    so a Dataset that draws in ``__getitem__`` does not shift the model's initialisation."""
+    count = len(dataset)
+    labels = torch.empty(count, dtype=torch.long)
+    inputs: list[torch.Tensor] = []
+    shape = None
+    states = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
+    try:
+        for index in range(count):
+            item = _item(dataset, index, split, path, count)
+            if shape is None:
+                shape = tuple(item[0].shape)
+            elif tuple(item[0].shape) != shape:
+                raise ConfigError("data._target_", path, f"Datasets whose inputs all have one shape: "
+                                  f"{split}[{index}] is {tuple(item[0].shape)}, {split}[0] {shape}")
+            labels[index] = int(item[1])
+            if keep:
+                inputs.append(item[0])
+    finally:
+        torch.random.set_rng_state(states[0])
+        np.random.set_state(states[1])
+        random.setstate(states[2])
+    return shape, labels, torch.stack(inputs) if keep else None
+
+
+def _item(dataset: Dataset, index: int, split: str, path: str, count: int) -> tuple[torch.Tensor, Any]:
+    """Item ``index``, which must be (input tensor, integer label)."""
+    try:
+        item = dataset[index]
+    except Exception as error:  # noqa: BLE001 - the user's __getitem__
+        lying = f" (its __len__ says {count} items)" if index and isinstance(error, IndexError) else ""
+        raise ConfigError("data._target_", path, f"Datasets whose items can be read: {split}[{index}] raised "
+                          f"{describe(error)}{lying}") from None
     if (not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], torch.Tensor)
             or not _is_label(item[1])):
         got = f"({', '.join(type(v).__name__ for v in item)})" if isinstance(item, (tuple, list)) else type(item).__name__
         raise ConfigError("data._target_", path, f"Datasets whose items are (input tensor, integer label); "
-                          f"{split}[0] is {got}")
-    return tuple(item[0].shape)
+                          f"{split}[{index}] is {got}")
+    return item[0], item[1]
 
 
 def _is_label(value: Any) -> bool:
@@ -102,21 +158,38 @@ def _is_tensor_pair(dataset: Dataset) -> bool:
     return isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2
 
 
-def _labels(dataset: Dataset) -> torch.Tensor | None:
-    """A TensorDataset's labels (no pass over the items), else None."""
-    return dataset.tensors[1].reshape(-1) if _is_tensor_pair(dataset) else None
+class ItemError(ConfigError):
+    """An item served in training that breaks the contract the items read before training kept (a Dataset whose
+    items change between reads). One line also from a ``DataLoader`` worker: the loader raises it again from its
+    message (``type(error)(message with the worker's traceback)``), and the last line of that is the error's."""
+
+    def __init__(self, key: str, value: Any = None, allowed: str | None = None):
+        if allowed is not None:
+            super().__init__(key, value, allowed)
+            return
+        lines = [line for line in str(key).splitlines() if line.strip()]
+        message = lines[-1].split(f"{type(self).__name__}: ", 1)[-1] if lines else str(key)
+        self.key, self.value, self.allowed = "data._target_", None, message
+        Exception.__init__(self, message)
 
 
-def _read_labels(dataset: Dataset) -> torch.Tensor:
-    return torch.tensor([int(dataset[i][1]) for i in range(len(dataset))])
+class _Served(Dataset):
+    """A user's Dataset as training reads it: each item checked again as it is served (input shape, integer
+    label), its label as an int64 tensor (labels of any integer type batch alike)."""
 
+    def __init__(self, dataset: Dataset, shape: tuple[int, ...], split: str, path: str):
+        self.dataset, self.shape, self.split, self.path = dataset, shape, split, path
 
-def _as_tensors(dataset: Dataset) -> InMemoryDataset:
-    """The items of ``dataset`` held as two tensors: inputs as they are, labels as int64."""
-    if _is_tensor_pair(dataset):
-        inputs, labels = dataset.tensors
-    else:
-        items = [dataset[i] for i in range(len(dataset))]
-        inputs = torch.stack([x for x, _ in items])
-        labels = torch.tensor([int(y) for _, y in items])
-    return InMemoryDataset(inputs, labels.reshape(-1).long())
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        try:
+            x, y = _item(self.dataset, index, self.split, self.path, len(self.dataset))
+        except ConfigError as error:
+            raise ItemError(error.key, error.value, error.allowed) from None
+        if tuple(x.shape) != self.shape:
+            raise ItemError("data._target_", self.path, f"Datasets whose inputs all have one shape: "
+                            f"{self.split}[{index}] is {tuple(x.shape)} when served, {self.shape} when read before "
+                            "training")
+        return x, torch.tensor(int(y))

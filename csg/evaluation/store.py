@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,18 +64,20 @@ class EnsembleMembers:
 
 def ensemble_members(
     cfg: DictConfig, model, store: SampleStore, data: Callable[[], Any], device, precision: Precision,
-    layout: distributed.Layout | None = None,
+    layout: distributed.Layout | None = None, *, partial: bool = False,
 ) -> EnsembleMembers:
     """Which samples (or SWAG draws) of ``store`` make the run's ensemble, and their weights.
 
-    Every sample file is checked first (complete, a sample of ``model``). Replica exchange: only the lowest
+    The samples are those the run recorded (:func:`_sample_paths`: its manifests; ``partial``: an unfinished
+    run's samples so far). Every one is checked first (complete, the file the manifest records, a sample of
+    ``model``). Replica exchange: only the lowest
     temperature's (rung 0) samples. ``sampler.swag.draws_per_cycle > 0``: cyclical-SWAG draws, equal weights.
     Else contour samplers' importance weights, or ``evaluation.cycle_weights`` (equal, or harmonic: Appendix F,
     which evaluates each sample on the training set: ``data()`` is called for the run's data bundle then only).
     """
     layout = layout or distributed.Layout()
-    paths = _sample_paths(store)
-    store.verify(model_state=model.state_dict())  # every file a complete sample of this model, before any is used
+    paths = _sample_paths(store, int(cfg.sampler.get("chains", 1)), partial=partial)
+    store.verify(paths, model_state=model.state_dict())  # each a complete sample of this model, before any is used
     if cfg.sampler.get("replica") is not None:  # the ensemble is the lowest temperature's samples
         paths = [path for path in paths if store.metadata(path).get("replica_rung", 0) == 0]
     chain_of = [_chain_of(path) for path in paths]
@@ -89,15 +93,15 @@ def ensemble_members(
 
 def evaluate_store(
     cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None,
-    layout: distributed.Layout | None = None,
+    layout: distributed.Layout | None = None, *, partial: bool = False,
 ) -> dict[str, Any]:
     """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
 
-    The members and weights are :func:`ensemble_members`'. One sample is loaded at a time. Under DDP every
-    process evaluates its shard of the test set.
+    The members and weights are :func:`ensemble_members`' (``partial``: an unfinished run's samples so far).
+    One sample is loaded at a time. Under DDP every process evaluates its shard of the test set.
     """
     layout = layout or distributed.Layout()
-    members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout)
+    members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)
     names, chains, weights = members.names, members.chains, members.weights
     result = evaluate_samples(
         model,
@@ -130,13 +134,71 @@ def evaluate_store(
     return metrics
 
 
-def _sample_paths(store: SampleStore) -> list[Path]:
-    """The store's sample files; a :class:`ConfigError` when there is none to evaluate."""
-    paths = store.paths()
+def _sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False) -> list[Path]:
+    """The samples the run recorded, in (chain, collection) order: what its manifests list (``samples/manifest.json``;
+    ``samples/chainNN/manifest.json`` for each of ``chains`` > 1), never a listing of the folder, so that stray
+    copies (``samples/old/``, ``sample_... (copy).pt``) join no ensemble.
+
+    A run from before manifests (none in its folders): the files its ``metrics.json`` names (``per_sample``),
+    which only a finished run has. A :class:`ConfigError` for: no samples folder; neither manifests nor a
+    ``metrics.json`` naming the files; a chain's manifest missing, or a manifest recording fewer samples than its
+    chain planned (a run that has not finished; ``partial``: the samples so far); no sample at all."""
+    directory = store.directory
+    if not directory.is_dir():
+        raise ConfigError("samples", str(directory), "a folder holding the run's samples (sample_*.pt): it does not "
+                          "exist")
+    stores = [SampleStore(directory / f"chain{chain:02d}") for chain in range(chains)] if chains > 1 else [store]
+    manifests = [one.manifest() for one in stores]
+    if all(manifest is None for manifest in manifests):
+        paths = _paths_from_metrics(store)
+    else:
+        paths = []
+        for one, manifest in zip(stores, manifests):
+            if manifest is None:
+                if partial:  # a chain that has not begun
+                    continue
+                raise ConfigError("samples", str(one.manifest_path), "the record of a chain's samples: it is missing "
+                                  f"(each of the run's {chains} chains writes one)")
+            entries, planned = manifest["samples"], manifest.get("planned")
+            if not partial and planned is not None and len(entries) < planned:
+                raise ConfigError("run_dir", str(directory.parent), f"a finished run directory of train.py: "
+                                  f"{one.manifest_path} records {len(entries)} of the {planned} samples planned, the "
+                                  "run has not finished (the same train.py command resumes it from its checkpoint)")
+            paths += [one.directory / entry["file"] for entry in entries]
     if not paths:
-        where = "it holds none" if store.directory.is_dir() else "it does not exist"
-        raise ConfigError("samples", str(store.directory), f"a folder holding the run's samples (sample_*.pt): {where}")
+        raise ConfigError("samples", str(directory), "a folder holding the run's samples: its manifest records none")
     return paths
+
+
+_RECORDED_NAME = re.compile(r"(chain\d{2,}/)?sample_\d{4,}_cycle\d{2,}_epoch\d{4,}\.pt")
+
+
+def _paths_from_metrics(store: SampleStore) -> list[Path]:
+    """The sample files a run from before manifests recorded: those its metrics.json's ``per_sample`` names."""
+    from csg.trust import UntrustedFile, read_bytes
+
+    manifest = store.manifest_path.relative_to(store.directory.parent)
+    path = store.directory.parent / "metrics.json"
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError("samples", str(store.directory), f"a folder with the record of the run's samples "
+                           f"({manifest}): it has none, {why}; the samples of a run are never taken from a listing "
+                           "of its folder")
+
+    try:
+        metrics = json.loads(read_bytes(path, 256 << 20))
+    except (UntrustedFile, OSError, ValueError):
+        raise refuse("and no readable metrics.json names them (a run that has not finished)") from None
+    rows = metrics.get("per_sample") if isinstance(metrics, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise refuse("and its metrics.json names none")
+    if "swag" in metrics:
+        raise refuse("and its metrics.json names cyclical-SWAG draws, not the sample files (a run from before "
+                     "manifests: train it again)")
+    names = [row.get("file") if isinstance(row, dict) else None for row in rows]
+    if not all(isinstance(name, str) and _RECORDED_NAME.fullmatch(name) for name in names):
+        raise refuse("and its metrics.json's per_sample names other files than the run's samples")
+    return [store.directory / name for name in names]
 
 
 def _chain_of(path: Path) -> int:
@@ -198,35 +260,57 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SAVED_CONFIG = ".hydra/config.yaml"
 
 
-def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, trust_code: bool = False,
+                 partial: bool = False) -> dict[str, Any]:
     """Evaluate the samples of a finished run again; writes ``evaluation_<cycle_weights>.json`` beside them.
+
+    A run that has not finished (no ``metrics.json``, or a manifest with fewer samples than planned: still
+    training, killed, preempted) is refused as :meth:`csg.Posterior.load` refuses it, unless ``partial``
+    (``--partial``): then the samples its manifests record so far are evaluated, and written to
+    ``evaluation_partial_<time>.json``, whose metrics say ``partial`` (:func:`format_metrics` too).
 
     ``overrides`` are ``key=value`` pairs applied to the run's saved config: keys it has that match
     :data:`OVERRIDABLE` (``evaluation.cycle_weights=harmonic``, ``trainer.device=cpu``, ``data.root=...``,
     ``ood.root=...``), or ``ood=<name>`` (configs/ood/<name>.yaml). Every check happens before anything is
-    built or written, each failure a one-line :class:`ConfigError`: the run directory and its saved config,
-    the overrides (a key the config lacks, or one that made the samples), the values (as train.py checks
-    them), the output file, and every sample file (complete, a sample of the run's model).
+    built or written, each failure a one-line :class:`ConfigError`: the run directory and its saved config
+    (read as data: :func:`load_run_config`), the overrides (a key the config lacks, or one that made the
+    samples), the values (as train.py checks them), where the data are read from (:func:`csg.trust.check_run_data`:
+    not inside the run directory; CIFAR's pickled batches only from a ``data.root`` given here), the output
+    file, and every sample file (complete, a sample of the run's model). ``trust_code``: build the ``_target_``
+    objects the run's config names and read its data from where it says (``--trust-code``; :mod:`csg.trust`).
     """
+    from csg.components import run_directory_targets
+    from csg.trust import check_run_data
+
     run_dir = Path(run_dir)
-    cfg = load_run_config(run_dir)
-    cfg = apply_overrides(cfg, list(overrides or []))
-    checks.validate(cfg)
-    target = run_dir / f"evaluation_{cfg.evaluation.cycle_weights}.json"
-    _check_writable(run_dir, target)
-    store = SampleStore(run_dir / "samples")
-    _sample_paths(store)
-    store.verify()  # damaged files, before the data is read
-    device = resolve_device(str(cfg.trainer.device))
-    try:
-        data, model = build_data_and_model(cfg, device)
-    except OmegaConfBaseException as error:  # a key the saved config lacks
-        raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
-                          f"train.py config ({describe(error, limit=160)})") from None
-    ood_loader, ood_source = build_ood_loader(cfg, data)
-    precision = Precision(str(cfg.trainer.precision), device)
-    metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source)
+    overrides = list(overrides or [])
+    cfg = load_run_config(run_dir, trust_code=trust_code)
+    finished = _check_finished(run_dir, cfg, partial)
+    cfg = apply_overrides(cfg, overrides)
+    with run_directory_targets():
+        checks.validate(cfg)
+        given = tuple(item.partition("=")[0].strip() for item in overrides)
+        check_run_data(cfg, run_dir, trust_code=trust_code, given=given, ood=True)
+        store, chains = SampleStore(run_dir / "samples"), int(cfg.sampler.get("chains", 1))
+        paths = _sample_paths(store, chains, partial=partial)  # an unfinished run: refused unless partial
+        progress = _progress(store, chains, len(paths), finished)
+        target = run_dir / (f"evaluation_{cfg.evaluation.cycle_weights}.json" if progress is None else
+                            f"evaluation_partial_{datetime.now():%Y-%m-%d_%H-%M-%S}.json")
+        _check_writable(run_dir, target)
+        store.verify(paths)  # damaged files, before the data is read
+        device = resolve_device(str(cfg.trainer.device))
+        try:
+            data, model = build_data_and_model(cfg, device)
+        except OmegaConfBaseException as error:  # a key the saved config lacks
+            raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
+                              f"train.py config ({describe(error, limit=160)})") from None
+        ood_loader, ood_source = build_ood_loader(cfg, data)
+        precision = Precision(str(cfg.trainer.precision), device)
+        metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source,
+                                 partial=progress is not None)
     metrics.update(method=cfg.sampler.name, data=cfg.data.name, model=cfg.model.name, seed=int(cfg.seed))
+    if progress is not None:
+        metrics["partial"] = {**progress, "file": target.name}
     try:
         atomic_write_json(target, metrics)
     except OSError as error:
@@ -235,8 +319,46 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None) -> dic
     return metrics
 
 
-def load_run_config(run_dir: Path) -> DictConfig:
-    """The saved config of a train.py run directory, checked as train.py checks a config; else a ConfigError."""
+def _check_finished(run_dir: Path, cfg: DictConfig, partial: bool) -> bool:
+    """Whether the run has finished (its ``metrics.json``, as :meth:`csg.Posterior.load` reads it); a run without
+    one is refused as Posterior.load refuses it, naming ``--partial``, unless ``partial``."""
+    from csg.posterior import _finished_metrics
+
+    missing = not (run_dir / "metrics.json").exists()
+    if missing and partial and not cfg.get("synthetic"):
+        return False
+    try:
+        _finished_metrics(run_dir, cfg)
+    except ConfigError as error:
+        if not missing or cfg.get("synthetic"):
+            raise
+        raise ConfigError(error.key, error.value, f"{error.allowed}; or evaluate the samples written so far with "
+                          "--partial") from None
+    return True
+
+
+def _progress(store: SampleStore, chains: int, written: int, finished: bool) -> dict[str, Any] | None:
+    """None for a finished run (``metrics.json``, every manifest complete); else ``{"samples", "planned",
+    "finished": False}``: the samples recorded so far, and all chains' plan (None where no manifest says)."""
+    stores = [SampleStore(store.directory / f"chain{chain:02d}") for chain in range(chains)] if chains > 1 else [store]
+    planned = [manifest.get("planned") for manifest in (one.manifest() for one in stores) if manifest is not None]
+    per_chain = max((count for count in planned if count is not None), default=None)  # one plan for every chain
+    total = per_chain * chains if per_chain is not None else None
+    if finished and (total is None or written >= total):
+        return None
+    return {"samples": written, "planned": total, "finished": False}
+
+
+def load_run_config(run_dir: Path, *, trust_code: bool = False) -> DictConfig:
+    """The saved config of a train.py run directory, read as data and checked as train.py checks a config; else a
+    one-line ConfigError.
+
+    Read as data (:mod:`csg.trust`): a regular file of YAML within the size and alias limits; without
+    ``trust_code``, a config naming a ``_target_`` (or a resolver that is not OmegaConf's, Hydra's or csg's) is
+    refused before anything is imported. With ``trust_code`` its targets are imported by train.py's checks, from
+    the Python path (never the current folder: :func:`csg.components.run_directory_targets`)."""
+    from csg.components import run_directory_targets
+    from csg.trust import UntrustedFile, check_no_code, not_a_regular_file, read_yaml
 
     def refuse(why: str) -> ConfigError:
         return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: {why}")
@@ -246,10 +368,15 @@ def load_run_config(run_dir: Path) -> DictConfig:
     if not run_dir.is_dir():
         raise refuse("it is a file, not a directory")
     saved = run_dir / SAVED_CONFIG
-    if not saved.is_file():
+    special = not_a_regular_file(saved)
+    if special == "it does not exist":
         raise refuse(f"it has no {SAVED_CONFIG} (not a run directory, or a run that was refused before it began)")
+    if special is not None:
+        raise refuse(f"its {SAVED_CONFIG} cannot be read: {special}")
     try:
-        cfg = OmegaConf.load(saved)
+        cfg = read_yaml(saved)
+    except UntrustedFile as error:
+        raise refuse(f"its {SAVED_CONFIG} is refused: {error.reason}") from None
     except Exception as error:  # yaml's errors, a binary file, an unreadable one
         raise refuse(f"its {SAVED_CONFIG} {_unreadable_yaml(error)}") from None
     if not isinstance(cfg, DictConfig):
@@ -257,8 +384,10 @@ def load_run_config(run_dir: Path) -> DictConfig:
     absent = [key for key in ("data", "model", "sampler", "trainer", "evaluation", "ood", "seed") if key not in cfg]
     if absent:
         raise refuse(f"its {SAVED_CONFIG} is not a train.py config (no {', '.join(absent)})")
+    check_no_code(cfg, trust_code)  # before train.py's checks, which import the targets they are given
     try:
-        checks.validate(cfg)
+        with run_directory_targets():
+            checks.validate(cfg)
     except ConfigError as error:
         raise refuse(f"its {SAVED_CONFIG} fails train.py's checks ({error})") from None
     except Exception as error:  # a section that is not a mapping, an interpolation to nothing, ...
@@ -382,6 +511,11 @@ def format_metrics(metrics: dict[str, Any]) -> str:
                     f"{sum(s['entropy_mean'] for s in ood['per_sample']) / len(ood['per_sample']):.3f}, AUROC "
                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
     title = f"{metrics['method']} on {metrics['data']} ({metrics['model']}), seed {metrics['seed']}"
+    if "partial" in metrics:  # evaluate_run(partial=True) of a run that has not finished
+        partial = metrics["partial"]
+        of = f" of {partial['planned']} planned" if partial.get("planned") is not None else ""
+        title = (f"PARTIAL: a run that has not finished, its {partial['samples']}{of} samples so far (written to "
+                 f"{partial.get('file', '?')})\n{title}")
     if "wall_time_s" in metrics:
         title += (
             f", T={metrics['temperature']:g}, {metrics['gradient_evaluations']} gradient evaluations, "

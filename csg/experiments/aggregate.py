@@ -28,9 +28,12 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     Columns: ``run_dir``, ``status`` ("done" with a metrics.json, else "missing metrics"),
     the run's config flattened (``sampler.name``, ``data.name``, ``seed``, ...) and its metrics
     flattened under ``metrics.`` (``metrics.ensemble.nll``, ``metrics.ess.median``, ...).
-    A run directory whose config or metrics.json cannot be read is a :class:`ConfigError` naming it.
+    A run directory whose config or metrics.json cannot be read is a :class:`ConfigError` naming it. Both are read
+    as data (:mod:`csg.trust`): regular files only (a FIFO is refused, never opened), the config as YAML within the
+    size and alias limits, metrics.json up to :data:`METRICS_BYTES`.
     """
     from csg.rundir import EARLIER
+    from csg.trust import read_yaml
 
     rows = []
     for config_path in sorted(Path(root).glob("**/.hydra/config.yaml")):
@@ -39,23 +42,16 @@ def load_runs(root: str | Path) -> pd.DataFrame:
             continue  # a run started over with resume=false moved here: not one of the sweep's runs
         row: dict[str, Any] = {"run_dir": str(run_dir)}
         try:
-            config = OmegaConf.load(config_path)
-        except Exception as error:  # yaml's errors, a binary file, an unreadable one
+            config = read_yaml(config_path)
+        except Exception as error:  # beyond csg.trust's limits, yaml's errors, a binary file, an unreadable one
             raise _damaged(run_dir, ".hydra/config.yaml", "cannot be read as YAML", error) from None
         if not isinstance(config, DictConfig):
             raise ConfigError("run_dir", str(run_dir), "a run directory of train.py: its .hydra/config.yaml is not "
                               "a config (a mapping)")
         _flatten("", OmegaConf.to_container(config, resolve=False), row)
         metrics_path = run_dir / "metrics.json"
-        if metrics_path.exists():
-            try:
-                metrics = json.loads(metrics_path.read_text())
-            except Exception as error:  # not JSON, not text, unreadable
-                raise _damaged(run_dir, "metrics.json", "cannot be read as JSON", error) from None
-            if not isinstance(metrics, dict):
-                raise ConfigError("run_dir", str(run_dir), "a run directory of train.py: its metrics.json is not "
-                                  "a JSON object")
-            _flatten("metrics", metrics, row)
+        if metrics_path.exists() or metrics_path.is_symlink():
+            _flatten("metrics", read_metrics(run_dir), row)
             row["status"] = "done"
         else:
             row["status"] = "missing metrics"
@@ -63,7 +59,30 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+METRICS_BYTES = 256 << 20  # a metrics.json lists every sample's metrics: a few MB at most
+
+
+def read_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """A run's metrics.json, read as data (a regular file of at most :data:`METRICS_BYTES`, a JSON object); else a
+    :class:`ConfigError` naming the run."""
+    from csg.trust import read_bytes
+
+    run_dir = Path(run_dir)
+    try:
+        metrics = json.loads(read_bytes(run_dir / "metrics.json", METRICS_BYTES))
+    except Exception as error:  # a special or too large file, not JSON, not text, unreadable
+        raise _damaged(run_dir, "metrics.json", "cannot be read as JSON", error) from None
+    if not isinstance(metrics, dict):
+        raise ConfigError("run_dir", str(run_dir), "a run directory of train.py: its metrics.json is not a JSON object")
+    return metrics
+
+
 def _damaged(run_dir: Path, name: str, what: str, error: Exception) -> ConfigError:
+    from csg.trust import UntrustedFile
+
+    if isinstance(error, UntrustedFile):
+        return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {name} is refused: "
+                           f"{error.reason}")
     lines = str(error).strip().splitlines()
     detail = f"{type(error).__name__}: {lines[0][:120]}" if lines else type(error).__name__
     return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {name} {what} ({detail})")

@@ -61,6 +61,7 @@ def run_study(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, A
 
     run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
     with RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:  # a refused study writes nothing
+        directory.lock()  # one writer per run directory
         validate(cfg)
         directory.accept()
         study = cfg.synthetic

@@ -32,6 +32,7 @@ one partition group per step size and seed. A chain past its B / P iterations st
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,10 +262,17 @@ def _draws(u: int, unit: Unit, kept, seeds: int, dim: int) -> Draws:
                  iterations, [bool(np.isfinite(d).all()) for d in draws])
 
 
-def start_points(seeds: int, dim: int, scale: Tensor | float, seed: int) -> Tensor:
-    """(seeds, 4, dim) starts N(0, scale^2), one generator for the target: the same for every method."""
+MAX_SEED = 9999  # the starts of seed s are row s of one draw per target: seeds up to this
+
+
+def start_points(seeds: Sequence[int], dim: int, scale: Tensor | float, seed: int) -> Tensor:
+    """(len(seeds), 4, dim) starts N(0, scale^2), the same for every method: seed s starts at row s of one draw of
+    max(seeds) + 1 rows from the target's generator (``seed``), so seeds 0..n-1 start as they always have."""
+    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+        raise ValueError(f"seeds from 0 to {MAX_SEED}, at least one: {list(seeds)}")
     generator = torch.Generator().manual_seed(10_000 + seed)
-    return torch.randn(seeds, 4, dim, generator=generator, dtype=torch.float64) * scale
+    draw = torch.randn(max(seeds) + 1, 4, dim, generator=generator, dtype=torch.float64) * scale
+    return draw[list(seeds)]
 
 
 __all__ = ["BY_NAME", "METHODS", "PAIRS", "Draws", "Method", "Protocol", "chain_steps", "gradient_evaluations",

@@ -59,7 +59,8 @@ class Prepared:
     modes: object = None         # the network's mode regions
 
 
-def prepare(name: str, references: Path, protocol: Protocol, seeds: int) -> Prepared:
+def prepare(name: str, references: Path, protocol: Protocol, seeds: Sequence[int]) -> Prepared:
+    """What ``name``'s chains start from and are scored against; its starts are those of ``seeds`` (values)."""
     target = create(name)
     generator = torch.Generator().manual_seed(20_000)
     if isinstance(target, GaussianMixture):
@@ -116,11 +117,12 @@ def scores(prepared: Prepared, draws: np.ndarray, weights: np.ndarray, rng: np.r
     return out
 
 
-def score(prepared: Prepared, unit: Draws, protocol: Protocol) -> list[dict]:
-    """One row per seed and checkpoint: the metrics of the draws kept up to that share of the budget."""
+def score(prepared: Prepared, unit: Draws, protocol: Protocol, seeds: Sequence[int]) -> list[dict]:
+    """One row per seed and checkpoint: the metrics of the draws kept up to that share of the budget (``seeds``:
+    the seed of each of the unit's per-seed draws, in order)."""
     method = chains.BY_NAME[unit.method]
     rows = []
-    for seed, (draws, weights, finite) in enumerate(zip(unit.draws, unit.weights, unit.finite)):
+    for seed, draws, weights, finite in zip(seeds, unit.draws, unit.weights, unit.finite, strict=True):
         rng = np.random.default_rng(1000 * seed + 7)
         for share in protocol.checkpoints:
             upto = unit.iterations < share * unit.steps
@@ -132,10 +134,10 @@ def score(prepared: Prepared, unit: Draws, protocol: Protocol) -> list[dict]:
     return rows
 
 
-def exact_rows(prepared: Prepared, seeds: int, protocol: Protocol) -> list[dict]:
+def exact_rows(prepared: Prepared, seeds: Sequence[int], protocol: Protocol) -> list[dict]:
     """The "exact" row: per seed, independent exact draws, as many as one constant-step chain keeps."""
     rows = []
-    for seed in range(seeds):
+    for seed in seeds:
         rng = np.random.default_rng(1000 * seed + 11)
         for share in protocol.checkpoints:
             count = int(share * protocol.budget * (1 - protocol.burnin) / protocol.thin)
@@ -158,18 +160,29 @@ class Study:
     steps: dict              # target -> its step grid
 
 
-def run_study(references: Path, targets: tuple[str, ...] = TARGETS, seeds: int = 5, protocol: Protocol = Protocol(),
-              methods=chains.METHODS, log=print) -> Study:
+def run_study(references: Path, targets: tuple[str, ...] = TARGETS, seeds: Sequence[int] = (0, 1, 2, 3, 4),
+              protocol: Protocol = Protocol(), methods=chains.METHODS, log=print) -> Study:
+    """Every method at every step of each target's grid, for each seed of ``seeds`` (the values, each once, from 0
+    to :data:`~csg.accuracy.multimodal.chains.MAX_SEED`; recorded as the rows' ``seed``).
+
+    All seeds' chains run as one tensor per target: seed s starts at row s of the target's start draw
+    (:func:`~csg.accuracy.multimodal.chains.start_points`), is scored and gets its exact draws from generators of s,
+    and the batch's noise is one stream per target seeded by the target's index and the lowest seed (1000 x the
+    lowest seed + index). Seeds 0..n-1 give the study as it has always run; the same seeds give the same numbers."""
+    seeds = tuple(sorted(int(seed) for seed in seeds))
+    if not seeds or len(set(seeds)) < len(seeds) or seeds[0] < 0 or seeds[-1] > chains.MAX_SEED:
+        raise ValueError(f"seeds: distinct values from 0 to {chains.MAX_SEED}, at least one: {list(seeds)}")
     started = time.perf_counter()
     rows, grids = [], {}
     for index, name in enumerate(targets):
         prepared = prepare(name, references, protocol, seeds)
         grids[name] = prepared.steps
         units, seconds = chains.run(prepared.target, prepared.starts, prepared.steps, protocol,
-                                    energy_low=prepared.energy_low, methods=methods, seed=index)
-        log(f"{name}: {len(units)} (method, step) pairs x {seeds} seeds, {protocol.budget} gradients each: {seconds:.0f} s")
+                                    energy_low=prepared.energy_low, methods=methods, seed=1000 * seeds[0] + index)
+        log(f"{name}: {len(units)} (method, step) pairs x {len(seeds)} seeds, {protocol.budget} gradients each: "
+            f"{seconds:.0f} s")
         for unit in units:
-            rows += score(prepared, unit, protocol)
+            rows += score(prepared, unit, protocol, seeds)
         rows += exact_rows(prepared, seeds, protocol)
         log(f"{name}: scored ({time.perf_counter() - started:.0f} s)")
     return Study(pd.DataFrame(rows), time.perf_counter() - started, protocol, grids)
