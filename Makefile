@@ -9,13 +9,17 @@ TEST_WORKERS ?= 2  # pytest-xdist workers of make test (one test file each at a 
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
-	@echo "make demo     cSGHMC on the embedded MNIST subset with the MLP (CPU, about a minute)"
+	@echo "make demo     cSGHMC on the embedded MNIST subset with the MLP (CPU, about a minute), beside results/demo.md"
+	@echo "make demo-seeds  the embedded default on seeds 0, 1, 2 and its sampling checks: results/demo.{md,csv} (CPU, ~3 min)"
+	@echo "make demo-long   the embedded default at 800 epochs / 2 cycles and 1600 / 4, seeds 0-2: results/demo_long.{md,csv} (CPU, ~25 min)"
 	@echo "make test     run the test suite (installs first if needed)"
+	@echo "make test-report  the same, with its counts and wall time written to results/tests.md"
 	@echo "make table1|table2|table3|fig3 [SCALE=smoke] [LAUNCHER=slurm]  cSG-MCMC Tables 1-3, Figure 3: sweep + table"
 	@echo "make <target>-report [RUNS=multirun/<preset>/<date>]  aggregate existing runs only (missing runs listed)"
 	@echo "  every paper target takes SCALE=smoke|full LAUNCHER=local|slurm SEEDS=0,1 RUNS=... where it uses them,"
 	@echo "  and ARGS=\"key=value ...\": train.py overrides for every run (e.g. hydra.launcher.partition=gpu);"
 	@echo "  table1, table3 take ADD=\"sampler=... sampler.name=mine\": one more method, one more row (reproduce.py --add)"
+	@echo "  OUT=DIR writes the tables there: results/ takes only runs of the table's protocol (preset, budget, methods, seeds)"
 	@echo "  each is one call of scripts/reproduce.py (its --help lists the targets)"
 	@echo "make fig1     cSG-MCMC Figure 1: the two step-size schedules (seconds); make fig2 = make table4"
 	@echo "make table4   cSG-MCMC Table 4, Figures 2 and 5 (25 Gaussians; CPU, under a minute)"
@@ -49,7 +53,17 @@ DEMO_DIR := runs/demo/$(NOW)
 
 demo: $(STAMP)
 	$(BIN)/python train.py hydra.run.dir=$(DEMO_DIR)
-	$(BIN)/python scripts/run_table.py $(DEMO_DIR) results/demo.md
+	$(BIN)/python scripts/demo_report.py $(DEMO_DIR) --beside results/demo.csv --out $(DEMO_DIR)/demo.md --command "make demo"
+
+# The embedded default's committed numbers: three seeds, and its long budgets (scripts/demo_report.py)
+demo-seeds: $(STAMP)
+	$(BIN)/python train.py -m seed=0,1,2 hydra.sweep.dir=runs/demo-seeds/$(NOW)
+	$(BIN)/python scripts/demo_report.py runs/demo-seeds/$(NOW)/*/ --curvature --out results/demo.md --csv results/demo.csv --command "make demo-seeds"
+
+demo-long: $(STAMP)
+	$(BIN)/python train.py -m seed=0,1,2 trainer.epochs=800 sampler.cycles=2 hydra.sweep.dir=runs/demo-long/$(NOW)/800
+	$(BIN)/python train.py -m seed=0,1,2 trainer.epochs=1600 sampler.cycles=4 hydra.sweep.dir=runs/demo-long/$(NOW)/1600
+	$(BIN)/python scripts/demo_report.py runs/demo-long/$(NOW)/*/*/ --curvature --out results/demo_long.md --csv results/demo_long.csv --command "make demo-long" --title "Embedded default at long budgets"
 
 # Every paper target is one call of scripts/reproduce.py (targets: csg/experiments/registry.py)
 SCALE ?=
@@ -57,11 +71,12 @@ LAUNCHER ?=
 SEEDS ?=
 RUNS ?=
 ADD ?=
+OUT ?=
 ARGS ?=
-REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(ADD),--add "$(ADD)"))
+REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit
-REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report
-.PHONY: help install demo test docs clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report
+.PHONY: help install demo demo-seeds demo-long test test-report docs clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -100,6 +115,9 @@ bench: $(STAMP)
 
 test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+test-report: $(REFERENCE_STAMP)  # make test's command, its counts and wall time written to results/tests.md
+	$(BIN)/python scripts/test_report.py -- -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 docs: $(STAMP)  # the strict build (every warning an error) also runs in make test: tests/test_docs.py
 	$(BIN)/python scripts/build_docs.py --strict --out site

@@ -1,13 +1,12 @@
-"""The embedded default's recipe survives budgets longer than its 200 epochs (issue 31).
+"""The embedded default's recipe survives budgets longer than its 200 epochs (issues 31 and 42).
 
-At the recipe's old temperature T = 1 every long cycle ended in a NaN at its first warm restart
-(``train.py trainer.epochs=800 sampler.cycles=2``: epoch 401/800; 800/4, 1600/2, 1600/4 alike): the
-sampling stage lets the MLP's weights diffuse almost freely into a region whose curvature (top Hessian
-eigenvalue of the mean training loss 60-300, about 1 after exploration) makes heavy-ball SGD at
-lr0 = 0.2 unstable (it needs lr0 x lambda_max < 2 (1 + momentum) = 2.2). The recipe now samples at
-T = 1e-3 (configs/data/mnist5k.yaml). The diffusion per sampling epoch does not depend on N, and the
-old recipe fails the same way on 500 training digits (NaN in epoch 402/800), so this test runs the
-800-epoch, 2-cycle budget on those: 8 iterations per epoch, about 20 s.
+A long cycle's sampling stage (80 epochs at ``trainer.epochs=800 sampler.cycles=2``) lets the MLP's weights
+drift along flat directions into sharper regions, and the next warm restart at lr0 is stable only while
+lr0 x lambda_max < 2 (1 + momentum) = 2.2. The recipe (configs/data/mnist5k.yaml: lr0 = 0.1, T = 0.2, the
+sampling stage's step held) restarts there with a catapult that recovers: the loss of the restart's epoch
+jumps and falls back within a few epochs (results/demo_long.md measures it on the 4000 digits, seeds 0-2);
+at lr0 = 0.2 and T = 0.1 such restarts ended in NaN. The drift per sampling epoch does not depend on N, so
+this test runs the 800-epoch, 2-cycle budget on 500 training digits: 8 iterations per epoch, about 20 s.
 """
 
 from __future__ import annotations
@@ -34,11 +33,11 @@ def test_a_long_cycle_restarts_without_diverging(run_train, monkeypatch):
     assert len(epochs) == 800
     losses = [float(row["train_loss"]) for row in epochs]
     assert all(math.isfinite(loss) for loss in losses)
-    # The restart (epoch 400, lr back to lr0 = 0.2) is not even a catapult: the loss of its first epoch
-    # stays near the last sampling epoch's (about 0.001 both; a catapult lifts it to 0.2-5, as at the old
-    # default's own restarts, and the old recipe here went to NaN).
+    # The restart (epoch 400, lr back to lr0): a catapult (the loss jumps well above the stage's) that
+    # recovers within 20 epochs, not a divergence
     assert epochs[400]["cycle"] == "1" and epochs[400]["stage"] == "exploration"
-    assert losses[400] < 0.05
+    assert losses[400] > losses[399]
+    assert min(losses[400:420]) < 0.05
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["ensemble"]["num_samples"] == 2
-    assert math.isfinite(metrics["ensemble"]["nll"]) and metrics["ensemble"]["test_error_pct"] < 20.0
+    assert math.isfinite(metrics["ensemble"]["nll"]) and metrics["ensemble"]["test_error_pct"] < 25.0

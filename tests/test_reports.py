@@ -77,6 +77,8 @@ def test_fig4_report_collects_the_entropy_curves(tmp_path):
     curves = pd.read_csv(tmp_path / "out" / "fig4.csv")
     assert curves[curves.method == "cSGHMC"].ecdf.tolist() == [0.0, 0.3, 1.0]
     text = (tmp_path / "out" / "fig4.md").read_text()
-    assert "SMOKE SCALE" in text and "most uncertain first: cSGHMC, SGD" in text
+    assert "SMOKE SCALE" in text and "most uncertain first (one seed: an ordering, not a verdict): cSGHMC, SGD" in text
     assert "Missing runs: SGDM, SGHMC, SGLD, Snapshot, cSGLD" in text
+    assert "No comparison has runs of both its methods." in text  # the paper's pairs need SGHMC, Snapshot, ...
+    assert pd.read_csv(tmp_path / "out" / "fig4_runs.csv").method.tolist() == ["SGD", "cSGHMC"]
     assert (tmp_path / "out" / "fig4.png").stat().st_size > 1000

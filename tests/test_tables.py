@@ -56,6 +56,50 @@ def test_table1_aggregates_mean_stderr_and_lists_missing_runs(tmp_path):
     assert pd.read_csv(tmp_path / "out" / "table1.csv").shape[0] == len(table)
 
 
+def test_table1_comparisons_pair_seeds_and_give_the_shared_functions_verdicts(tmp_path):
+    """cSGLD 2.5 points below SGLD on every seed: helps; cSGHMC against SGHMC, differences of either sign: inconclusive."""
+    runs = tmp_path / "runs"
+    noise = (0.9, -1.1, 1.3, -0.7)
+    for seed, shake in enumerate(noise):
+        base = 5.0 + 3.0 * seed  # seeds differ more than the methods' gap: only pairing by seed shows it
+        _run(runs, f"sgld{seed}", sampler="sgld", seed=seed, error=base + 2.5, nll=0.3)
+        _run(runs, f"csgld{seed}", sampler="csgld", seed=seed, error=base + 0.02 * shake, nll=0.2)
+        _run(runs, f"sghmc{seed}", sampler="sghmc", seed=seed, error=base, nll=0.25, update_rule="sghmc")
+        _run(runs, f"csghmc{seed}", sampler="csghmc", seed=seed, error=base + shake, nll=0.25 + 0.05 * shake,
+             update_rule="sghmc")
+    tables.report("table1", runs, tmp_path / "out", "smoke", epochs=80, seeds="0,1,2,3")
+    verdicts = pd.read_csv(tmp_path / "out" / "table1_comparisons.csv")
+    error = verdicts[verdicts.metric == "test_error_pct"].set_index(["method", "baseline"])
+    assert error.loc[("cSGLD", "SGLD"), "verdict"] == "helps" and error.loc[("cSGLD", "SGLD"), "n"] == 4
+    assert error.loc[("cSGLD", "SGLD"), "difference"] == pytest.approx(-2.5 + 0.02 * np.mean(noise))
+    assert error.loc[("cSGHMC", "SGHMC"), "verdict"] == "inconclusive"
+    assert len(verdicts) == 4  # no Snapshot runs: those two claims have nothing to compare, in either metric
+    assert (verdicts.confidence > 0.95).all()  # one Holm family of 4: every interval wider than 95 %
+    # the committed per-run CSV is enough to recompute the verdicts
+    from csg.experiments.comparisons import compare
+
+    again = compare(pd.read_csv(tmp_path / "out" / "table1_runs.csv"), tables.TABLES["table1"].claims,
+                    tables.TABLES["table1"].metrics)
+    assert list(again.verdict) == list(verdicts.verdict)
+    text = (tmp_path / "out" / "table1.md").read_text()
+    section = text[text.index("## Comparisons"):]
+    assert "Holm-corrected" in section and "test error % 0.5" in section and "detectable" in section
+    assert "| mnist5k | test error % | cSGLD | SGLD | 0 1 2 3 |" in section and "| helps |" in section
+    assert "an ordering, not a verdict" not in section
+
+
+def test_a_one_seed_table_gives_an_ordering_and_no_verdict(tmp_path):
+    runs = tmp_path / "runs"
+    for sampler, nll in (("sgdm", 0.25), ("sghmc", 0.32), ("snapshot_sgdm", 0.2), ("csghmc", 0.19)):
+        _run(runs, sampler, sampler=sampler, error=5.0, nll=nll, cycles=3)
+    tables.report("table3", runs, tmp_path / "out", "smoke", epochs=60)
+    text = (tmp_path / "out" / "table3.md").read_text()
+    section = text[text.index("## Comparisons"):]
+    assert "One seed: an ordering, not a verdict." in section
+    assert "| mnist5k | NLL | cSGHMC | SGHMC | 0 | 0.1900 | 0.3200 | -0.1300 | cSGHMC |" in section
+    assert not any(word in text for word in ("helps", "hurts", "equivalent", "inconclusive", "Holm"))
+
+
 def test_full_scale_difference_is_ours_minus_the_paper(tmp_path):
     _run(tmp_path / "runs", "a", sampler="csghmc", data="cifar100", error=21.0, update_rule="sghmc")
     table, _ = tables.report("table1", tmp_path / "runs", tmp_path / "out", "full", epochs=200, seeds="0")
@@ -207,6 +251,14 @@ def test_cycles_sweep_averages_seeds_per_method_and_m(tmp_path):
     assert cycles.loc[("Snapshot-SGD", 5), "mean"] == pytest.approx(9.0)
     assert {"sampler": "sgld", "sampler.samples_per_cycle": "12", "data": "mnist5k", "seed": "0"} in missing
     assert (tmp_path / "out" / "fig3.png").exists() and (tmp_path / "out" / "fig3.pdf").exists()
+    assert pd.read_csv(tmp_path / "out" / "fig3_cycles_runs.csv").shape[0] == 3
+    assert (tmp_path / "out" / "fig3_comparisons.csv").read_text().strip() == ""  # no M with both methods
+    _run(runs, "s2", sampler="snapshot_sgd", error=8.5, cycles=2)  # M = 2, seed 0 of both: one pair, one seed
+    fig3.report(runs, tmp_path / "out", "smoke", epochs=80, seeds="0")
+    compared = pd.read_csv(tmp_path / "out" / "fig3_comparisons.csv").iloc[0]
+    assert (compared.M, compared.n, compared.difference) == (2, 1, pytest.approx(6.0 - 8.5))
+    text = (tmp_path / "out" / "fig3.md").read_text()
+    assert "One seed: an ordering, not a verdict." in text and "(c) from seeds 0, 1" in text
 
 
 def test_wandb_names_identify_table_method_and_seed():

@@ -9,9 +9,9 @@ import yaml
 
 
 def test_default_run_completes_and_the_ensemble_beats_its_samples(run_train):
-    # The embedded default (cSGHMC, MLP, mnist5k) with 20 epochs instead of 200: 4 cycles of 5 epochs,
-    # one sample at the end of each cycle.
-    process, run_dir = run_train("trainer.epochs=20", "sampler.samples_per_cycle=1")
+    # The embedded default (cSGHMC, MLP, mnist5k) with 40 epochs instead of 200: 4 cycles of 10 epochs,
+    # one sample at the end of each cycle (tests/test_demo.py runs the 200 epochs).
+    process, run_dir = run_train("trainer.epochs=40", "sampler.samples_per_cycle=1")
     assert process.returncode == 0, process.stderr
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["method"] == "csghmc" and metrics["data"] == "mnist5k" and metrics["model"] == "mlp"
@@ -21,14 +21,14 @@ def test_default_run_completes_and_the_ensemble_beats_its_samples(run_train):
     assert metrics["ensemble"]["num_samples"] == len(metrics["per_sample"]) == 4
     assert metrics["ensemble"]["nll"] <= min(sample["nll"] for sample in metrics["per_sample"])
     assert metrics["ensemble"]["test_error_pct"] < 15.0
-    assert metrics["temperature"] == 1e-3 and metrics["gradient_evaluations"] == 20 * 63  # the recipe's tempered T
+    assert metrics["temperature"] == 0.2 and metrics["gradient_evaluations"] == 40 * 63  # the recipe's tempered T
     assert metrics["wall_time_s"]["total"] > 0
     samples = sorted(p.name for p in (run_dir / "samples").iterdir())
-    assert samples == [f"sample_{i:04d}_cycle{i:02d}_epoch{5 * i + 4:04d}.pt" for i in range(4)]
+    assert samples == ["manifest.json", *[f"sample_{i:04d}_cycle{i:02d}_epoch{10 * i + 9:04d}.pt" for i in range(4)]]
     config = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
     assert config["sampler"]["name"] == "csghmc"
-    assert "epoch 20/20" in (run_dir / "train.log").read_text()
-    assert (run_dir / "epochs.csv").read_text().count("\n") == 21
+    assert "epoch 40/40" in (run_dir / "train.log").read_text()
+    assert (run_dir / "epochs.csv").read_text().count("\n") == 41
     assert "ensemble of 4" in process.stdout and "best single sample" in process.stdout
 
 

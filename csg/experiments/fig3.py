@@ -21,8 +21,10 @@ import torch
 from torch import Tensor
 
 from csg.atomic import atomic_write_text
+from csg.experiments import comparisons
 from csg.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
-from csg.experiments.tables import TableSpec, expand, expected_runs, missing_runs
+from csg.experiments.comparisons import Claim
+from csg.experiments.tables import ERROR, TableSpec, expand, expected_runs, missing_runs
 
 CYCLES = "1,2,4,5"  # each divides both budgets (200 and 80 epochs)
 SPEC = TableSpec(
@@ -41,6 +43,10 @@ SPEC = TableSpec(
     label=lambda run, budget: str(run["sampler.name"]),
     metrics=(),
 )
+CLAIMS = (Claim("cSGLD", "Snapshot-SGD", (ERROR.paper_name,)),)
+CLAIMS_TEXT = ("The paper's claim (Section 5.2, Figure 3c): \"given a fixed M, cSG-MCMC yields substantially lower test "
+               "errors than Snapshot\": cSGLD against Snapshot-SGD at each M, in ensemble test error. Per run: "
+               "`fig3_cycles_runs.csv`; the comparisons: `fig3_comparisons.csv`.")
 LAMBDAS = tuple(i / 10 for i in range(11))
 FIG3_SAMPLERS = ("csgld", "sgld", "snapshot_sgd")  # the samplers of the panels
 
@@ -91,24 +97,44 @@ def interpolation_errors(model: torch.nn.Module, first, second, loader, device, 
 
 
 def _samples(run_dir: Path) -> list[tuple[dict, dict[str, Tensor]]]:
-    """(metadata, state_dict) of each sample of a run, in collection order (weights only; a damaged file is a
-    one-line error naming it)."""
+    """(metadata, state_dict) of each sample a run recorded (its manifest, never a listing of its folder: stray
+    copies join no panel), in collection order; each checked before any is used (weights only; a damaged file, or a
+    run that has not finished, is a one-line error naming it)."""
     from csg.collection import SampleStore
+    from csg.evaluation.store import _sample_paths, load_run_config
 
     store = SampleStore(run_dir / "samples")
-    store.verify()
-    loaded = [store.load(path) for path in store.paths()]
+    paths = _sample_paths(store, int(load_run_config(run_dir).sampler.get("chains", 1)))
+    store.verify(paths)
+    loaded = [store.load(path) for path in paths]
     return [({k: v for k, v in s.items() if k != "state_dict"}, s["state_dict"]) for s in loaded]
 
 
-def _model_and_test_data(run_dir: Path, device: torch.device):
+def _model_and_test_data(run_dir: Path, device: torch.device, data_root: str | None = None):
+    """The run's model and test data, its config read as data (:func:`csg.evaluation.store.load_run_config`: YAML
+    within limits, no ``_target_``) and its data root checked (:func:`csg.trust.check_run_data`): the data are read
+    from ``data_root`` (the caller's ``data.root=``) or from the root the run's data set has by default (its
+    ``configs/data`` file's, e.g. ``${oc.env:CSG_DATA,data}``: the reader's own), never unpickled from a root the
+    run names."""
     from omegaconf import OmegaConf
 
-    import csg  # noqa: F401  (config resolvers)
     from csg.build import build_data_and_model
+    from csg.components import run_directory_targets
+    from csg.evaluation.store import CONFIGS, load_run_config
+    from csg.trust import check_run_data
 
-    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    data, model = build_data_and_model(cfg, device)
+    cfg = load_run_config(run_dir)
+    given: tuple[str, ...] = ()
+    if data_root is not None:
+        cfg.data.root, given = data_root, ("data.root",)
+    else:
+        default = CONFIGS / "data" / f"{cfg.data.name}.yaml"  # our own config file, not the run's
+        raw = OmegaConf.to_container(cfg.data, resolve=False).get("root")
+        if default.is_file() and raw is not None and raw == OmegaConf.load(default).get("root"):
+            given = ("data.root",)
+    check_run_data(cfg, run_dir, trust_code=False, given=given)
+    with run_directory_targets():
+        data, model = build_data_and_model(cfg, device)
     return model, data.test
 
 
@@ -123,8 +149,11 @@ def _pick(done: pd.DataFrame, method: str, cycles: int | None = None) -> pd.Seri
 
 
 def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int, seeds: str | None = None,
-           device: str = "auto") -> list[dict[str, str]]:
+           device: str = "auto", data_root: str | None = None) -> list[dict[str, str]]:
     """fig3_{mds,interpolation,cycles}.csv, fig3.md and fig3.png/.pdf from the runs; returns the missing runs.
+
+    Panel (b) reads the test data from ``data_root`` when given, else from the data set's default root (never from
+    a root the run's config names: :func:`_model_and_test_data`).
 
     A folder that does not exist, or holds no finished run of the figure's samplers, is a
     :class:`~csg.errors.ConfigError` (``--runs``) and nothing is written."""
@@ -159,7 +188,7 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
             if same.any() and (~same & ~np.eye(len(idx), dtype=bool)).any():
                 notes.append(f"{label}: within a cycle {block[same].mean():.2f}, between cycles "
                              f"{block[~same & ~np.eye(len(idx), dtype=bool)].mean():.2f}")
-        model, test = _model_and_test_data(Path(chosen["cSGLD"].run_dir), dev)
+        model, test = _model_and_test_data(Path(chosen["cSGLD"].run_dir), dev, data_root)
         for label, items in samples.items():
             if label == "cSGLD":  # the last sample of each cycle, neighbouring cycles paired
                 last = {}
@@ -173,20 +202,28 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
                     line_rows.append({"method": label, "pair": f"{pair}-{pair + 1}", "lambda": lam,
                                       "test_error_pct": error})
 
-    cycles = pd.DataFrame()
+    cycles, per_run, verdicts = pd.DataFrame(), pd.DataFrame(), pd.DataFrame()
     if len(done):
         swept = done[done["sampler.name"].isin(["csgld", "snapshot_sgd"])].copy()
         if len(swept):
             swept["method"] = swept["sampler.name"].map({"csgld": "cSGLD", "snapshot_sgd": "Snapshot-SGD"})
             cycles = mean_and_stderr(swept, ["method", "metrics.cycles"], "metrics.ensemble.test_error_pct")
             cycles = cycles.rename(columns={"metrics.cycles": "cycles"}).sort_values(["method", "cycles"])
+            per_run = pd.DataFrame({"M": swept["metrics.cycles"].astype(int), "method": swept.method,
+                                    "seed": swept.seed.astype(int),
+                                    ERROR.paper_name: swept["metrics.ensemble.test_error_pct"],
+                                    "run_dir": swept.run_dir}).sort_values(["M", "method", "seed"])
+            verdicts = comparisons.compare(per_run, CLAIMS, (ERROR,), group="M")
 
     mds, lines = pd.DataFrame(mds_rows), pd.DataFrame(line_rows)
     first = done.iloc[0] if len(done) else None
-    text = _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing)
+    cycle_seeds = sorted(set(per_run.seed)) if len(per_run) else []
+    text = _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing, verdicts, cycle_seeds)
     atomic_write_text(out_dir / "fig3_mds.csv", mds.to_csv(index=False))
     atomic_write_text(out_dir / "fig3_interpolation.csv", lines.to_csv(index=False))
     atomic_write_text(out_dir / "fig3_cycles.csv", cycles.to_csv(index=False))
+    atomic_write_text(out_dir / "fig3_cycles_runs.csv", per_run.to_csv(index=False))
+    atomic_write_text(out_dir / "fig3_comparisons.csv", verdicts.to_csv(index=False))
     atomic_write_text(out_dir / "fig3.md", text)
     if len(mds) or len(lines) or len(cycles):
         _figure(mds, lines, cycles, scale, first, out_dir / "fig3.png")
@@ -202,13 +239,14 @@ def bumps(lines: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing) -> str:
+def _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing, verdicts=None, seeds=()) -> str:
     setting = (f"{first['data.name']}, {first['model.name']}, {int(first['metrics.epochs'])} epochs"
                if first is not None else "no runs")
     smoke = scale == "smoke"
     out = [f"# cSG-MCMC Figure 3: diversity of the samples{' (SMOKE SCALE)' if smoke else ''}", "",
            f"Scale: {'**smoke** (the shipped MNIST digits with the MLP, not the paper CIFAR-100 ResNet-18)' if smoke else '**full**'}; "
-           f"{setting}; seed 0. Runs: `{runs_dir}`. Command: `make fig3{' SCALE=smoke' if smoke else ''}`. "
+           f"{setting}; panels (a) and (b) from the lowest seed's runs, (c) from seed{'s' if len(seeds) > 1 else ''} "
+           f"{', '.join(map(str, seeds)) or 'none'}. Runs: `{runs_dir}`. Command: `make fig3{' SCALE=smoke' if smoke else ''}`. "
            "The paper gives the panels as pictures only (no numbers): cSG-MCMC's samples form 4 clusters in "
            "weight space where SG-MCMC's form one; lines between cSG-MCMC samples of neighbouring cycles show "
            "an error spike, SG-MCMC's are flat; cSGLD's error is below Snapshot's at every M.", ""]
@@ -225,6 +263,8 @@ def _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing) -> str
                 "| method | M | test error % | seeds |", "|---|---:|---:|---:|"]
         out += [f"| {r.method} | {int(r.cycles)} | {r.mean:.2f} | {int(r.n)} |" for r in cycles.itertuples()]
         out.append("")
+        out += comparisons.markdown(verdicts if verdicts is not None else pd.DataFrame(), (ERROR,), CLAIMS_TEXT,
+                                    group="M", heading="Comparisons of (c):")
     if missing:
         out += [f"Missing runs ({len(missing)}):", ""] + ["- " + " ".join(f"{k}={v}" for k, v in m.items())
                                                         for m in missing] + [""]

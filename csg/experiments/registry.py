@@ -4,7 +4,11 @@ A :class:`Target` runs its experiments (Hydra multiruns of ``train.py``, studies
 in-process jobs) and writes its tables and figures under ``results/<paper>/`` (``.../smoke/`` at smoke
 scale). Every target reads the same :class:`Job` (``--scale``, ``--launcher``, ``--seeds``,
 ``--report-only``, ``--runs``, ``--preset``, ``--out``, ``--add``, and ``KEY=VALUE`` overrides); a flag a
-target has no use for is a one-line error naming the targets that take it, before anything runs.
+target has no use for is a one-line error naming the targets that take it, before anything runs. ``--seeds``
+are the seeds themselves (each once), for every target that takes them.
+
+The committed results of a sweep target are written only from runs of its protocol
+(:mod:`csg.experiments.protocol`); other runs, or a command that would make them, need ``--out``.
 
 ``--add "OVERRIDES"`` (Tables 1 and 3) runs a user's method beside the paper's: the table's protocol sweep
 (:attr:`~csg.experiments.tables.TableSpec.add_sweep`) with its ``sampler=`` choice replaced by the overrides,
@@ -20,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from csg.errors import ConfigError
-from csg.experiments import fig3, fig4, table5, tables
+from csg.experiments import fig3, fig4, protocol, table5, tables
+from csg.experiments.aggregate import load_runs, runs_to_report
 from csg.experiments.launch import ROOT, added_method, newest_runs, preset_epochs, run_study, run_sweeps
 
 LETTERS = Path("data") / "generated_notmnist"  # the notMNIST-style letters of the smoke-scale OOD targets
@@ -62,6 +67,8 @@ class Target:
             raise ConfigError("--scale", job.scale, f"{' or '.join(self.scales)} for {self.name}")
         if job.seeds is not None and not all(seed.strip().isdigit() for seed in job.seeds.split(",")):
             raise ConfigError("--seeds", job.seeds, "comma-separated whole numbers >= 0 (e.g. 0,1,2)")
+        if job.seeds is not None and len({int(s) for s in job.seeds.split(",")}) < len(job.seeds.split(",")):
+            raise ConfigError("--seeds", job.seeds, "each seed once (e.g. 0,1,2)")
         for flag, default in FLAGS.items():
             value = getattr(job, flag)
             if value != default and flag not in self.flags:
@@ -87,17 +94,40 @@ def _letters(job: Job) -> None:
 
 
 def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], prepare=None) -> Callable[[Job], list[str]]:
-    """A target made of multiruns: run the sweeps of ``plan`` (unless --report-only), then ``report``."""
+    """A target made of multiruns: run the sweeps of ``plan`` (unless --report-only), then ``report``.
+
+    The committed table (``results/<paper>[/smoke]``) is written only from runs of the table's protocol
+    (:mod:`csg.experiments.protocol`: its preset and budget, methods and seeds; runs missing from the sweep are
+    listed by the report, not refused). Any other command or runs folder needs ``--out``: without it, one line says
+    what differs, before anything runs or is written; with it, the table's header says so."""
 
     def make(job: Job) -> list[str]:
         preset = job.preset or plan.presets[job.scale]
         folder = preset or job.target  # its runs: multirun/<folder>/<date>
         epochs = preset_epochs(preset, list(job.overrides)) if preset else 0
+        own = plan.presets[job.scale]  # the table's preset, and its budget: the protocol
+        protocol_epochs = preset_epochs(own, []) if own else 0
+        committed = _committed(job)
+
+        def compare(runs: Path, frame, *, before: bool) -> protocol.Check:
+            check = protocol.check_command(plan, job.scale, protocol_epochs, own, preset=job.preset, seeds=job.seeds,
+                                           overrides=list(job.overrides), configs=ROOT / "configs", compose=before)
+            if frame is not None:
+                added = tables.read_added(runs, plan.name) if getattr(plan, "add_sweep", None) is not None else {}
+                found = protocol.check_runs(plan, job.scale, protocol_epochs, own, frame, ROOT / "configs", added)
+                check.items += found.items
+                check.coverage = found.coverage
+            if check and committed:
+                _refuse_protocol(job, check, runs, before)
+            return check
+
         if job.report_only:
             runs = job.runs or newest_runs(folder)
+            check = compare(runs, runs_to_report(runs, _name(job)), before=False)  # no finished runs: refused first
         else:
             runs = job.runs or Path("multirun") / folder / job.stamp
             added = _added(plan, job, preset, epochs, runs)  # refused in one line before anything runs
+            compare(runs, _finished(runs), before=True)  # the command, and the runs already in --runs
             if prepare is not None:
                 prepare(job)
             if added:  # first: a user's method that fails, fails before the paper's runs
@@ -106,9 +136,48 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
                            folders=[f"add_{name}" for name, _, _ in added])
             run_sweeps(preset, tables.expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
                        list(job.overrides), plan.processes)
-        return report(job, runs, epochs, preset)
+            check = compare(runs, load_runs(runs), before=False)
+        lines = report(job, runs, epochs, preset)
+        if check:
+            protocol.mark(job.out / f"{_name(job)}.md", check, job.out)
+            lines.append(f"{job.target}: not the table's protocol (said so in its header): {check.text()}")
+        return lines
 
     return make
+
+
+def _name(job: Job) -> str:
+    """The report's name: its Markdown file is ``<out>/<name>.md``."""
+    return job.target.replace("-", "_")
+
+
+def _committed(job: Job) -> bool:
+    """Whether ``job`` writes into the committed results (results/<paper>[/smoke]), typed as --out or not."""
+    committed = ROOT / default_out(TARGETS[job.target], job.scale)
+    return (ROOT / job.out).resolve() == committed.resolve()
+
+
+def _finished(runs: Path):
+    """The runs already in a --runs folder that a run of the target adds to (None: no finished run there yet)."""
+    if not runs.is_dir():
+        return None
+    frame = load_runs(runs)
+    return frame if len(frame) and (frame.status == "done").any() else None
+
+
+def _refuse_protocol(job: Job, check: protocol.Check, runs: Path, before: bool) -> None:
+    where = default_out(TARGETS[job.target], job.scale)
+    why = (f"the protocol of {job.target} ({check.against()}, its methods and seeds) to write the committed table in "
+           f"{where}")
+    if job.report_only or not before or check.flag is None:
+        key, value, subject = "--runs", str(runs), "runs of"
+        if not job.report_only and not before:
+            why += f" (the runs stay in {runs}; --report-only --runs {runs} --out DIR reports them)"
+        raise ConfigError(key, value, f"{subject} {why}; they differ: {check.text()}; pass --out DIR to write this "
+                          "table elsewhere")
+    key, value = check.flag
+    raise ConfigError(key, value, f"{why}; this command differs: {check.text()}; pass --out DIR to write this table "
+                      "elsewhere")
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # an added method's sampler.name: a row and a folder name
@@ -150,7 +219,9 @@ def _table_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list
 
 
 def _fig3_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
-    missing = fig3.report(runs, job.out, job.scale, epochs=epochs, seeds=job.seeds)
+    roots = [o.split("=", 1)[1] for o in job.overrides if o.split("=", 1)[0] == "data.root"]  # the user's own
+    missing = fig3.report(runs, job.out, job.scale, epochs=epochs, seeds=job.seeds,
+                          data_root=roots[-1] if roots else None)
     return _missing([f"fig3: wrote {job.out / 'fig3.md'} from {runs}"], missing)
 
 
@@ -162,15 +233,31 @@ def _own_report(report: Callable[[Path, Path], object], name: str):
     return write
 
 
-def _studies(*studies: str) -> Callable[[Job], list[str]]:
-    """A target made of studies on analytic targets (configs/synthetic/), each one ``train.py synthetic=...``."""
+def _studies(*studies: str, report: Callable[[Path], Path] | None = None) -> Callable[[Job], list[str]]:
+    """A target made of studies on analytic targets (configs/synthetic/), each one ``train.py synthetic=...``;
+    with ``--report-only``, ``report(out)`` rewrites the Markdown from the CSVs a previous run left in ``out``."""
 
     def make(job: Job) -> list[str]:
+        if job.report_only:
+            _options(job, {})
+            return [f"{job.target}: wrote {report(job.out)}"]
         for study in studies:
             run_study(study, job.out, Path("runs") / study / job.stamp, list(job.overrides))
         return [f"{job.target}: wrote {', '.join(studies)} into {job.out}"]
 
     return make
+
+
+def _simulation_report(out: Path) -> Path:
+    from csg.synthetic import icsgld_simulation_report
+
+    return icsgld_simulation_report.rewrite(out)
+
+
+def _variance_report(out: Path) -> Path:
+    from csg.synthetic import icsgld_variance
+
+    return icsgld_variance.rewrite(out)
 
 
 def _fig1(job: Job) -> list[str]:
@@ -323,7 +410,12 @@ def _accuracy_multimodal(job: Job) -> list[str]:
 
         result = _previous_runs(job.out / "accuracy_multimodal_runs.csv", "accuracy-multimodal", study_of)
     else:
-        seeds = len((job.seeds or "0,1,2,3,4").split(","))
+        from csg.accuracy.multimodal.chains import MAX_SEED
+
+        seeds = tuple(int(seed) for seed in (job.seeds or "0,1,2,3,4").split(","))  # the seeds, as seeds
+        if max(seeds) > MAX_SEED:
+            raise ConfigError("--seeds", job.seeds, f"seeds from 0 to {MAX_SEED} for accuracy-multimodal (seed s "
+                              "starts at row s of one draw per target)")
         result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
                                  log=lambda line: print(line, flush=True))
     return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]
@@ -360,9 +452,9 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
            _studies("wang_mixture1d", "wang_mog25")),
     Target("icsgld-sim", "ICSGLD Section 5.2: 5 samplers on the 25-mode landscape, KL curves", "icsgld",
-           _studies("icsgld_sim")),
+           _studies("icsgld_sim", report=_simulation_report), flags=frozenset({"report_only"})),
     Target("icsgld-variance", "ICSGLD Appendix D.5: variance of theta, ICSGLD x P10 against CSGLD x T10", "icsgld",
-           _studies("icsgld_variance")),
+           _studies("icsgld_variance", report=_variance_report), flags=frozenset({"report_only"})),
     Target("icsgld-mnist", "ICSGLD Section 5.1: loss of SGD, SGLD and ICSGLD on MNIST digits 0-4", "icsgld",
            _studies("icsgld_mnist")),
     Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",

@@ -26,7 +26,9 @@ import pandas as pd
 
 from csg.atomic import atomic_write_text
 from csg.errors import ConfigError, describe
+from csg.experiments import comparisons
 from csg.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
+from csg.experiments.comparisons import Claim
 from csg.paper import paper_tables
 
 PAPER = "csgmcmc-iclr2020"
@@ -46,12 +48,23 @@ class Metric:
     read: Callable[[pd.Series], pd.Series]
     digits: int = 2
     paper_dataset: str | None = None  # the paper's data set of this column when not the run's (an OOD set)
+    lower_is_better: bool = True
+    # the equivalence margin of the comparisons (csg.experiments.comparisons), in the metric's units, and why
+    margin: float = math.nan
+    margin_note: str = ""
+    per_example: bool = False  # summed over the test set: the margin is per test example
 
 
-ERROR = Metric("test_error_pct", "test error %", lambda r: r["metrics.ensemble.test_error_pct"])
-NLL = Metric("test_nll", "NLL", lambda r: r["metrics.ensemble.nll"], digits=4)
-TOP1 = Metric("top1_pct", "top-1 %", lambda r: 100.0 - r["metrics.ensemble.test_error_pct"], digits=3)
-TOP5 = Metric("top5_pct", "top-5 %", lambda r: 100.0 - r["metrics.ensemble.top5_error_pct"], digits=3)
+POINTS = ("half a percentage point, 5 of the smoke scale's 1000 test images (50 of CIFAR's 10000): below the binomial "
+          "standard error of one method's value on 1000 images (about 0.7 points at 5 % error)")
+PER_IMAGE = "0.01 nats per test image, 5 % of a smoke-scale NLL of 0.2"
+ERROR = Metric("test_error_pct", "test error %", lambda r: r["metrics.ensemble.test_error_pct"], margin=0.5,
+               margin_note=POINTS)
+NLL = Metric("test_nll", "NLL", lambda r: r["metrics.ensemble.nll"], digits=4, margin=0.01, margin_note=PER_IMAGE)
+TOP1 = Metric("top1_pct", "top-1 %", lambda r: 100.0 - r["metrics.ensemble.test_error_pct"], digits=3,
+              lower_is_better=False, margin=0.5, margin_note=POINTS)
+TOP5 = Metric("top5_pct", "top-5 %", lambda r: 100.0 - r["metrics.ensemble.top5_error_pct"], digits=3,
+              lower_is_better=False, margin=0.5, margin_note=POINTS)
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,9 @@ class TableSpec:
     values: dict[str, dict[str, object]] = field(default_factory=dict)
     # the sweep an added method (--add) runs as, its `sampler=` choice replaced (None: the table takes no --add)
     add_sweep: int | None = None
+    # the comparisons the paper makes (row labels), and where it makes them: the report's comparisons section
+    claims: tuple[Claim, ...] = ()
+    claims_text: str = ""
 
 
 def _table2_label(run: pd.Series, budget: int) -> str:
@@ -98,10 +114,13 @@ def _cost(epochs: int, chains: int, budget: int) -> str:
 
 ICSGLD_LABELS = {"csghmc": "cycSGHMC T4", "cycswag": "cycSWAG T4", "msgd": "M-SGD P4", "resghmc": "reSGHMC P4",
                  "icsghmc": "ICSGHMC P4"}
-ACCURACY = Metric("test_acc_pct", "accuracy %", lambda r: 100.0 - r["metrics.ensemble.test_error_pct"])
-NLL_SUM = Metric("test_nll_sum", "NLL (sum)", lambda r: r["metrics.ensemble.nll"] * r["metrics.num_test"], digits=0)
+ACCURACY = Metric("test_acc_pct", "accuracy %", lambda r: 100.0 - r["metrics.ensemble.test_error_pct"],
+                  lower_is_better=False, margin=0.5, margin_note=POINTS)
+NLL_SUM = Metric("test_nll_sum", "NLL (sum)", lambda r: r["metrics.ensemble.nll"] * r["metrics.num_test"], digits=0,
+                 margin=0.01, margin_note=PER_IMAGE + ", times the number of test images", per_example=True)
 BRIER_OOD = Metric("brier_pct", "Brier on OOD %", lambda r: 100.0 * r["metrics.ood.ensemble.brier_ood"], digits=3,
-                   paper_dataset="svhn_ood")
+                   paper_dataset="svhn_ood", margin=0.1,
+                   margin_note="0.1 points, the size of the paper's standard errors of this column (0.04-0.15)")
 
 
 def _icsgld_label(run: pd.Series, budget: int) -> str:
@@ -126,6 +145,11 @@ TABLES: dict[str, TableSpec] = {
         label=lambda run, budget: LABELS[run["sampler.name"]],
         metrics=(ERROR, NLL),
         add_sweep=0,
+        claims=tuple(Claim(method, baseline, ("test_error_pct", "test_nll")) for method, baseline in (
+            ("cSGLD", "SGLD"), ("cSGHMC", "SGHMC"), ("cSGLD", "Snapshot-SGD"), ("cSGHMC", "Snapshot-SGDM"))),
+        claims_text="The paper's claims (Section 5.2, Table 1): cSG-MCMC \"significantly outperforms Snapshot ensembles "
+                    "and the traditional SG-MCMC\": cSGLD against SGLD and Snapshot-SGD, cSGHMC against SGHMC and "
+                    "Snapshot-SGDM, in test error (the paper's column) and NLL (ours).",
     ),
     "table2": TableSpec(
         name="table2",
@@ -141,6 +165,13 @@ TABLES: dict[str, TableSpec] = {
         ),
         label=_table2_label,
         metrics=(ERROR, NLL),
+        claims=tuple(Claim(method.format(s), baseline.format(s), ("test_error_pct", "test_nll"))
+                     for method, baseline in (("Cyclical+Parallel {} (200/800)", "Decreasing+Parallel {} (200/800)"),
+                                              ("Cyclical+Single {} (200/200)", "Decreasing+Parallel {} (100/400)"))
+                     for s in ("SGLD", "SGHMC")),
+        claims_text="The paper's claims (Section 5.2, Table 2): with 4 chains of the same length, the cyclical "
+                    "schedule gives lower errors than the decreasing one; one cyclical chain beats 4 decreasing "
+                    "chains of half its length (half the cost). Here in test error (the paper's column) and NLL (ours).",
         paper_method=_table2_paper_method,
         note="Cost: epochs per chain / epochs in all chains, in the paper's 200-epoch units at every scale.",
     ),
@@ -160,6 +191,9 @@ TABLES: dict[str, TableSpec] = {
         label=lambda run, budget: LABELS[run["sampler.name"]],
         metrics=(NLL, TOP1, TOP5),
         add_sweep=2,  # an added method runs as cSGHMC does: 3 cycles of 3 samples
+        claims=tuple(Claim("cSGHMC", baseline, ("test_nll",)) for baseline in ("SGHMC", "Snapshot-SGDM", "SGDM")),
+        claims_text="The paper's claim (Section 5.2, Table 3): \"cSGHMC yields the lowest testing NLL\": cSGHMC against "
+                    "SGHMC, Snapshot-SGDM and SGDM in NLL.",
     ),
     "icsgld_table1": TableSpec(
         name="icsgld_table1",
@@ -188,6 +222,12 @@ TABLES: dict[str, TableSpec] = {
         ),
         label=_icsgld_label,
         metrics=(ACCURACY, NLL_SUM, BRIER_OOD),
+        claims=tuple(Claim(f"ICSGHMC P4 / {model}", f"{baseline} / {model}", ("test_acc_pct", "test_nll_sum", "brier_pct"))
+                     for model in ("mlp", "resnet20", "resnet32", "resnet56", "wrn16_8")
+                     for baseline in ("cycSGHMC T4", "cycSWAG T4", "M-SGD P4", "reSGHMC P4")),
+        claims_text="The paper's claim (Section 5.4, Table 1): ICSGHMC P4 \"consistently performs remarkable in both "
+                    "ACC and NLL and performs comparable to M-SGD P4 in Brier scores\": ICSGHMC P4 against each of "
+                    "cycSGHMC T4, cycSWAG T4, M-SGD P4 and reSGHMC P4 per model, in accuracy, NLL and Brier on OOD.",
         paper_method=lambda label: (label.split(" / ")[0], None),
         note="P4: 4 chains of the preset's epochs (interacting ones run as 4 processes); T4: one chain of 4 x the "
              "epochs. NLL is summed over the test set, as in the paper (10000 CIFAR images; 1000 digits at smoke "
@@ -259,11 +299,13 @@ def added_label(name: str) -> str:
 def _record(runs_dir: str | Path) -> dict[str, dict[str, list[str]]]:
     """The driver's record of the methods --add added in ``runs_dir`` (empty without one); a damaged one is a
     one-line :class:`~csg.errors.ConfigError` (``--runs``)."""
+    from csg.trust import read_bytes
+
     path = Path(runs_dir) / ADDED
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return {}
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(read_bytes(path, 1 << 20))  # data: a regular file (never a FIFO's wait), at most 1 MiB
         if not (isinstance(record, dict) and all(isinstance(methods, dict) and
                                                  all(isinstance(o, list) for o in methods.values())
                                                  for methods in record.values())):
@@ -341,6 +383,31 @@ def _read(metric: Metric, done: pd.DataFrame) -> pd.Series:
         return pd.Series(float("nan"), index=done.index)
 
 
+def per_run(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, added=()) -> pd.DataFrame:
+    """One row per finished run that is a row of ``spec``: table, scale, data, model, method, seed, num_test, one
+    column per metric (its ``paper_name``) and run_dir, ordered by data, method and seed (``<table>_runs.csv``:
+    what the table's means and its comparisons are computed from)."""
+    done, _ = labelled(spec, runs, budget, added)
+    if done.empty:
+        return pd.DataFrame()
+    frame = pd.DataFrame({"table": spec.name, "scale": scale, "data": done["data.name"],
+                          "model": done.get("model.name", pd.Series("", index=done.index)), "method": done.method,
+                          "seed": done.seed.astype(int),
+                          "num_test": done.get("metrics.num_test", pd.Series(float("nan"), index=done.index))})
+    for metric in spec.metrics:
+        frame[metric.paper_name] = _read(metric, done)
+    frame["run_dir"] = done.run_dir
+    return frame.sort_values(["data", "method", "seed"], kind="stable").reset_index(drop=True)
+
+
+def compare_methods(spec: TableSpec, frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons section's rows (:func:`csg.experiments.comparisons.compare`): the paper's claims of
+    ``spec`` on the runs of :func:`per_run`, one Holm family for the whole table."""
+    if frame.empty or not spec.claims:
+        return pd.DataFrame()
+    return comparisons.compare(frame, spec.claims, spec.metrics)
+
+
 def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str, added=()) -> pd.DataFrame:
     """One row per (data set, method, metric): ours (mean, stderr, seeds) beside the paper's value.
 
@@ -412,8 +479,13 @@ def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, 
     unfinished = sorted(runs[runs.status != "done"].run_dir)
     out_dir = Path(out_dir)
     protocol = " ".join(added_protocol(spec, scale, epochs, seeds)) if added else ""
-    text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others, added, protocol)
+    frame = per_run(spec, runs, scale, epochs, added)
+    verdicts = compare_methods(spec, frame)
+    text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others, added, protocol, verdicts)
     atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
+    atomic_write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
+    if spec.claims:
+        atomic_write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
     atomic_write_text(out_dir / f"{name}.md", text)
     return table, missing
 
@@ -425,7 +497,7 @@ def _cell(mean: float, stderr: float, digits: int) -> str:
 
 
 def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished,
-             others=(), added=None, protocol: str = "") -> str:
+             others=(), added=None, protocol: str = "", verdicts: pd.DataFrame | None = None) -> str:
     command = f"make {spec.name.replace('_', '-')}" + (" SCALE=smoke" if scale == "smoke" else "")
     lines = [f"# {spec.title}" + (" (SMOKE SCALE)" if scale == "smoke" else ""), ""]
     if scale == "smoke":
@@ -471,6 +543,10 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
                     cells.append(_cell(first["difference"], float("nan"), metric.digits))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    if spec.claims and not table.empty:
+        lines += comparisons.markdown(verdicts if verdicts is not None else pd.DataFrame(), spec.metrics,
+                                      spec.claims_text + f" Per run: `{spec.name}_runs.csv`; the comparisons: "
+                                      f"`{spec.name}_comparisons.csv`.")
     if missing:
         lines += [f"Missing runs ({len(missing)} of the sweep have no metrics.json):", ""]
         lines += ["- " + " ".join(f"{k}={v}" for k, v in run.items()) for run in missing]
