@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import time
@@ -111,6 +112,9 @@ def start(barrier: Path, train_py: str | os.PathLike, args: list[str], cwd: Path
 
 
 if __name__ == "__main__":
+    # As a terminal's foreground process has it: a command started in the background by a non-interactive
+    # shell (CI, `make test &`) inherits SIGINT ignored, and Python then installs no Ctrl-C handler at all
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     barrier, train_py, *arguments = sys.argv[1:]
     sys.path[0] = str(Path(train_py).resolve().parent)  # as `python TRAIN_PY` has it, not this folder
     _wait_after_the_first_sample(barrier)
