@@ -65,7 +65,7 @@ demo-long: $(STAMP)
 	$(BIN)/python train.py -m seed=0,1,2 trainer.epochs=1600 sampler.cycles=4 hydra.sweep.dir=runs/demo-long/$(NOW)/1600
 	$(BIN)/python scripts/demo_report.py runs/demo-long/$(NOW)/*/*/ --curvature --out results/demo_long.md --csv results/demo_long.csv --command "make demo-long" --title "Embedded default at long budgets"
 
-# Every paper target is one call of scripts/reproduce.py (targets: csg/experiments/registry.py)
+# Every paper target is one call of scripts/reproduce.py (targets: csg/studies/experiments/registry.py)
 SCALE ?=
 LAUNCHER ?=
 SEEDS ?=

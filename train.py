@@ -9,30 +9,28 @@ Run directories (config, log, samples/, metrics.json) go under runs/ (multirun/ 
 """
 
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from csg.cli import run_or_exit
-from csg.preflight import run_checks_or_exit
+from csg.checks.preflight import run_checks_or_exit
+from csg.launch.cli import run_or_exit
+from csg.paths import CONFIGS
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-
-@hydra.main(version_base="1.3", config_path="configs", config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="config")
 def main(cfg: DictConfig) -> float | None:
     if cfg.get("synthetic"):
-        from csg.synthetic import run_study
+        from csg.studies.synthetic import run_study
 
         run_or_exit(lambda: run_study(cfg))
         return None
-    from csg.run import run
+    from csg.launch.run import run
 
     metrics = run_or_exit(lambda: run(cfg))
     return metrics["ensemble"]["nll"]
 
 
 if __name__ == "__main__":
-    run_checks_or_exit(sys.argv[1:], CONFIG_DIR)  # every job of the command, before Hydra starts one
+    run_checks_or_exit(sys.argv[1:], CONFIGS)  # every job of the command, before Hydra starts one
     main()

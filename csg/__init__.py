@@ -4,15 +4,15 @@ Rooms of the package:
 
 - :mod:`csg.samplers`: SGLD and SGHMC as ``torch.optim.Optimizer`` subclasses;
 - :mod:`csg.schedules`: cyclical (eq. 1 of Zhang et al. 2020), decreasing and constant step sizes;
-- :mod:`csg.collection`: which epochs yield samples, and the sample files;
-- :mod:`csg.training`: the loop around a sampler; :mod:`csg.step`: one iteration, eager, compiled or captured;
+- :mod:`csg.engine.collection`: which epochs yield samples, and the sample files;
+- :mod:`csg.engine.loop`: the loop around a sampler; :mod:`csg.engine.step.single`: one iteration, eager, compiled or captured;
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
 - :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models; :mod:`csg.components`: a user's own
   data set, model and sampler named by ``_target_`` (``data=custom``, ``model=custom``, ``sampler=custom``);
-- :mod:`csg.build`: a config -> the run's objects; :mod:`csg.run`: the life of one run (what ``train.py``
-  calls); :mod:`csg.evaluation.store`: the finished run's samples -> metrics;
-- :mod:`csg.experiments`: paper tables from runs, and the registry of every paper target;
-- ``csg.train([...])`` (:mod:`csg.api`): what ``train.py`` runs, from Python, returning the run's
+- :mod:`csg.engine.build`: a config -> the run's objects; :mod:`csg.launch.run`: the life of one run (what ``train.py``
+  calls); :mod:`csg.posterior.store`: the finished run's samples -> metrics;
+- :mod:`csg.studies.experiments`: paper tables from runs, and the registry of every paper target;
+- ``csg.train([...])`` (:mod:`csg.launch.api`): what ``train.py`` runs, from Python, returning the run's
   ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict`` and ``evaluate``.
 """
 
@@ -44,8 +44,8 @@ def _register_resolvers() -> None:
 
 
 def _pending_name() -> str:
-    """``.hydra.pending-<pid>``: this process's folder for Hydra's record (:func:`csg.rundir.pending_name`)."""
-    from csg.rundir import pending_name
+    """``.hydra.pending-<pid>``: this process's folder for Hydra's record (:func:`csg.engine.rundir.pending_name`)."""
+    from csg.engine.rundir import pending_name
 
     return pending_name()
 
@@ -69,11 +69,11 @@ def _run_stamp() -> str:
 _STAMP: str | None = None
 
 
-_LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.api", "train")}
+_LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.launch.api", "train")}
 
 
 def __getattr__(name: str):
-    """``csg.Posterior`` (:mod:`csg.posterior`) and ``csg.train`` (:mod:`csg.api`), imported at first use: importing
+    """``csg.Posterior`` (:mod:`csg.posterior`) and ``csg.train`` (:mod:`csg.launch.api`), imported at first use: importing
     ``csg`` stays light (no Hydra, no models)."""
     if name in _LAZY:
         import importlib

@@ -5,7 +5,7 @@
 (a nested ``_target_`` among them is built by :func:`hydra.utils.instantiate`). A path the user typed on
 train.py's command line is imported as ``python -m`` imports: from the installed packages and from the directory
 the command runs in. A run directory's targets (read back from its saved config, only with ``trust_code``:
-:mod:`csg.trust`) are resolved inside :func:`run_directory_targets`, which never puts the current folder on
+:mod:`csg.io.trust`) are resolved inside :func:`run_directory_targets`, which never puts the current folder on
 ``sys.path``: a module shipped inside a run directory is not imported by evaluating the run from its folder.
 
 Every failure is a one-line :class:`~csg.errors.ConfigError` naming the key: a path that does not

@@ -1,12 +1,12 @@
 """``hydra/launcher=slurm``: Hydra's submitit SLURM launcher, with jobs that never leave the driver waiting.
 
 Hydra instantiates launchers only from the ``hydra_plugins`` namespace, so this subclass lives here (beside
-csg, found on ``sys.path`` through ``train.py``'s folder); what it does is in :mod:`csg.launcher`. Two methods
+csg, found on ``sys.path`` through ``train.py``'s folder); what it does is in :mod:`csg.launch.slurm`. Two methods
 of the upstream class change:
 
 - ``__call__`` (runs in the job): our one-line error (``SystemExit``) becomes a result submitit records;
 - ``launch`` (runs in the driver): the upstream body, except that it refuses in one line on a machine without
-  SLURM's ``sbatch`` and ``srun`` (:func:`csg.launcher.no_slurm`), and that it waits with :func:`csg.launcher.wait_for_jobs`
+  SLURM's ``sbatch`` and ``srun`` (:func:`csg.launch.slurm.no_slurm`), and that it waits with :func:`csg.launch.slurm.wait_for_jobs`
   (result files and ``squeue``) instead of ``job.results()`` (result files and ``sacct``), and reports every
   job without a result in one line before Hydra raises for the first of them.
 
@@ -56,7 +56,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         self.result_grace_s, self.deadline_min = float(result_grace_s), deadline_min
 
     def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
-        from csg.launcher import call_recording_exit
+        from csg.launch.slurm import call_recording_exit
 
         return call_recording_exit(super().__call__, *args, **kwargs)
 
@@ -64,7 +64,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         # upstream's launch (hydra-submitit-launcher 1.2), up to its last line
         import submitit
 
-        from csg.launcher import JobFailed, no_slurm
+        from csg.launch.slurm import JobFailed, no_slurm
 
         if no_slurm() is not None:  # train.py refuses this before Hydra starts; another app gets the same line here
             raise JobFailed(no_slurm())
@@ -97,7 +97,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             jobs = executor.map_array(self, *zip(*job_params))
         except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as error:
             from csg.errors import first_line
-            from csg.launcher import JobFailed
+            from csg.launch.slurm import JobFailed
 
             why = [line for line in str(error).strip().splitlines() if line.strip()]
             raise JobFailed(f"sbatch refused the sweep's {num_jobs} job{'s' if num_jobs > 1 else ''}, nothing was "
@@ -107,7 +107,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
 
     def _collect(self, jobs, overrides: List[List[str]], first: int, sweep_dir: Path) -> List[JobReturn]:
         from csg.errors import describe
-        from csg.launcher import JobFailed, problem_line, wait_for_jobs
+        from csg.launch.slurm import JobFailed, problem_line, wait_for_jobs
 
         outcomes = wait_for_jobs(jobs, grace_s=self.result_grace_s, deadline_min=self.deadline_min)
         returns, problems = [], []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """End-to-end epoch time of cSGHMC against SGD with momentum: the same loop, model and data.
 
-The MLP on the 5000 shipped MNIST digits (CPU). Both run through csg.training.train_chain for
+The MLP on the 5000 shipped MNIST digits (CPU). Both run through csg.engine.loop.train_chain for
 the same epochs; cSGHMC in its sampling stage (noise on every step), SGD-momentum is
 torch.optim.SGD(momentum=0.9, foreach=True). Epochs alternate between the two, and the ratio is
 of the median epoch times. Also times evaluating a 12-sample ensemble against 12 plain forward
@@ -25,14 +25,14 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from csg.atomic import atomic_write_text  # noqa: E402
-from csg.collection import SampleStore  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.engine.collection import SampleStore  # noqa: E402
 from csg.data import build_data  # noqa: E402
 from csg.evaluation import equal_weights, evaluate_samples, predict_probs  # noqa: E402
 from csg.models import create_model  # noqa: E402
 from csg.samplers import SGHMC  # noqa: E402
 from csg.schedules import Constant  # noqa: E402
-from csg.training import train_chain  # noqa: E402
+from csg.engine.loop import train_chain  # noqa: E402
 
 
 def mlp() -> torch.nn.Module:
@@ -204,7 +204,7 @@ import sys, tempfile, torch
 from pathlib import Path
 sys.path[:0] = [{root!r}, {root!r} + "/scripts"]
 from bench_epoch import mlp, write_samples
-from csg.collection import SampleStore
+from csg.engine.collection import SampleStore
 from csg.data import build_data
 from csg.evaluation import equal_weights, evaluate_samples
 data = build_data("mnist5k", batch_size=64)

@@ -4,8 +4,8 @@
 On CIFAR-10-sized stand-in data that it writes itself (random images in the real pickle format, read by
 the project's loader, held on the GPU as ``train.py`` holds them), batch 64 (782 iterations an epoch):
 
-- seconds per epoch through ``csg.training.train_chain`` with the step ``train.py`` uses
-  (``trainer.compile``: compiled and captured as CUDA graphs on a GPU, :mod:`csg.step`; channels-last on
+- seconds per epoch through ``csg.engine.loop.train_chain`` with the step ``train.py`` uses
+  (``trainer.compile``: compiled and captured as CUDA graphs on a GPU, :mod:`csg.engine.step.single`; channels-last on
   CUDA): SGD-momentum (``sampler=sgdm``: SGHMC's heavy-ball update at T = 0), cSGHMC in its exploration
   stage (T = 0) and in its sampling stage (noise on), in fp32 and bf16-mixed; the sampling stage and
   SGD-momentum also eager (``trainer.compile=false``);
@@ -13,7 +13,7 @@ the project's loader, held on the GPU as ``train.py`` holds them), batch 64 (782
   update), the reference for what the loop around the sampler costs;
 - K = 1, 2, 4, 8 chains on one GPU in one process (``sampler.chains=K``) with each method: their own
   captured steps one after another (``sequential``), stepped together over stacked parameters (``vmap``,
-  :mod:`csg.stacking`, fp32 only) and each step on its own CUDA stream (``streams``, :mod:`csg.streams`),
+  :mod:`csg.engine.step.stacked`, fp32 only) and each step on its own CUDA stream (``streams``, :mod:`csg.engine.step.streamed`),
   in fp32 and bf16-mixed: seconds per epoch of the K chains over one chain's sampling epoch, and the
   GPU's peak memory per K; ``chainsK_wall_over_chain1`` is the fastest method's at the largest K (fp32),
   named in the ``chains_method`` row; and, for comparison, K processes of one chain each started
@@ -49,8 +49,8 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from csg.atomic import atomic_write_text  # noqa: E402
-from csg.collection import SampleStore  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.engine.collection import SampleStore  # noqa: E402
 from csg.data import build_data  # noqa: E402
 from csg.data.cifar import write_stand_in  # noqa: E402
 from csg.evaluation import equal_weights, evaluate_samples  # noqa: E402
@@ -58,10 +58,10 @@ from csg.models import create_model  # noqa: E402
 from csg.samplers import SGHMC  # noqa: E402
 from csg.samplers import functional as rules  # noqa: E402
 from csg.schedules import Constant  # noqa: E402
-from csg.stacking import make_stacked_step  # noqa: E402
-from csg.step import make_step, prepare_model  # noqa: E402
-from csg.streams import make_streamed_step  # noqa: E402
-from csg.training import Lane, Precision, train_chain, train_chains  # noqa: E402
+from csg.engine.step.stacked import make_stacked_step  # noqa: E402
+from csg.engine.step.single import make_step, prepare_model  # noqa: E402
+from csg.engine.step.streamed import make_streamed_step  # noqa: E402
+from csg.engine.loop import Lane, Precision, train_chain, train_chains  # noqa: E402
 
 LR, TEMPERATURE, WEIGHT_DECAY = 0.05, 2e-5, 5e-4  # a sampling-stage step of the CIFAR recipe
 SIZES = {"full": (50_000, 10_000), "smoke": (256, 100)}
@@ -126,8 +126,8 @@ def chains_epochs(root: Path, model_name: str, count: int, method: str, precisio
     """Seconds of each of ``epochs`` sampling-stage epochs of ``count`` chains in one process, after a warm-up
     epoch, and the device's peak memory (GiB; 0 off CUDA) over them. ``method``: ``sequential`` (each chain's
     own step, captured on a GPU, one after another in the lock-step loop), ``vmap`` (stepped together over
-    stacked parameters, ``trainer.stack_chains=vmap``, :mod:`csg.stacking`) or ``streams`` (each chain's own
-    step on its own CUDA stream, ``trainer.stack_chains=streams``, :mod:`csg.streams`). Each chain has its
+    stacked parameters, ``trainer.stack_chains=vmap``, :mod:`csg.engine.step.stacked`) or ``streams`` (each chain's own
+    step on its own CUDA stream, ``trainer.stack_chains=streams``, :mod:`csg.engine.step.streamed`). Each chain has its
     own initialisation, noise and data (order and augmentation), as ``sampler.chains=K`` gives them."""
     datas = [load(root, device, seed=k) for k in range(count)]
     models = [model_on(model_name, device, seed=k) for k in range(count)]

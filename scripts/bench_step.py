@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from csg.atomic import atomic_write_text  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
 from csg.models import create_model  # noqa: E402
 from csg.samplers import SGHMC, SGLD  # noqa: E402
 

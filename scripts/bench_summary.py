@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from csg.atomic import atomic_write_text  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
 
 OUT = ROOT / "results" / "bench"
 MLP_PARAMETERS = 784 * 200 + 200 + 2 * (200 * 200 + 200) + 200 * 10 + 10  # configs/model/mlp.yaml

@@ -20,11 +20,11 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from csg.atomic import atomic_write_text  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
 from csg.schedules import Decreasing  # noqa: E402
-from csg.synthetic import run_study  # noqa: E402
-from csg.synthetic.chains import ChainGroup, run_chains  # noqa: E402
-from csg.targets import create_target  # noqa: E402
+from csg.studies.synthetic import run_study  # noqa: E402
+from csg.studies.synthetic.chains import ChainGroup, run_chains  # noqa: E402
+from csg.studies.targets import create_target  # noqa: E402
 
 
 def study_seconds(name: str) -> float:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from csg.atomic import atomic_write_text  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
 
 RECIPE_KEYS = ("lr0", "temperature", "weight_decay", "momentum", "cycles", "explore", "hold_sampling_lr",
                "samples_per_cycle")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from csg.cli import run_or_exit  # noqa: E402
+from csg.launch.cli import run_or_exit  # noqa: E402
 from csg.errors import ConfigError  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit(0)
 
     def evaluate():
-        from csg.evaluation.store import evaluate_run, format_metrics
+        from csg.posterior.store import evaluate_run, format_metrics
 
         trust_code, partial = "--trust-code" in argv, "--partial" in argv
         words = [arg for arg in argv if arg not in ("--trust-code", "--partial")]

@@ -7,7 +7,7 @@
     python scripts/reproduce.py accuracy --scale smoke targets=heart_logreg
 
 Every `make <target>` is this driver (`make -n <target>` shows the call); the targets and what they
-run are in csg/experiments/registry.py. KEY=VALUE overrides go to every train.py run of the target
+run are in csg/studies/experiments/registry.py. KEY=VALUE overrides go to every train.py run of the target
 (e.g. data.root=/data/cifar), to the bandit's YAML (icsgld-bandit; agents=pSGLD,pICSGLD runs a
 subset), or to the NUTS jobs (reference: targets, warmup, samples; accuracy: targets).
 Results: results/<paper>/ (full) or results/<paper>/smoke/ (smoke); runs: multirun/<preset>/<date>/.
@@ -36,11 +36,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from csg.cli import run_or_exit  # noqa: E402
+from csg.launch.cli import run_or_exit  # noqa: E402
 
 
 def main() -> None:
-    from csg.experiments.registry import TARGETS, Job, default_out
+    from csg.studies.experiments.registry import TARGETS, Job, default_out
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,

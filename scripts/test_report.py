@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from csg.atomic import atomic_write_text  # noqa: E402
+from csg.io.atomic import atomic_write_text  # noqa: E402
 
 
 def counts(junit: Path) -> dict[str, int]:

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from csg.accuracy.multimodal import chains, metrics, study
-from csg.accuracy.multimodal.reference import ReferenceRejected, check
-from csg.accuracy.multimodal.targets import StepNetwork, create
+from csg.studies.accuracy.multimodal import chains, metrics, study
+from csg.studies.accuracy.multimodal.reference import ReferenceRejected, check
+from csg.studies.accuracy.multimodal.targets import StepNetwork, create
 from tests.conftest import ROOT
 
 REFERENCES = ROOT / "results" / "csgmcmc" / "reference"
@@ -40,7 +40,7 @@ def test_exact_draws_give_the_exact_mode_weights_and_variances(name):
 def test_the_network_is_the_numpyro_model_and_its_gradient_is_right():
     from numpyro.infer.util import potential_energy
 
-    from csg.accuracy.reference import _require_numpyro
+    from csg.studies.accuracy.reference import _require_numpyro
 
     _require_numpyro()
     import jax.numpy as jnp
@@ -97,7 +97,7 @@ def test_every_method_spends_the_same_gradient_budget():
 
 
 def test_a_tiny_study_writes_its_columns_curves_and_verdicts(tmp_path):
-    from csg.accuracy.multimodal import report
+    from csg.studies.accuracy.multimodal import report
 
     protocol = chains.Protocol(budget=800, factors=(1 / 3,), checkpoints=(0.5, 1.0))
     result = study.run_study(REFERENCES, ("mixture2d",), seeds=(0, 1), protocol=protocol, log=lambda line: None)
@@ -161,7 +161,7 @@ def test_the_verdicts_come_from_one_holm_family_with_a_margin_from_the_exact_row
 
 
 def test_best_is_said_only_where_the_leader_helps_against_every_other():
-    from csg.accuracy.multimodal import report
+    from csg.studies.accuracy.multimodal import report
 
     rng = np.random.default_rng(4)
     base = 0.3 + 0.02 * rng.standard_normal(6)

@@ -6,7 +6,6 @@ test names the case of the issue it covers.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import subprocess
@@ -38,7 +37,7 @@ def _cfg(*overrides: str):
 
 def _refused(tmp_path, *overrides: str) -> ConfigError:
     """``run`` of the config is refused before training: nothing of the run directory is made."""
-    from csg.run import run
+    from csg.launch.run import run
 
     with pytest.raises(ConfigError) as refused:
         run(_cfg(*overrides), tmp_path / "run")
@@ -84,7 +83,7 @@ def test_a_sweep_whose_later_job_does_not_fit_its_data_trains_no_job(tmp_path):
 ])
 def test_every_jobs_data_dependent_checks_run_before_hydra_starts(monkeypatch, sweep, fragments):
     import csg.data
-    from csg.preflight import check_command
+    from csg.checks.preflight import check_command
 
     built = []
     real = csg.data.build_data
@@ -99,7 +98,7 @@ def test_every_jobs_data_dependent_checks_run_before_hydra_starts(monkeypatch, s
 @pytest.mark.timeout(120)
 def test_a_sweep_of_good_jobs_passes_and_single_runs_build_no_data_before_hydra(monkeypatch):
     import csg.data
-    from csg.preflight import check_command
+    from csg.checks.preflight import check_command
 
     built = []
     real = csg.data.build_data
@@ -144,7 +143,7 @@ def test_item_by_item_data_serve_integer_labels_and_check_items_as_served(tmp_pa
 
 
 def test_a_built_in_data_sets_labels_are_checked_from_its_tensors():
-    from csg.build import build_data_and_model
+    from csg.engine.build import build_data_and_model
     from csg.data import build_data
 
     data = build_data("custom", batch_size=20, _target_="tests.own_components.blobs")  # as a built-in set's bundle
@@ -184,7 +183,7 @@ def test_values_that_overflow_the_step_are_refused_before_training(tmp_path, ove
 
 
 def test_the_noise_scale_is_checked_as_the_samplers_compute_it():
-    from csg.build import check_step_values
+    from csg.engine.build import check_step_values
     from tests.own_components import tiny_net
 
     net = tiny_net(3, (4,))
@@ -232,7 +231,7 @@ def test_a_last_batch_of_one_that_batch_norm_cannot_take_is_refused(tmp_path):
 
 
 def test_batch_norm_is_checked_where_a_batch_of_one_would_reach_it():
-    from csg.build import DataFacts, check_model_fits, smallest_batch
+    from csg.engine.build import DataFacts, check_model_fits, smallest_batch
     from tests.checks_components import batchnorm_net, conv_batchnorm_net
 
     cfg = _cfg(*DATA, "model=custom", "model._target_=tests.checks_components.batchnorm_net")
@@ -248,9 +247,9 @@ def test_batch_norm_is_checked_where_a_batch_of_one_would_reach_it():
 # -- memory: chains x (parameters + sampler state) against what the device has free ---------------------------------
 @pytest.mark.timeout(60)
 def test_chains_that_cannot_fit_are_refused_before_any_model_is_allocated(tmp_path, monkeypatch):
-    import csg.memory
+    import csg.engine.memory
 
-    monkeypatch.setattr(csg.memory, "available_bytes", lambda device: 10**9)  # 1 GB free, wherever
+    monkeypatch.setattr(csg.engine.memory, "available_bytes", lambda device: 10**9)  # 1 GB free, wherever
     error = _refused(tmp_path, *DATA, "model=mlp", *SHORT, "sampler.chains=100000")
     # mlp on 4 features: 82,003 parameters; SGHMC: parameters, gradients, momentum, 4 bytes each: 984 kB a chain
     assert error.key == "sampler.chains" and str(error) == (
@@ -268,7 +267,7 @@ def test_a_model_that_cannot_fit_is_refused_in_milliseconds(tmp_path):
 
 
 def test_the_estimate_counts_the_trace_and_draws_no_random_number():
-    from csg.memory import chain_bytes, memory_problem, meta_model
+    from csg.engine.memory import chain_bytes, memory_problem, meta_model
     from tests.own_components import tiny_net
 
     torch.manual_seed(5), np.random.seed(5), random.seed(5)
@@ -297,7 +296,7 @@ def _brute_force(schedule, epochs: int, batches: int) -> dict[int, list[int]]:
 
 
 def test_the_plan_is_the_per_epoch_rule_computed_per_cycle():
-    from csg.collection import eligible_epochs, first_sampling_iteration, sampling_iterations
+    from csg.engine.collection import eligible_epochs, first_sampling_iteration, sampling_iterations
     from csg.schedules import create_schedule
 
     rng = random.Random(0)
@@ -317,7 +316,7 @@ def test_the_plan_is_the_per_epoch_rule_computed_per_cycle():
 
 
 def test_a_plan_of_a_billion_epochs_takes_no_time_and_absurd_budgets_are_refused():
-    from csg.build import build_schedule, check_trace, plan_collection
+    from csg.engine.build import build_schedule, check_trace, plan_collection
 
     cfg = _cfg("trainer.epochs=1000000000", "trace.enabled=true")
     started = time.perf_counter()
@@ -333,7 +332,7 @@ def test_a_plan_of_a_billion_epochs_takes_no_time_and_absurd_budgets_are_refused
 
 # -- hydra/launcher=slurm without SLURM ------------------------------------------------------------------------------
 def test_the_slurm_launcher_needs_slurm_on_this_machine(tmp_path, monkeypatch):
-    from csg.preflight import check_command
+    from csg.checks.preflight import check_command
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no srun
     assert check_command(["-m", "hydra/launcher=slurm", "seed=0"], CONFIGS) == (

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from csg.collection import SampleStore, collection_points
+from csg.engine.collection import SampleStore, collection_points
 from csg.schedules import Cyclical, Decreasing
 
 
@@ -52,7 +52,7 @@ def test_sample_files_are_atomic_sorted_and_complete(tmp_path):
 
 def test_atomic_writes_give_the_mode_a_plain_write_would(tmp_path):
     """mkstemp's temporary file is 0600; the written file is 0666 less the umask, or keeps an existing file's mode."""
-    from csg.atomic import atomic_write_text
+    from csg.io.atomic import atomic_write_text
 
     previous = os.umask(0o022)
     try:

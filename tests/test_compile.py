@@ -11,15 +11,15 @@ import torch
 from csg.models import create_model
 from csg.samplers import SGHMC, SGLD
 from csg.samplers.contour import ContourSGLD, EnergyPartition
-from csg.step import CompiledStep, Step, compile_enabled, make_step
-from csg.training import Precision
+from csg.engine.step.single import CompiledStep, Step, compile_enabled, make_step
+from csg.engine.loop import Precision
 
 NUM_DATA, STEPS = 80, 50
 CPU = torch.device("cpu")
 
 
 class EnergyFromLoss:
-    """What csg.interaction gives a contour sampler: the energy estimate N * mean loss of the batch."""
+    """What csg.engine.interaction gives a contour sampler: the energy estimate N * mean loss of the batch."""
 
     def before_update(self, mean, x, y, autocast):
         return {"energy": NUM_DATA * mean}

@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from csg import config as checks
+from csg.checks import config as checks
 from csg.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

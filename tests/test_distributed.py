@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from csg import distributed
+from csg.engine import distributed
 from tests import gate
 from tests.conftest import ROOT, assert_same_samples, read_samples, doc_blocks, train
 
@@ -102,10 +102,10 @@ def _free_port():
 
 
 def test_parallel_chains_pool_their_samples(tmp_path):
-    # in process (train.py's CLI is covered elsewhere): csg.run.run on the composed config, as train.py calls it
+    # in process (train.py's CLI is covered elsewhere): csg.launch.run.run on the composed config, as train.py calls it
     from hydra import compose, initialize_config_dir
 
-    from csg.run import run
+    from csg.launch.run import run
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("config", overrides=["trainer.epochs=8", "sampler.cycles=2", "sampler.samples_per_cycle=1",

@@ -77,10 +77,10 @@ def problem(words: list[str]) -> str | None:
     """Why the command ``words`` (as a user types it in the repository) would not run; None when every part of it
     exists: the make target (and what make runs for it), the script and its target and flags, the train.py
     overrides (checked as train.py checks them, before any training)."""
-    from csg.cli import check_group_choices
-    from csg.experiments.registry import TARGETS
-    from csg.evaluation.store import OVERRIDABLE
-    from csg.preflight import check_command
+    from csg.launch.cli import check_group_choices
+    from csg.studies.experiments.registry import TARGETS
+    from csg.posterior.store import OVERRIDABLE
+    from csg.checks.preflight import check_command
 
     if words[0] == "make":
         target = next((w for w in words[1:] if "=" not in w and not w.startswith("-")), "")
@@ -193,7 +193,7 @@ def test_strict_mode_refuses_an_undocumented_name_a_broken_reference_and_a_broke
     fine = _mini_build(tmp_path / "a", """\
         # Title
 
-        {py:mod}`csg.step` exists in the code, unlinked; [a page](index.md)
+        {py:mod}`csg.engine.step.single` exists in the code, unlinked; [a page](index.md)
         """)
     assert fine.returncode == 0, fine.stderr
     undocumented = _mini_build(tmp_path / "b", """\

@@ -172,8 +172,8 @@ def test_the_captured_step_takes_the_eager_steps_path_on_the_gpu():
     import copy
 
     from csg.samplers import SGHMC
-    from csg.step import CapturedStep, Step, prepare_model
-    from csg.training import Precision
+    from csg.engine.step.single import CapturedStep, Step, prepare_model
+    from csg.engine.loop import Precision
 
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -209,9 +209,9 @@ def test_stacked_chains_on_the_gpu_are_each_the_chain_run_alone(compiled, monkey
     # (5e-4 apart after 30 steps); in float32 the two must agree to float tolerance
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     from csg.samplers import SGHMC
-    from csg.stacking import CompiledStackedStep, StackedStep
-    from csg.step import Step, prepare_model
-    from csg.training import Precision
+    from csg.engine.step.stacked import CompiledStackedStep, StackedStep
+    from csg.engine.step.single import Step, prepare_model
+    from csg.engine.loop import Precision
 
     device, precision = torch.device("cuda"), Precision("32", torch.device("cuda"))
 

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from csg import distributed
+from csg.engine import distributed
 from csg.data.bundle import EpochBatches, InMemoryDataset, InMemoryLoader
 from csg.evaluation.weights import importance_weights
-from csg.interaction import ChainCollectives, ControlVariate, EnergyEstimator, ReplicaExchange
+from csg.engine.interaction import ChainCollectives, ControlVariate, EnergyEstimator, ReplicaExchange
 from tests.test_distributed import _torchrun
 
 SHORT = ["trainer.epochs=4", "sampler.samples_per_cycle=2", "sampler.chains=2", "trainer.progress=false"]  # csv logger

@@ -9,7 +9,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from csg.errors import ConfigError
-from csg.preflight import check_command
+from csg.checks.preflight import check_command
 from tests.conftest import ROOT
 from tests.own_components import RecordingSGD
 
@@ -26,7 +26,7 @@ def _cfg(*overrides: str):
 
 
 def _run(tmp_path, *overrides: str, name: str = "run"):
-    from csg.run import run
+    from csg.launch.run import run
 
     run_dir = tmp_path / name
     return run(_cfg(*overrides), run_dir), run_dir
@@ -56,7 +56,7 @@ def test_item_by_item_and_in_memory_serve_the_same_batches(tmp_path, in_memory):
 
 
 def test_the_loop_sets_lr_and_temperature_of_a_users_sampler_from_the_schedule(tmp_path):
-    from csg.build import build_schedule
+    from csg.engine.build import build_schedule
 
     RecordingSGD.seen.clear()
     sampler = ["sampler=custom", "sampler.optimizer._target_=tests.own_components.RecordingSGD",
@@ -110,7 +110,7 @@ def test_a_component_that_cannot_be_named_is_refused_in_one_line_before_hydra(ov
      "param groups hold lr and temperature (the loop sets them every iteration); group 0 has no temperature"),
 ])
 def test_a_component_that_does_not_fit_is_refused_in_one_line_before_training(tmp_path, overrides, fragment):
-    from csg.run import run
+    from csg.launch.run import run
 
     cfg = _cfg(*DATA, *MODEL, *overrides, *SHORT)
     with pytest.raises(ConfigError) as refused:

@@ -97,7 +97,7 @@ def test_train_leaves_logging_and_hydra_as_they_were(trained):
 
 
 def test_train_refuses_bad_input_in_one_line_before_making_a_run_directory(tmp_path, monkeypatch):
-    from csg.api import CommandRefused
+    from csg.launch.api import CommandRefused
 
     monkeypatch.chdir(tmp_path)
     cases = {
@@ -335,7 +335,7 @@ def test_a_run_dir_that_is_not_a_finished_run_is_refused_in_one_line(trained, tm
 
 
 def test_importing_csg_stays_light():
-    code = ("import sys, csg; heavy = [m for m in ('hydra', 'torch', 'csg.api', 'csg.posterior') if m in sys.modules]; "
+    code = ("import sys, csg; heavy = [m for m in ('hydra', 'torch', 'csg.launch.api', 'csg.posterior') if m in sys.modules]; "
             "assert not heavy, heavy; assert csg.Posterior.__name__ == 'Posterior' and callable(csg.train); "
             "from csg import Posterior, train; print('ok')")
     process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 import textwrap
 from functools import cache
-from pathlib import Path
 
 import pytest
 

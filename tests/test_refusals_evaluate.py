@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from csg.collection import SampleStore
+from csg.engine.collection import SampleStore
 from csg.errors import ConfigError
-from csg.evaluation.store import evaluate_run
+from csg.posterior.store import evaluate_run
 from tests.conftest import ROOT, train
 
 EVALUATE = ROOT / "scripts" / "evaluate_run.py"
@@ -259,7 +259,7 @@ def _results_state() -> dict:
 def test_report_only_without_finished_runs_exits_non_zero_and_writes_nothing(tmp_path, finished_run, capsys,
                                                                             monkeypatch):
     """The driver's check, as typed (a child process), and every report's own, in-process."""
-    from csg.experiments import fig3, fig4, table5, tables
+    from csg.studies.experiments import fig3, fig4, table5, tables
 
     results = _results_state()
     out = tmp_path / "out"
@@ -294,7 +294,7 @@ def test_report_only_without_finished_runs_exits_non_zero_and_writes_nothing(tmp
 
 
 def test_damaged_run_files_in_a_report_folder_are_refused_naming_them(tmp_path, finished_run, capsys, monkeypatch):
-    from csg.experiments import tables
+    from csg.studies.experiments import tables
 
     runs = tmp_path / "runs"
     run = Path(shutil.copytree(finished_run, runs / "run", ignore=shutil.ignore_patterns("*.pt")))

@@ -79,7 +79,7 @@ def test_a_planted_checkpoint_or_sample_runs_nothing(finished, tmp_path):
     _one_line(process, 2, str(run_dir / "checkpoint.pt"), "nothing of it was run")
     assert not marker.exists()
 
-    from csg.collection import SampleStore
+    from csg.engine.collection import SampleStore
 
     sample = next((run_dir / "samples").glob("*.pt"))
     torch.save({"state_dict": _Payload(marker), "index": 0, "cycle": 0, "epoch": 1}, sample)
@@ -123,7 +123,7 @@ def test_an_earlier_runs_results_never_join_the_ensemble(finished, tmp_path):
     [earlier] = (run_dir / "earlier").iterdir()
     moved = {name: data for name, (data, _) in _snapshot(earlier).items()}
     assert moved == {name: data for name, (data, _) in before.items() if name != "train.log"}
-    from csg.experiments.aggregate import load_runs
+    from csg.studies.experiments.aggregate import load_runs
 
     assert list(load_runs(run_dir.parent)["run_dir"]) == [str(run_dir)]  # a table never counts the moved run
 
@@ -135,7 +135,7 @@ def test_an_earlier_runs_results_never_join_the_ensemble(finished, tmp_path):
 
 
 def test_a_damaged_or_missing_sample_is_reported_before_training_goes_on(finished, tmp_path):
-    from csg.run import run
+    from csg.launch.run import run
 
     cfg = compose(*SMALL, "logger=none")
     run_dir = _copy(finished, tmp_path)
@@ -159,7 +159,7 @@ def test_a_damaged_or_missing_sample_is_reported_before_training_goes_on(finishe
     (["data.test_per_class=500"], "data.test_per_class", "[1, 499]"),
 ])
 def test_values_that_reach_a_constructor_are_checked_before_training(tmp_path, overrides, key, allowed):
-    from csg.run import run
+    from csg.launch.run import run
 
     with pytest.raises(ConfigError) as error:
         run(compose(*overrides, "logger=none"), tmp_path / "run")
@@ -178,7 +178,7 @@ def test_values_that_reach_a_constructor_are_checked_before_training(tmp_path, o
     (["hydra.run.dir=/etc/hostname/run"], ["hydra.run.dir", "/etc/hostname is a file"]),
 ])
 def test_every_key_and_every_job_is_checked_before_hydra_starts(argv, fragments):
-    from csg.preflight import check_command
+    from csg.checks.preflight import check_command
 
     message = check_command(argv, ROOT / "configs")
     assert message is not None and "\n" not in message
@@ -200,12 +200,12 @@ def test_a_sweep_with_a_bad_point_starts_no_job(tmp_path):
 
 
 def test_a_full_disk_ends_in_one_line_and_the_run_resumes(tmp_path, monkeypatch, capsys):
-    import csg.run
-    from csg.cli import run_or_exit
+    import csg.launch.run
+    from csg.launch.cli import run_or_exit
 
     run_dir = tmp_path / "run"
     cfg = compose(*SMALL, "logger=csv")
-    real_save, calls = csg.run.save_checkpoint, []
+    real_save, calls = csg.launch.run.save_checkpoint, []
 
     def full_disk_on_the_third(path, **kwargs):
         calls.append(path)
@@ -213,15 +213,15 @@ def test_a_full_disk_ends_in_one_line_and_the_run_resumes(tmp_path, monkeypatch,
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         real_save(path, **kwargs)
 
-    monkeypatch.setattr(csg.run, "save_checkpoint", full_disk_on_the_third)
+    monkeypatch.setattr(csg.launch.run, "save_checkpoint", full_disk_on_the_third)
     with pytest.raises(SystemExit) as stop:
-        run_or_exit(lambda: csg.run.run(cfg, run_dir), run_dir)
+        run_or_exit(lambda: csg.launch.run.run(cfg, run_dir), run_dir)
     assert stop.value.code == 1
     [line] = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert line.startswith("error: No space left on device: ") and str(run_dir / "checkpoint.pt") in line
     assert "resumes the run from checkpoint.pt" in line
-    monkeypatch.setattr(csg.run, "save_checkpoint", real_save)
-    metrics = csg.run.run(cfg, run_dir)  # the checkpoint of epoch 2 is intact: the run goes on from there
+    monkeypatch.setattr(csg.launch.run, "save_checkpoint", real_save)
+    metrics = csg.launch.run.run(cfg, run_dir)  # the checkpoint of epoch 2 is intact: the run goes on from there
     assert metrics["ensemble"]["num_samples"] == 2
     logged = [line.split(",")[0] for line in (run_dir / "epochs.csv").read_text().splitlines()[1:]]
     assert set(logged) == {"0", "1", "2", "3"} and logged[-1] == "3"  # epoch 3 redone from the checkpoint of 2

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from csg.errors import ConfigError
-from csg.experiments import fig4, table5, tables
-from csg.experiments.registry import TARGETS, Job
+from csg.studies.experiments import fig4, table5, tables
+from csg.studies.experiments.registry import TARGETS, Job
 
 ROOT = Path(__file__).resolve().parents[1]
 

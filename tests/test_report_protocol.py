@@ -16,8 +16,8 @@ import torch
 from omegaconf import OmegaConf
 
 from csg.errors import ConfigError
-from csg.experiments import protocol, registry, tables
-from csg.experiments.registry import TARGETS, Job
+from csg.studies.experiments import protocol, registry, tables
+from csg.studies.experiments.registry import TARGETS, Job
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE = ROOT / "scripts" / "reproduce.py"
@@ -246,7 +246,7 @@ def test_the_issues_report_only_of_two_epoch_runs_leaves_the_committed_table(tmp
 
 
 def test_accuracy_multimodal_seeds_7_runs_and_records_seed_7(tmp_path, monkeypatch):
-    from csg.accuracy.multimodal import chains, study
+    from csg.studies.accuracy.multimodal import chains, study
 
     monkeypatch.setitem(study.PROTOCOLS, "smoke", chains.Protocol(budget=400, factors=(1 / 3,), checkpoints=(1.0,)))
     job = Job(target="accuracy-multimodal", out=tmp_path, out_given=True, scale="smoke", seeds="7",
@@ -284,7 +284,7 @@ def test_accuracy_multimodal_seeds_beyond_its_draw_are_one_line(tmp_path):
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("planted", ["config_fifo", "metrics_fifo", "alias_bomb"])
 def test_a_planted_file_is_one_line_not_a_hang(tmp_path, planted):
-    from csg.experiments.aggregate import load_runs
+    from csg.studies.experiments.aggregate import load_runs
 
     run = _write_runs(tmp_path / "runs", "table1_smoke", _table1_points("0")[:1])[0]
     if planted == "config_fifo":
@@ -304,7 +304,7 @@ def test_a_planted_file_is_one_line_not_a_hang(tmp_path, planted):
 
 
 def _fig3_run(tmp_path: Path) -> Path:
-    from csg.collection import SampleStore
+    from csg.engine.collection import SampleStore
     from csg.models import create_model
 
     run = _write_runs(tmp_path / "runs", "fig3_smoke", [{"sampler": "csgld", "data": "mnist5k", "seed": "0"}])[0]
@@ -316,7 +316,7 @@ def _fig3_run(tmp_path: Path) -> Path:
 
 
 def test_figure3_takes_the_samples_its_runs_recorded_not_stray_copies(tmp_path):
-    from csg.experiments import fig3
+    from csg.studies.experiments import fig3
 
     run = _fig3_run(tmp_path)
     first = sorted((run / "samples").glob("sample_*.pt"))[0]
@@ -328,7 +328,7 @@ def test_figure3_takes_the_samples_its_runs_recorded_not_stray_copies(tmp_path):
 
 
 def test_figure3_builds_nothing_a_run_directory_names(tmp_path):
-    from csg.experiments import fig3
+    from csg.studies.experiments import fig3
 
     run = _fig3_run(tmp_path)
     marker = tmp_path / "marker"

@@ -14,8 +14,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from csg.errors import ConfigError
-from csg.experiments import registry, tables
-from csg.experiments.registry import TARGETS, Job
+from csg.studies.experiments import registry, tables
+from csg.studies.experiments.registry import TARGETS, Job
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRODUCE = ROOT / "scripts" / "reproduce.py"

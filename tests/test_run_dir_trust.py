@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 import csg
 from csg.errors import ConfigError
-from csg.evaluation.store import evaluate_run
+from csg.posterior.store import evaluate_run
 from tests.conftest import ROOT
 
 EVALUATE = ROOT / "scripts" / "evaluate_run.py"
@@ -233,7 +233,7 @@ def test_a_cifar_root_in_the_run_or_named_by_it_is_never_unpickled(run, tmp_path
 
 @pytest.mark.timeout(30)
 def test_check_run_data_refuses_roots_inside_the_run_and_takes_the_callers_own(tmp_path, monkeypatch):
-    from csg.trust import check_run_data
+    from csg.io.trust import check_run_data
 
     run_dir = tmp_path / "run"
     (run_dir / "data").mkdir(parents=True)
@@ -280,7 +280,7 @@ def test_a_yaml_alias_bomb_and_a_huge_config_are_refused_at_once(run):
 
 
 def test_expanded_nodes_counts_aliases_as_what_they_stand_for():
-    from csg.trust import expanded_nodes
+    from csg.io.trust import expanded_nodes
 
     assert expanded_nodes("a: 1\nb: [1, 2]\n") == 7  # the mapping, 2 keys, 1, the list and its 2 items
     assert expanded_nodes("a: &x [1, 2, 3]\nb: *x\nc: *x\n") == 1 + 3 + 3 * 4  # mapping, keys, the list 3 times
@@ -302,7 +302,7 @@ def test_a_fifo_in_place_of_a_run_file_is_refused_without_opening_it(run, name):
 
 @pytest.mark.timeout(30)
 def test_a_fifo_checkpoint_is_refused_without_blocking(tmp_path):
-    from csg.checkpoint import read_checkpoint
+    from csg.engine.checkpoint import read_checkpoint
 
     os.mkfifo(tmp_path / "checkpoint.pt")
     with pytest.raises(ConfigError) as refused:

@@ -1,10 +1,10 @@
 """One writer per run directory, the samples a run recorded, unfinished runs (issue 43).
 
-- The lock (csg/rundir.py): a second train.py in a run directory is refused in one line naming the first, and
+- The lock (csg/engine/rundir.py): a second train.py in a run directory is refused in one line naming the first, and
   changes nothing of it; a crashed holder leaves a stale file that the next run takes over; a planted link or
   FIFO is never followed; a file system without locks runs unlocked, with a warning; under torchrun every
   process hears rank 0's refusal.
-- The manifest (csg/collection.py): the ensemble is what ``samples/manifest.json`` records, never a listing of
+- The manifest (csg/engine/collection.py): the ensemble is what ``samples/manifest.json`` records, never a listing of
   the folder; a recorded sample missing or changed is refused; a run from before manifests falls back on its
   metrics.json; a resume checks the files against the manifest and the checkpoint.
 - Unfinished runs (scripts/evaluate_run.py): refused as Posterior.load refuses them, unless ``--partial``.
@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from torch.utils.data import Dataset
 
-from csg.collection import SampleStore
+from csg.engine.collection import SampleStore
 from csg.errors import ConfigError
-from csg.rundir import LOCK, RunDirectory, RunLock
+from csg.engine.rundir import LOCK, RunDirectory, RunLock
 from tests.conftest import ROOT
 
 SMALL = ["model.hidden=[16]", "trainer.epochs=2", "sampler.cycles=2", "sampler.explore=0",
@@ -81,7 +81,7 @@ def compose(*overrides: str):
 def finished(tmp_path_factory) -> Path:
     """A finished small run (in-process): two samples in samples/ with their manifest, checkpoint.pt, metrics.json,
     .hydra/config.yaml."""
-    from csg.run import run
+    from csg.launch.run import run
 
     from omegaconf import OmegaConf
 
@@ -171,7 +171,7 @@ def test_a_second_train_py_in_the_run_dir_is_refused_naming_the_first_whose_resu
 _HOLDER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from csg.rundir import RunLock
+from csg.engine.rundir import RunLock
 lock = RunLock(sys.argv[2])
 assert lock.acquire()
 print("held", flush=True)
@@ -215,8 +215,8 @@ def test_a_crashed_holder_leaves_a_stale_lock_that_the_next_run_takes_over(tmp_p
 
 @pytest.mark.timeout(120)
 def test_train_and_studies_in_process_are_refused_while_the_lock_is_held(run_dir, tmp_path):
-    from csg.run import run
-    from csg.synthetic import run_study
+    from csg.launch.run import run
+    from csg.studies.synthetic import run_study
 
     held = RunLock(run_dir)
     assert held.acquire()  # a lock belongs to its open file: this process's own second lock is refused too
@@ -238,13 +238,13 @@ def test_train_and_studies_in_process_are_refused_while_the_lock_is_held(run_dir
 
 
 def test_a_file_system_without_locks_runs_unlocked_with_a_warning(tmp_path, monkeypatch, caplog):
-    import csg.rundir
+    import csg.engine.rundir
 
     def no_locks(fd, operation):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(csg.rundir.fcntl, "flock", no_locks)
-    with caplog.at_level(logging.WARNING, logger="csg.rundir"):
+    monkeypatch.setattr(csg.engine.rundir.fcntl, "flock", no_locks)
+    with caplog.at_level(logging.WARNING, logger="csg.engine.rundir"):
         with RunDirectory(tmp_path / "run") as directory:
             directory.lock()  # goes on
             directory.accept()
@@ -314,7 +314,7 @@ def test_a_sample_is_recorded_in_the_manifest_as_it_is_written(finished):
 
 @pytest.mark.timeout(120)
 def test_stray_copies_never_join_the_ensemble(run_dir):
-    from csg.evaluation.store import evaluate_run
+    from csg.posterior.store import evaluate_run
 
     samples = run_dir / "samples"
     first = samples / _recorded(run_dir)[0]
@@ -334,7 +334,7 @@ def test_stray_copies_never_join_the_ensemble(run_dir):
 def test_a_run_directory_given_as_a_relative_path_loads_and_evaluates(run_dir, monkeypatch):
     # `make demo-seeds` passes runs/demo-seeds/<time>/0_.../: the manifest's files are under that relative path
     from csg import Posterior
-    from csg.evaluation.store import evaluate_run
+    from csg.posterior.store import evaluate_run
 
     monkeypatch.chdir(run_dir.parent)
     relative = Path(run_dir.name)
@@ -347,7 +347,7 @@ def test_a_run_directory_given_as_a_relative_path_loads_and_evaluates(run_dir, m
 @pytest.mark.timeout(120)
 def test_a_recorded_sample_missing_or_changed_is_refused_in_one_line(run_dir):
     from csg import Posterior
-    from csg.evaluation.store import evaluate_run
+    from csg.posterior.store import evaluate_run
 
     first, second = (run_dir / "samples" / name for name in _recorded(run_dir))
     intact = first.read_bytes()
@@ -393,8 +393,8 @@ def test_a_run_from_before_manifests_is_read_from_its_metrics_json_never_a_glob(
 
 
 def test_resume_checks_the_samples_against_the_manifest_and_the_checkpoint(run_dir):
-    from csg.checkpoint import read_checkpoint
-    from csg.run import _check_samples_on_disk
+    from csg.engine.checkpoint import read_checkpoint
+    from csg.launch.run import _check_samples_on_disk
 
     checkpoint = run_dir / "checkpoint.pt"
     saved = read_checkpoint(checkpoint)
@@ -449,7 +449,7 @@ def _unfinish(run_dir: Path) -> None:
 @pytest.mark.timeout(180)
 def test_an_unfinished_run_is_refused_unless_partial_which_says_so(run_dir, capsys):
     from csg import Posterior
-    from csg.evaluation.store import evaluate_run, format_metrics
+    from csg.posterior.store import evaluate_run, format_metrics
 
     metrics_json = (run_dir / "metrics.json").read_bytes()
     _unfinish(run_dir)

@@ -25,7 +25,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from csg.checkpoint import EVALUATING, PREPARING, Preempted, PreemptionSignals, let_signal_act, read_checkpoint
+from csg.engine.checkpoint import EVALUATING, PREPARING, Preempted, PreemptionSignals, let_signal_act, read_checkpoint
 from csg.errors import ConfigError
 from tests import gate
 from tests.conftest import ROOT, assert_same_samples, read_samples
@@ -45,7 +45,7 @@ def compose(*overrides: str):
 
 
 def run(*overrides: str, run_dir: Path):
-    from csg.run import run as run_once
+    from csg.launch.run import run as run_once
 
     return run_once(compose(*OWN, *overrides), run_dir)
 
@@ -186,7 +186,7 @@ def test_sigint_listed_as_a_preemption_signal_exits_130_without_a_traceback(ctrl
 
 
 def test_sigterm_while_the_data_are_built_stops_with_nothing_written(tmp_path):
-    from csg.cli import stop_line
+    from csg.launch.cli import stop_line
 
     run_dir = tmp_path / "run"
     original = signal.getsignal(signal.SIGTERM)
@@ -199,7 +199,7 @@ def test_sigterm_while_the_data_are_built_stops_with_nothing_written(tmp_path):
 
 
 def test_sigterm_in_the_final_evaluation_keeps_the_training_and_the_same_command_evaluates(tmp_path, caplog):
-    from csg.cli import stop_line
+    from csg.launch.cli import stop_line
 
     run_dir, sent = tmp_path / "run", tmp_path / "sent"
     stop = [f"data._target_={HERE}.blobs_that_stop_in_evaluation", "data.in_memory=false",
@@ -212,7 +212,7 @@ def test_sigterm_in_the_final_evaluation_keeps_the_training_and_the_same_command
         f"stopped by SIGTERM {EVALUATING}; training had finished: its samples and checkpoint.pt in {run_dir} are "
         "kept, and the same command evaluates them")
     assert read_checkpoint(run_dir / "checkpoint.pt")["loop"]["epoch"] == 4  # the end of training, written at the stop
-    with caplog.at_level("INFO", logger="csg.run"):
+    with caplog.at_level("INFO", logger="csg.launch.run"):
         resumed = run(*stop, run_dir=run_dir)  # the same command: it trains nothing more
     assert "resumed chain 0 from" in caplog.text and "at epoch 5, batch 0" in caplog.text
     reference = run(*stop, run_dir=tmp_path / "reference")  # uninterrupted (`sent` exists)
@@ -221,7 +221,7 @@ def test_sigterm_in_the_final_evaluation_keeps_the_training_and_the_same_command
 
 
 def test_ctrl_c_in_the_final_evaluation_says_the_same_command_evaluates(tmp_path, capsys, ctrl_c):
-    from csg.cli import run_or_exit
+    from csg.launch.cli import run_or_exit
 
     run_dir = tmp_path / "run"
     stop = [f"data._target_={HERE}.blobs_that_stop_in_evaluation", "data.in_memory=false",
@@ -283,7 +283,7 @@ def test_train_py_stopped_in_its_final_evaluation_prints_one_line_and_the_same_c
 
 # -- a sampler's state ----------------------------------------------------------------------------------------------
 def test_numpy_arrays_in_a_samplers_state_round_trip_exactly():
-    from csg.portable import NUMPY, portable_state, restored_state
+    from csg.engine.portable import NUMPY, portable_state, restored_state
 
     values = {"float64": np.linspace(0, 1, 7).reshape(7, 1), "big-endian view": np.arange(12, dtype=">i4")[::3],
               "scalar": np.float32(1.25), "bool": np.bool_(True), "strings": np.array(["a", "bc"]),
@@ -307,7 +307,7 @@ def test_numpy_arrays_in_a_samplers_state_round_trip_exactly():
                                           (np.array([object()]), "numpy.ndarray of Python objects"),
                                           (Fraction(1, 3), "fractions.Fraction")])
 def test_a_state_value_no_checkpoint_can_hold_is_named_with_its_type(value, kind):
-    from csg.portable import portable_state
+    from csg.engine.portable import portable_state
 
     with pytest.raises(ConfigError) as refused:
         portable_state({"state": {0: {"cache": value}}}, "sampler.optimizer._target_", HistorySGD([torch.ones(1)],
@@ -334,7 +334,7 @@ def test_a_sampler_with_numpy_state_is_preempted_and_resumes_bit_for_bit(tmp_pat
 
 
 def test_a_sampler_state_no_checkpoint_can_hold_is_refused_after_its_first_step(tmp_path, capsys):
-    from csg.cli import run_or_exit
+    from csg.launch.cli import run_or_exit
 
     run_dir = tmp_path / "run"
     with pytest.raises(SystemExit) as stop:
@@ -375,7 +375,7 @@ class _FullAfter(io.FileIO):
 def disk_fills_at(monkeypatch):
     """``fills(prefix, nth)``: the ``nth`` atomic write of a file whose name starts with ``prefix`` meets a full
     disk (torch.save's own zip writer then raises a RuntimeError, not an OSError)."""
-    import csg.atomic
+    import csg.io.atomic
 
     real_fdopen, seen = os.fdopen, []
 
@@ -388,16 +388,16 @@ def disk_fills_at(monkeypatch):
                     return io.BufferedWriter(_FullAfter(fd, "wb"))
             return real_fdopen(fd, mode, *args, **kwargs)
 
-        monkeypatch.setattr(csg.atomic.os, "fdopen", fdopen)
+        monkeypatch.setattr(csg.io.atomic.os, "fdopen", fdopen)
 
     yield fills
-    monkeypatch.setattr(csg.atomic.os, "fdopen", real_fdopen)
+    monkeypatch.setattr(csg.io.atomic.os, "fdopen", real_fdopen)
 
 
 @pytest.mark.parametrize("writer, nth, kept_epoch", [("checkpoint.pt", 3, 2), ("samples", 2, 3)])
 def test_a_full_disk_in_torch_save_is_one_line_and_keeps_the_last_checkpoint(tmp_path, capsys, disk_fills_at,
                                                                             writer, nth, kept_epoch):
-    from csg.cli import run_or_exit
+    from csg.launch.cli import run_or_exit
 
     run_dir = tmp_path / "run"
     prefix = "checkpoint.pt" if writer == "checkpoint.pt" else "sample_"
@@ -417,7 +417,7 @@ def test_a_full_disk_in_torch_save_is_one_line_and_keeps_the_last_checkpoint(tmp
 
 
 def test_a_full_disk_before_any_checkpoint_says_how_to_start_over(tmp_path, capsys, disk_fills_at):
-    from csg.cli import run_or_exit
+    from csg.launch.cli import run_or_exit
 
     run_dir = tmp_path / "run"
     disk_fills_at("sample_", 2)
@@ -432,7 +432,7 @@ def test_a_full_disk_before_any_checkpoint_says_how_to_start_over(tmp_path, caps
 
 
 def test_torch_saves_write_failure_without_an_os_error_is_an_os_error_naming_the_file(tmp_path, monkeypatch):
-    from csg.atomic import atomic_torch_save, atomic_write_json
+    from csg.io.atomic import atomic_torch_save, atomic_write_json
 
     target = tmp_path / "checkpoint.pt"
     atomic_torch_save({"good": torch.ones(2)}, target)

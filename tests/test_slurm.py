@@ -1,7 +1,7 @@
 """The SLURM path: the launcher's waiting (everywhere), then against a running SLURM: sweeps, tasks, time limits,
 requeues, scancel, a paper target.
 
-The tests of csg/launcher.py run everywhere (fake jobs, a fake squeue). One private single-node cluster serves the
+The tests of csg/launch/slurm.py run everywhere (fake jobs, a fake squeue). One private single-node cluster serves the
 whole session for the others (tests/slurm/cluster.py: munged, slurmctld and slurmd
 of Debian's slurm-wlm, as root, in a temporary folder, without accounting). Where the binaries are missing (or
 this is not root) every test here is skipped with the reason; `.ci/run` installs them. Every job is a CPU job
@@ -138,7 +138,7 @@ class FakeSqueue:
 
 
 def test_a_run_s_one_line_error_becomes_the_job_s_recorded_failure(capsys):
-    from csg.launcher import JobFailed, call_recording_exit
+    from csg.launch.slurm import JobFailed, call_recording_exit
 
     def fails(code, line=None):
         if line:
@@ -157,11 +157,11 @@ def test_a_run_s_one_line_error_becomes_the_job_s_recorded_failure(capsys):
 
 
 def test_the_wait_reads_results_and_reports_jobs_that_left_the_queue_without_one(tmp_path):
-    from csg.launcher import wait_for_jobs
+    from csg.launch.slurm import wait_for_jobs
 
     done, failed, cancelled, requeued = (_job(tmp_path, f"7_{k}") for k in range(4))
     _result(done, "finished")
-    _result(failed, "Traceback ...\ncsg.launcher.JobFailed: error: a bad value", kind="error")
+    _result(failed, "Traceback ...\ncsg.launch.slurm.JobFailed: error: a bad value", kind="error")
     # squeue: 7_2 has been cancelled; 7_3 is not listed at first (between its requeue and its return), then pending,
     # then running: not reported after the 5 s of grace, but read when its result comes (at 20 s)
     squeue = FakeSqueue({"7_2": "CANCELLED"}, {"7_2": "CANCELLED", "7_3": "PENDING"},
@@ -181,7 +181,7 @@ def test_the_wait_reads_results_and_reports_jobs_that_left_the_queue_without_one
 
 
 def test_a_job_of_several_tasks_is_read_from_task_0_once_it_has_left_the_queue(tmp_path):
-    from csg.launcher import wait_for_jobs
+    from csg.launch.slurm import wait_for_jobs
 
     job = _job(tmp_path, "8", tasks=2)
     _result(job, "rank 0's")  # rank 1 was killed without a result
@@ -191,7 +191,7 @@ def test_a_job_of_several_tasks_is_read_from_task_0_once_it_has_left_the_queue(t
 
 
 def test_the_wait_ends_at_its_deadline_and_names_the_jobs_left_waiting(tmp_path):
-    from csg.launcher import wait_for_jobs
+    from csg.launch.slurm import wait_for_jobs
 
     job = _job(tmp_path, "9_0")
     squeue = FakeSqueue({"9_0": "PENDING"})
@@ -203,7 +203,7 @@ def test_the_wait_ends_at_its_deadline_and_names_the_jobs_left_waiting(tmp_path)
 
 
 def test_squeue_that_cannot_answer_is_one_warning_for_the_whole_wait(tmp_path, monkeypatch, capsys):
-    from csg.launcher import Squeue
+    from csg.launch.slurm import Squeue
 
     fake = tmp_path / "squeue"
     fake.write_text("#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller (connect failure)' >&2\n"

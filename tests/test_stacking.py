@@ -6,14 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from csg.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint
-from csg.collection import SampleStore, collection_points
+from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint
+from csg.engine.collection import SampleStore, collection_points
 from csg.data.bundle import EpochBatches, InMemoryDataset, InMemoryLoader
 from csg.errors import ConfigError
 from csg.samplers import SGHMC, SGLD
 from csg.schedules import Cyclical
-from csg.stacking import CompiledStackedStep, StackedStep, why_not_stackable
-from csg.training import Hooks, Lane, Precision, train_chain, train_chains
+from csg.engine.step.stacked import CompiledStackedStep, StackedStep, why_not_stackable
+from csg.engine.loop import Hooks, Lane, Precision, train_chain, train_chains
 
 CPU = torch.device("cpu")
 N, BATCH, EPOCHS, CHAINS = 72, 16, 10, 3  # 5 batches an epoch, the last of 8: 50 steps
@@ -179,7 +179,7 @@ SMALL = ("sampler=csghmc", "data=mnist5k", "model=mlp", "model.hidden=[32]", "sa
 
 
 def test_train_py_stacks_the_chains_of_one_process(tmp_path):
-    from csg.run import run
+    from csg.launch.run import run
 
     apart = run(compose(*SMALL, "trainer.stack_chains=false", "logger=none"), tmp_path / "apart")
     together = run(compose(*SMALL, "trainer.stack_chains=true", "logger=csv"), tmp_path / "together")
@@ -194,7 +194,7 @@ def test_train_py_stacks_the_chains_of_one_process(tmp_path):
 
 
 def test_stack_chains_where_impossible_is_a_config_error(tmp_path):
-    from csg.run import run
+    from csg.launch.run import run
 
     with pytest.raises(ConfigError, match="trainer.stack_chains.*16-mixed"):
         run(compose(*SMALL, "trainer.stack_chains=true", "trainer.precision=16-mixed", "logger=none"), tmp_path / "run")

@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from csg.collection import SampleStore
-from csg.config import stack_method
+from csg.engine.collection import SampleStore
+from csg.checks.config import stack_method
 from csg.errors import ConfigError
-from csg.step import Step
-from csg.streams import StreamedStep, make_streamed_step, why_not_streamed
-from csg.training import Lane, Precision, train_chain, train_chains
+from csg.engine.step.single import Step
+from csg.engine.step.streamed import StreamedStep, make_streamed_step, why_not_streamed
+from csg.engine.loop import Lane, Precision, train_chain, train_chains
 from tests.test_stacking import CHAINS, CPU, EPOCHS, SMALL, SAMPLERS, StopAt, chain, compose, options, schedule
 
 
@@ -75,7 +75,7 @@ def test_the_step_returns_k_losses_and_hits_and_falls_back_on_the_cpu():
 
 
 def test_a_stopped_streamed_run_resumes_where_every_chain_was(tmp_path):
-    from csg.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
+    from csg.engine.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
 
     whole, _ = run_streamed(tmp_path / "whole")
     hooks, stopped = StopAt(23), [chain(k) for k in range(CHAINS)]
@@ -120,10 +120,10 @@ def test_dropout_chains_step_in_lock_step(tmp_path):
 
 
 def test_train_py_streams_equals_one_after_another_bit_for_bit(tmp_path, caplog):
-    from csg.run import run
+    from csg.launch.run import run
 
     apart = run(compose(*SMALL, "trainer.stack_chains=false", "logger=none"), tmp_path / "apart")
-    with caplog.at_level(logging.INFO, logger="csg.run"):
+    with caplog.at_level(logging.INFO, logger="csg.launch.run"):
         streamed = run(compose(*SMALL, "trainer.stack_chains=streams", "logger=csv"), tmp_path / "streamed")
     assert streamed["chains"] == 2 and len(streamed["samples"]) == 2
     for k in range(2):
@@ -136,7 +136,7 @@ def test_train_py_streams_equals_one_after_another_bit_for_bit(tmp_path, caplog)
 
 @pytest.mark.parametrize("value", ["sometimes", "stream", "4"])
 def test_a_bad_stack_chains_is_one_line_naming_the_key(tmp_path, value):
-    from csg.run import run
+    from csg.launch.run import run
 
     with pytest.raises(ConfigError) as error:
         run(compose(*SMALL, f"trainer.stack_chains={value}", "logger=none"), tmp_path / "run")
@@ -147,7 +147,7 @@ def test_a_bad_stack_chains_is_one_line_naming_the_key(tmp_path, value):
 
 
 def test_streams_where_impossible_is_a_config_error(tmp_path):
-    from csg.run import run
+    from csg.launch.run import run
 
     with pytest.raises(ConfigError, match="trainer.stack_chains='streams'.*16-mixed") as error:
         run(compose(*SMALL, "trainer.stack_chains=streams", "trainer.precision=16-mixed", "logger=none"), tmp_path / "run")
@@ -160,9 +160,9 @@ def test_streams_where_impossible_is_a_config_error(tmp_path):
 def test_streamed_chains_on_the_gpu_are_each_the_chain_run_alone(tmp_path, compile_setting):
     # on CUDA: each chain's step (captured as a CUDA graph with "auto") on its own stream, deterministic kernels,
     # against the same chain's step alone on the default stream: the same kernels, so the same numbers
-    from csg.devices import set_deterministic
+    from csg.engine.devices import set_deterministic
     from csg.samplers import SGHMC
-    from csg.step import CapturedStep, make_step, prepare_model
+    from csg.engine.step.single import CapturedStep, make_step, prepare_model
 
     device = torch.device("cuda")
     precision = Precision("32", device)

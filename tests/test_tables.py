@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from csg.experiments import fig1, fig3, tables
+from csg.studies.experiments import fig1, fig3, tables
 from tests.conftest import ROOT
 
 NUM_TRAIN = {"mnist5k": 4000, "cifar10": 50000, "cifar100": 50000, "imagenet": 1281167}
@@ -76,7 +76,7 @@ def test_table1_comparisons_pair_seeds_and_give_the_shared_functions_verdicts(tm
     assert len(verdicts) == 4  # no Snapshot runs: those two claims have nothing to compare, in either metric
     assert (verdicts.confidence > 0.95).all()  # one Holm family of 4: every interval wider than 95 %
     # the committed per-run CSV is enough to recompute the verdicts
-    from csg.experiments.comparisons import compare
+    from csg.studies.experiments.comparisons import compare
 
     again = compare(pd.read_csv(tmp_path / "out" / "table1_runs.csv"), tables.TABLES["table1"].claims,
                     tables.TABLES["table1"].metrics)
@@ -138,8 +138,8 @@ def test_every_run_of_every_sweep_composes_validates_and_fits_its_samples(spec, 
     """No training: each run's config is composed as train.py would, checked, and its samples planned."""
     from hydra import compose, initialize_config_dir
 
-    from csg.config import validate
-    from csg.build import build_schedule, plan_collection
+    from csg.checks.config import validate
+    from csg.engine.build import build_schedule, plan_collection
 
     preset = spec.presets[scale]
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):

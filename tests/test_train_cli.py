@@ -93,7 +93,7 @@ def test_divergence_is_one_line_and_non_zero(run_train):
 
 
 def test_harmonic_cycle_weights_re_evaluate_a_finished_run(run_train):
-    from csg.evaluation.store import evaluate_run
+    from csg.posterior.store import evaluate_run
 
     process, run_dir = run_train("trainer.epochs=8", "sampler.cycles=2", "sampler.explore=0.5",
                                  "sampler.samples_per_cycle=2", "logger=none")
@@ -122,7 +122,7 @@ def test_wandb_logger_runs_offline_without_an_account(run_train):
 def test_group_choices_are_checked_with_hydras_parsers():
     from pathlib import Path
 
-    from csg.cli import check_group_choices
+    from csg.launch.cli import check_group_choices
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     assert check_group_choices(["sampler=csgld", "data=mnist5k", "seed=3"], configs) is None

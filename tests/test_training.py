@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from csg.collection import SampleStore, collection_points
+from csg.engine.collection import SampleStore, collection_points
 from csg.errors import DivergenceError
 from csg.samplers import SGHMC
 from csg.schedules import Cyclical
-from csg.training import train_chain
+from csg.engine.loop import train_chain
 
 
 def toy_problem(seed=0, n=30, batch_size=10):
@@ -99,7 +99,7 @@ def test_nan_loss_stops_with_clear_error_and_keeps_samples(tmp_path):
 
 @pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
 def test_mixed_precision_runs_and_keeps_fp32_parameters(tmp_path, precision):
-    from csg.training import Precision
+    from csg.engine.loop import Precision
 
     model, loader = toy_problem()
     sampler = SGHMC(model.parameters(), lr=0.1, num_data=30, temperature=1.0, generator=torch.Generator().manual_seed(1))

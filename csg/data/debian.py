@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from csg.atomic import atomic_open
+from csg.io.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 

@@ -96,7 +96,7 @@ def render_letters(root: str | Path, per_letter: int = 200, seed: int = 0) -> Pa
     """
     from PIL import Image, ImageDraw, ImageFont
 
-    from csg.atomic import atomic_open
+    from csg.io.atomic import atomic_open
 
     root = Path(root)
     fonts = matplotlib_fonts()

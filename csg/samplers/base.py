@@ -25,7 +25,7 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
     (:func:`csg.samplers.functional.standard_normal`), and none at temperature 0.
 
     :meth:`accelerate` prepares the sampler for a compiled or captured step
-    (:mod:`csg.step`): :meth:`step` then reads its hyper-parameters from 0-d
+    (:mod:`csg.engine.step.single`): :meth:`step` then reads its hyper-parameters from 0-d
     device tensors that :meth:`stage_hyperparameters` fills from the param
     groups before each step, outside a CUDA graph, so that one captured step
     serves every step size; with ``compile_rule`` the update rule runs through

@@ -5,7 +5,7 @@ Any :class:`torch.optim.Optimizer` class (or factory) constructed as::
     optimizer(params, lr=lr0, num_data=N, temperature=T, weight_decay=wd, **other keys of sampler.optimizer)
 
 plus ``generator=`` (the chain's seeded :class:`torch.Generator` for its noise) when it accepts one. The
-loop (:func:`csg.training.train_chains`) sets every param group's ``lr`` and ``temperature`` before each
+loop (:func:`csg.engine.loop.train_chains`) sets every param group's ``lr`` and ``temperature`` before each
 step from the schedule, exactly as for the built-in samplers (temperature 0 in exploration stages); the
 sampler reads them from its groups. Its ``state_dict`` goes into the checkpoints; the generator's state
 and the global random states travel with them too, so a resumed chain repeats the uninterrupted one.

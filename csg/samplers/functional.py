@@ -7,7 +7,7 @@ param groups, the momentum buffers and the noise generator, draw the noise
 (:func:`standard_normal`) and call these rules.
 
 A hyper-parameter may be a Python number or a 0-d tensor on the parameters'
-device. Tensors let a captured step (a CUDA graph, :mod:`csg.step`) change the
+device. Tensors let a captured step (a CUDA graph, :mod:`csg.engine.step.single`) change the
 step size without capturing again, and let ``torch.compile`` fuse the rule
 into a few kernels without recompiling when the step size changes.
 

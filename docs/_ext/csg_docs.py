@@ -115,7 +115,7 @@ def _resolve(name: str):
 
 
 def _code_only(app, env, node, contnode):
-    """A reference to one of csg's objects that exists in the code but is not on the site (``csg.step``, a
+    """A reference to one of csg's objects that exists in the code but is not on the site (``csg.engine.step.single``, a
     private helper's type) is shown as code, unlinked; a reference to a name that does not exist stays an error."""
     if node.get("refdomain") != "py":
         return None

@@ -63,7 +63,7 @@ def _hold_until_signalled(hold: str) -> None:
 
 
 def _signalled() -> bool:
-    """Whether csg's preemption handler (:class:`csg.checkpoint.PreemptionSignals`) has recorded a signal."""
+    """Whether csg's preemption handler (:class:`csg.engine.checkpoint.PreemptionSignals`) has recorded a signal."""
     for number in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
         owner = getattr(signal.getsignal(number), "__self__", None)
         if getattr(owner, "received", None) is not None:

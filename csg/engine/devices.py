@@ -1,0 +1,41 @@
+"""Where a run computes: the device of ``trainer.device``, and deterministic GPU kernels on request."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from csg.engine import distributed
+from csg.errors import ConfigError
+
+
+def resolve_device(name: str, layout: distributed.Layout | None = None) -> torch.device:
+    """``trainer.device`` as a device: ``auto`` is the GPU of this process's local rank if CUDA is present."""
+    local_rank = layout.local_rank if layout is not None else 0
+    if name == "auto":
+        return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("trainer.device", name, "cpu or auto: CUDA is not available on this machine")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("trainer.device", name, "cpu or auto: MPS is not available on this machine")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", local_rank)
+    return device
+
+
+def set_deterministic(enabled: bool) -> None:
+    """``trainer.deterministic``: deterministic cuDNN and cuBLAS kernels, so that a GPU run repeats itself.
+
+    With it, a chain resumed from a checkpoint gives the samples of the uninterrupted chain bit for bit on
+    the same GPU (and the same torch and CUDA versions). It sets ``torch.use_deterministic_algorithms``
+    (in ``warn_only`` mode: an operation without a deterministic kernel warns instead of stopping the run),
+    turns off cuDNN's autotuner, and sets ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless set already (read when
+    cuBLAS starts, so before the first GPU matrix product). On the CPU the kernels are deterministic anyway.
+    """
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+    if enabled or torch.are_deterministic_algorithms_enabled():  # the call imports inductor (1.4 s): only when it acts
+        torch.use_deterministic_algorithms(enabled, warn_only=True)

@@ -1,0 +1,342 @@
+"""The run directory: what a run may find in it, and what a refused command leaves in it (nothing).
+
+A run directory lives on a shared file system and outlives the command that made it, so:
+
+- Hydra writes its record of the command (``config.yaml``, ``hydra.yaml``, ``overrides.yaml``) into
+  ``.hydra.pending/`` (``hydra.output_subdir`` in ``configs/config.yaml``), and the log file is opened only
+  when a record is written (``delay: true``). :class:`RunDirectory` holds the log records back until the
+  command is accepted: :meth:`RunDirectory.accept` (every check passed, training starts) moves the record to
+  ``.hydra/`` and writes the held log; a command that ends before that (a refusal, Ctrl-C while building)
+  removes ``.hydra.pending/`` and drops the held records. An earlier run's ``.hydra/``, log and results are
+  never touched by a refused command, and a refused command in a new directory leaves none behind.
+- :func:`earlier_results` lists what an earlier run left (samples, metrics, checkpoints, traces, CSV logs):
+  a run that does not resume from that run's checkpoint never mixes them into its own ensemble. A run with
+  ``trainer.checkpoint.resume=false`` moves them, with the earlier ``.hydra/``, into ``earlier/<time>/``
+  (:meth:`RunDirectory.accept`), where they stay a complete run directory; any other run refuses them
+  (:func:`refuse_earlier_results`).
+- **One writer**: :class:`RunLock` (``fcntl.flock`` on ``.lock`` in the run directory), taken by
+  :meth:`RunDirectory.lock` before the command checks or writes anything of its own. A second command in a
+  directory whose lock is held is refused in one line naming the holder (pid, host, start time, command, as
+  the holder wrote them into the lock file), and changes nothing. Under torchrun / SLURM tasks only global
+  rank 0 takes it; the other processes are the same run, and learn rank 0's answer (a refusal, on every
+  process). The kernel drops the lock when its process ends, however it ends (a crash, ``kill -9``): a lock
+  file left behind is stale, and the next command takes it over. A finished command removes the file.
+  On a file system without locks (an NFS mount without ``lockd``, some FUSE file systems: ``flock`` fails
+  with ENOLCK, EOPNOTSUPP, ...) the run goes on unlocked and logs a warning saying a second writer would not
+  be refused; on NFS mounted ``nolock`` / ``local_lock=flock`` the lock holds only among the processes of
+  one host. Hydra's record goes into ``.hydra.pending-<pid>/``, a folder of this process's own, so a
+  command refused by the lock never touches the record of the run that holds it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import logging.handlers
+import os
+import shutil
+import socket
+import stat
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from csg.errors import ConfigError
+
+PENDING = ".hydra.pending"  # + "-<pid>": where Hydra writes this command's record (configs/config.yaml)
+LOCK = ".lock"  # the lock file of the run directory's one writer (RunLock)
+RECORD = ".hydra"  # the record of the run whose results the directory holds
+EARLIER = "earlier"  # earlier runs moved aside by resume=false, one folder each
+
+_RESULT_GLOBS = ("samples", "metrics.json", "checkpoint*.pt", "trace.pt", "evaluation_*.json", "epochs.csv",
+                 "steps.csv", "wandb")
+
+
+def pending_name() -> str:
+    """The folder (in the run directory) where Hydra writes this process's record of its command:
+    ``.hydra.pending-<pid>`` (``hydra.output_subdir``, through the ``csg_pending`` resolver)."""
+    return f"{PENDING}-{os.getpid()}"
+
+
+def hydra_output_dir() -> Path:
+    """The run directory Hydra made for this job (``hydra.run.dir``, or a sweep's job folder)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def earlier_results(run_dir: str | Path) -> list[str]:
+    """The names of the entries of ``run_dir`` that an earlier run wrote (a samples folder counts only when it
+    holds a sample), sorted."""
+    run_dir = Path(run_dir)
+    found = set()
+    for pattern in _RESULT_GLOBS:
+        for path in run_dir.glob(pattern):
+            if path.name == "samples" and not any(path.glob("**/sample_*.pt")):
+                continue
+            found.add(path.name)
+    return sorted(found)
+
+
+def refuse_earlier_results(run_dir: str | Path, found: list[str], why: str) -> ConfigError:
+    """The one-line error for a run that would mix ``found`` (an earlier run's results) into its own."""
+    listed = ", ".join(f"{name}/" if (Path(run_dir) / name).is_dir() else name for name in found)
+    return ConfigError(
+        "hydra.run.dir", str(run_dir),
+        f"a directory without another run's results: it holds {listed} {why}; use a new hydra.run.dir, or set "
+        f"trainer.checkpoint.resume=false to move them into {Path(run_dir) / EARLIER}/<time>/ and start over",
+    )
+
+
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL}  # flock unsupported here
+
+
+class RunLock:
+    """The lock of the run directory's one writer: ``fcntl.flock`` on ``<run_dir>/.lock``.
+
+    :meth:`acquire` takes it without waiting, and records the holder (pid, host, start time, command) in the
+    file; held by another process, it raises the one-line :class:`ConfigError` naming that holder, having
+    changed nothing. :meth:`release` gives it back: ``remove=True`` removes the file (a command that ran),
+    else the directory is left as it was before :meth:`acquire` (a refused command: a file it made removed,
+    a stale one left behind by a crash put back byte for byte, with its times). Locks belong to the open file,
+    so a second lock of the same directory in the same process is refused too.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / LOCK
+        self.held = False
+        self._fd: int | None = None
+        self._before: tuple[bytes, os.stat_result] | None = None  # a stale lock file's content and times
+
+    def acquire(self) -> bool:
+        """Take the lock: True; False where the file system has no locks (logged as a warning, nothing kept)."""
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # a planted link or FIFO: never followed
+        for _ in range(100):  # a holder removing the file between our open and flock: open the new one
+            try:
+                fd, made = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644), True
+            except FileExistsError:
+                try:
+                    fd, made = os.open(self.path, flags), False
+                except FileNotFoundError:
+                    continue
+                except OSError as error:  # a symbolic link (ELOOP), a folder (EISDIR), ...
+                    raise self._not_a_lock(error.strerror) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise self._not_a_lock("it is not a regular file")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    raise self.refusal(fd) from None
+                finally:
+                    os.close(fd)
+            except OSError as error:
+                os.close(fd)
+                if made:
+                    self.path.unlink(missing_ok=True)
+                if error.errno not in _NO_LOCKS:
+                    raise
+                logging.getLogger(__name__).warning(
+                    "%s cannot be locked (%s: the file system has no locks): this run goes on, but a second "
+                    "train.py in %s would not be refused", self.path, errno.errorcode.get(error.errno, error.errno),
+                    self.path.parent)
+                return False
+            if not _same_file(fd, self.path):  # the holder removed it after our open: ours is not the lock
+                os.close(fd)
+                continue
+            self._fd, self.held = fd, True
+            if not made:
+                self._before = (_read_all(fd), os.fstat(fd))
+            _rewrite(fd, json.dumps(_holder()).encode())
+            return True
+        raise ConfigError("hydra.run.dir", str(self.path.parent), f"a run directory whose lock file {self.path} stays "
+                          "in place: it was removed 100 times while this command tried to take it")
+
+    def release(self, *, remove: bool) -> None:
+        """Give the lock back; ``remove``: remove the lock file, else leave the directory as :meth:`acquire`
+        found it."""
+        if self._fd is None:
+            return
+        try:
+            if remove or self._before is None:
+                self.path.unlink(missing_ok=True)  # while held: no other process holds this file
+            else:
+                content, before = self._before
+                _rewrite(self._fd, content)
+                os.utime(self._fd, ns=(before.st_atime_ns, before.st_mtime_ns))
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)  # at once, even where a forked child still has the file open
+            os.close(self._fd)
+            self._fd, self.held = None, False
+
+    def refusal(self, fd: int) -> ConfigError:
+        """The one-line error of a command refused because another process holds the lock (``fd``: the file open)."""
+        return ConfigError("hydra.run.dir", str(self.path.parent),
+                           f"a run directory no other run is writing: {_holder_in(fd)} holds its lock {self.path}; "
+                           "wait for that run to end, or use another hydra.run.dir")
+
+    def _not_a_lock(self, why: str) -> ConfigError:
+        return ConfigError("hydra.run.dir", str(self.path.parent),
+                           f"a run directory whose lock file {self.path} is a regular file: {why}")
+
+
+def _holder_in(fd: int) -> str:
+    """Who holds the lock, in words, from what the holder wrote into the file."""
+    record = None
+    for _ in range(40):  # the holder writes itself in just after taking the lock
+        try:
+            record = json.loads(os.pread(fd, 4096, 0) or b"null")
+        except (OSError, ValueError):
+            record = None
+        if isinstance(record, dict):
+            return (f"{record.get('program', '?')} (pid {record.get('pid', '?')} on host {record.get('host', '?')}, "
+                    f"started {record.get('started', '?')})")
+        time.sleep(0.025)
+    return "another process (it has not written who it is)"
+
+
+def _holder() -> dict[str, object]:
+    """What the lock file says of its holder: program, pid, host, start time, command line."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] not in ("", "-c", "-") else "python"
+    return {"program": program, "pid": os.getpid(), "host": socket.gethostname(),
+            "started": datetime.now().astimezone().isoformat(sep=" ", timespec="seconds"),
+            "command": " ".join([program, *sys.argv[1:]])[:1000]}
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        mine, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _rewrite(fd: int, content: bytes) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, content, 0)
+    os.fsync(fd)
+
+
+class RunDirectory:
+    """One command's use of its run directory: logs held back and Hydra's record staged until :meth:`accept`.
+
+    ``leader``: the process that writes the directory (global rank 0), its log and its lock; the others hold
+    nothing. Use as a context manager around everything the command does, and call :meth:`lock` first thing;
+    leaving it before :meth:`accept` undoes what the command wrote (see the module's docstring), and leaving
+    it gives the lock back.
+    """
+
+    def __init__(self, path: str | Path, *, leader: bool = True):
+        self.path, self.leader = Path(path), leader
+        self.accepted = False
+        self._held: list[tuple[logging.handlers.MemoryHandler, logging.Handler]] = []
+        self._lock: RunLock | None = None
+        self._made: list[Path] = []  # folders lock() made for the lock file (a run_dir given outside Hydra)
+
+    def __enter__(self) -> "RunDirectory":
+        root = logging.getLogger()
+        for index, handler in enumerate(root.handlers if self.leader else []):  # the others log no file
+            if isinstance(handler, logging.FileHandler):
+                memory = logging.handlers.MemoryHandler(capacity=1 << 30, flushLevel=logging.CRITICAL + 1,
+                                                        target=handler, flushOnClose=False)
+                memory.setLevel(handler.level)
+                root.handlers[index] = memory
+                self._held.append((memory, handler))
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if not self.accepted:
+            if error is not None:
+                error.refused = True  # nothing was written: csg.launch.cli says so, and keeps it out of the log
+            self._release(write=False)
+        if self._lock is not None:
+            self._lock.release(remove=self.accepted)
+            self._lock = None
+        if not self.accepted and self.leader:
+            self._discard()
+
+    def lock(self, layout=None) -> None:
+        """Become the directory's one writer (:class:`RunLock`), before anything is checked or written: the
+        leader takes the lock; a :class:`ConfigError` naming the holder if another process has it. Under a
+        launcher (``layout``: a :class:`csg.engine.distributed.Layout` of several processes) every process learns the
+        leader's answer and raises the same refusal: call it on every process, after the process group is up."""
+        refusal: ConfigError | None = None
+        if self.leader and self._lock is None:
+            lock = RunLock(self.path)
+            try:
+                self._made = [folder for folder in [self.path, *self.path.parents] if not folder.exists()]
+                self.path.mkdir(parents=True, exist_ok=True)
+                if lock.acquire():
+                    self._lock = lock
+            except ConfigError as error:
+                refusal = error
+            except OSError as error:  # a read-only directory, a full disk: every process must hear of it
+                refusal = ConfigError("hydra.run.dir", str(self.path), f"a run directory where {LOCK} can be "
+                                      f"written: {error.strerror or error}")
+        if layout is not None and getattr(layout, "distributed", False):
+            import torch.distributed as dist
+
+            shared = [(refusal.key, refusal.value, refusal.allowed) if refusal is not None else None]
+            dist.broadcast_object_list(shared, src=0)
+            refusal = ConfigError(*shared[0]) if shared[0] is not None else None
+        if refusal is not None:
+            raise refusal
+
+    def accept(self, *, move_earlier: list[str] | None = None) -> None:
+        """Every check passed: move ``move_earlier`` (names from :func:`earlier_results`) and the earlier
+        record aside into ``earlier/<time>/``, make this command's record the directory's, write the held log."""
+        if self.accepted:
+            return
+        if self.leader:
+            if move_earlier:
+                self._move_aside(move_earlier)
+            pending = self.path / pending_name()
+            if pending.is_dir():
+                record = self.path / RECORD
+                if record.exists():
+                    shutil.rmtree(record)
+                os.replace(pending, record)
+        self.accepted = True
+        self._release(write=True)
+
+    def _move_aside(self, names: list[str]) -> Path:
+        folder = self.path / EARLIER / datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
+        folder.mkdir(parents=True)
+        for name in [*names, RECORD]:
+            if (self.path / name).exists():
+                os.replace(self.path / name, folder / name)
+        logging.getLogger(__name__).info("moved the earlier run's %s to %s", ", ".join(names), folder)
+        return folder
+
+    def _release(self, *, write: bool) -> None:
+        root = logging.getLogger()
+        for memory, handler in self._held:
+            if memory in root.handlers:
+                root.handlers[root.handlers.index(memory)] = handler
+            if write:  # the memory handler took only records at the file handler's level
+                for record in memory.buffer:
+                    handler.handle(record)
+            memory.buffer.clear()
+        self._held = []
+
+    def _discard(self) -> None:
+        """Remove what this command wrote: its staged record, and the directory itself if that leaves it empty
+        (with the folders above it that :meth:`lock` made)."""
+        shutil.rmtree(self.path / pending_name(), ignore_errors=True)
+        for folder in [self.path, *[made for made in self._made if made != self.path]]:
+            try:
+                folder.rmdir()  # only when empty: the directory was made for this command
+            except OSError:
+                break

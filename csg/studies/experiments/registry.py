@@ -1,0 +1,465 @@
+"""Every paper target, one registry: what ``make <target>`` and ``scripts/reproduce.py <target>`` run.
+
+A :class:`Target` runs its experiments (Hydra multiruns of ``train.py``, studies on analytic targets, or
+in-process jobs) and writes its tables and figures under ``results/<paper>/`` (``.../smoke/`` at smoke
+scale). Every target reads the same :class:`Job` (``--scale``, ``--launcher``, ``--seeds``,
+``--report-only``, ``--runs``, ``--preset``, ``--out``, ``--add``, and ``KEY=VALUE`` overrides); a flag a
+target has no use for is a one-line error naming the targets that take it, before anything runs. ``--seeds``
+are the seeds themselves (each once), for every target that takes them.
+
+The committed results of a sweep target are written only from runs of its protocol
+(:mod:`csg.studies.experiments.protocol`); other runs, or a command that would make them, need ``--out``.
+
+``--add "OVERRIDES"`` (Tables 1 and 3) runs a user's method beside the paper's: the table's protocol sweep
+(:attr:`~csg.studies.experiments.tables.TableSpec.add_sweep`) with its ``sampler=`` choice replaced by the overrides,
+under the same preset, data, seeds, budget and ``KEY=VALUE`` overrides, into ``<runs>/add_<sampler.name>``;
+the table shows it as one more row (:mod:`csg.studies.experiments.tables`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from csg.errors import ConfigError
+from csg.studies.experiments import fig3, fig4, protocol, table5, tables
+from csg.studies.experiments.aggregate import load_runs, runs_to_report
+from csg.studies.experiments.launch import ROOT, added_method, newest_runs, preset_epochs, run_study, run_sweeps
+
+LETTERS = Path("data") / "generated_notmnist"  # the notMNIST-style letters of the smoke-scale OOD targets
+
+
+@dataclass(frozen=True)
+class Job:
+    """One call of the driver: the target and its flags (``None``: the target's default)."""
+
+    target: str
+    out: Path                       # where the tables and figures go
+    out_given: bool = False         # --out typed by the user (else results/<paper>[/smoke])
+    scale: str = "full"
+    launcher: str = "local"
+    seeds: str | None = None
+    report_only: bool = False
+    runs: Path | None = None
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()
+    stamp: str = ""                 # <date>_<time>: the folder of this call's runs
+    add: tuple[str, ...] = ()       # --add: each a user's method (space-separated train.py overrides)
+
+
+FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": ()}
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    what: str
+    paper_dir: str                  # results/<paper_dir>
+    make: Callable[[Job], list[str]]  # runs the target (or only reports); returns the lines to print
+    scales: tuple[str, ...] = ("full",)
+    flags: frozenset[str] = field(default_factory=frozenset)  # the FLAGS it takes
+
+    def check(self, job: Job) -> None:
+        """A one-line error for a scale or a flag this target does not take."""
+        if job.scale not in self.scales:
+            raise ConfigError("--scale", job.scale, f"{' or '.join(self.scales)} for {self.name}")
+        if job.seeds is not None and not all(seed.strip().isdigit() for seed in job.seeds.split(",")):
+            raise ConfigError("--seeds", job.seeds, "comma-separated whole numbers >= 0 (e.g. 0,1,2)")
+        if job.seeds is not None and len({int(s) for s in job.seeds.split(",")}) < len(job.seeds.split(",")):
+            raise ConfigError("--seeds", job.seeds, "each seed once (e.g. 0,1,2)")
+        for flag, default in FLAGS.items():
+            value = getattr(job, flag)
+            if value != default and flag not in self.flags:
+                takers = [name for name, target in TARGETS.items() if flag in target.flags]
+                raise ConfigError(f"--{flag.replace('_', '-')}", value[0] if flag == "add" else value,
+                                  f"not used by {self.name}; the targets that take it: {', '.join(takers)}")
+        if job.add and job.report_only:
+            raise ConfigError("--add", job.add[0], "methods to run, and --report-only runs nothing (it reports the "
+                              "added methods that its --runs folder records)")
+
+
+def default_out(target: Target, scale: str) -> Path:
+    return Path("results") / target.paper_dir / ("smoke" if scale == "smoke" else "")
+
+
+def _letters(job: Job) -> None:
+    """The smoke scale's OOD letters (scripts/make_letters.py), drawn once."""
+    if job.scale == "smoke" and not (ROOT / LETTERS / "J").is_dir():
+        from csg.data.notmnist import render_letters
+
+        render_letters(ROOT / LETTERS, 200, 0)
+        print(f"wrote 2000 letters to {LETTERS}")
+
+
+def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], prepare=None) -> Callable[[Job], list[str]]:
+    """A target made of multiruns: run the sweeps of ``plan`` (unless --report-only), then ``report``.
+
+    The committed table (``results/<paper>[/smoke]``) is written only from runs of the table's protocol
+    (:mod:`csg.studies.experiments.protocol`: its preset and budget, methods and seeds; runs missing from the sweep are
+    listed by the report, not refused). Any other command or runs folder needs ``--out``: without it, one line says
+    what differs, before anything runs or is written; with it, the table's header says so."""
+
+    def make(job: Job) -> list[str]:
+        preset = job.preset or plan.presets[job.scale]
+        folder = preset or job.target  # its runs: multirun/<folder>/<date>
+        epochs = preset_epochs(preset, list(job.overrides)) if preset else 0
+        own = plan.presets[job.scale]  # the table's preset, and its budget: the protocol
+        protocol_epochs = preset_epochs(own, []) if own else 0
+        committed = _committed(job)
+
+        def compare(runs: Path, frame, *, before: bool) -> protocol.Check:
+            check = protocol.check_command(plan, job.scale, protocol_epochs, own, preset=job.preset, seeds=job.seeds,
+                                           overrides=list(job.overrides), configs=ROOT / "configs", compose=before)
+            if frame is not None:
+                added = tables.read_added(runs, plan.name) if getattr(plan, "add_sweep", None) is not None else {}
+                found = protocol.check_runs(plan, job.scale, protocol_epochs, own, frame, ROOT / "configs", added)
+                check.items += found.items
+                check.coverage = found.coverage
+            if check and committed:
+                _refuse_protocol(job, check, runs, before)
+            return check
+
+        if job.report_only:
+            runs = job.runs or newest_runs(folder)
+            check = compare(runs, runs_to_report(runs, _name(job)), before=False)  # no finished runs: refused first
+        else:
+            runs = job.runs or Path("multirun") / folder / job.stamp
+            added = _added(plan, job, preset, epochs, runs)  # refused in one line before anything runs
+            compare(runs, _finished(runs), before=True)  # the command, and the runs already in --runs
+            if prepare is not None:
+                prepare(job)
+            if added:  # first: a user's method that fails, fails before the paper's runs
+                tables.record_added(runs, plan.name, {name: overrides for name, overrides, _ in added})
+                run_sweeps(preset, [sweep for _, _, sweep in added], runs, job.launcher, list(job.overrides),
+                           folders=[f"add_{name}" for name, _, _ in added])
+            run_sweeps(preset, tables.expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
+                       list(job.overrides), plan.processes)
+            check = compare(runs, load_runs(runs), before=False)
+        lines = report(job, runs, epochs, preset)
+        if check:
+            protocol.mark(job.out / f"{_name(job)}.md", check, job.out)
+            lines.append(f"{job.target}: not the table's protocol (said so in its header): {check.text()}")
+        return lines
+
+    return make
+
+
+def _name(job: Job) -> str:
+    """The report's name: its Markdown file is ``<out>/<name>.md``."""
+    return job.target.replace("-", "_")
+
+
+def _committed(job: Job) -> bool:
+    """Whether ``job`` writes into the committed results (results/<paper>[/smoke]), typed as --out or not."""
+    committed = ROOT / default_out(TARGETS[job.target], job.scale)
+    return (ROOT / job.out).resolve() == committed.resolve()
+
+
+def _finished(runs: Path):
+    """The runs already in a --runs folder that a run of the target adds to (None: no finished run there yet)."""
+    if not runs.is_dir():
+        return None
+    frame = load_runs(runs)
+    return frame if len(frame) and (frame.status == "done").any() else None
+
+
+def _refuse_protocol(job: Job, check: protocol.Check, runs: Path, before: bool) -> None:
+    where = default_out(TARGETS[job.target], job.scale)
+    why = (f"the protocol of {job.target} ({check.against()}, its methods and seeds) to write the committed table in "
+           f"{where}")
+    if job.report_only or not before or check.flag is None:
+        key, value, subject = "--runs", str(runs), "runs of"
+        if not job.report_only and not before:
+            why += f" (the runs stay in {runs}; --report-only --runs {runs} --out DIR reports them)"
+        raise ConfigError(key, value, f"{subject} {why}; they differ: {check.text()}; pass --out DIR to write this "
+                          "table elsewhere")
+    key, value = check.flag
+    raise ConfigError(key, value, f"{why}; this command differs: {check.text()}; pass --out DIR to write this table "
+                      "elsewhere")
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # an added method's sampler.name: a row and a folder name
+
+
+def _added(spec, job: Job, preset: str | None, epochs: int, runs: Path) -> list[tuple[str, list[str], list[str]]]:
+    """The methods of ``--add``, each (its sampler.name, its overrides, the sweep it runs as), checked: train.py
+    would take every run of its sweep, and its name is its own (not one of the table's methods, nor another's)."""
+    if not job.add:
+        return []
+    tables.read_added(runs, spec.name)  # a damaged record in --runs: refused now, not after the runs
+    protocol = tables.added_protocol(spec, job.scale, epochs, job.seeds)
+    fixed = {override.split("=", 1)[0] for override in protocol} | {"trainer.epochs"}  # the same for every method
+    own = {run["sampler"] for run in tables.expected_runs(tables.expand(spec, job.scale, epochs, job.seeds))}
+    taken = {tables.added_label(name): f"{spec.name}'s {tables.added_label(name)}" for name in own}
+    added = []
+    for text in job.add:
+        overrides, name = added_method(text, preset, protocol, list(job.overrides), runs, fixed)
+        if not NAME.fullmatch(name):
+            raise ConfigError("--add", text, f"a method whose sampler.name is a row and a folder name (letters, "
+                              f"digits, _ . + -): it is {name!r}; name it with sampler.name=<name>")
+        label = tables.added_label(name)
+        if label in taken:
+            raise ConfigError("--add", text, f"a method of its own name: sampler.name={name} is {taken[label]} "
+                              "already; name it with sampler.name=<name>")
+        taken[label] = "another --add's name"
+        added.append((name, overrides, [*protocol, *overrides]))
+    return added
+
+
+def _missing(lines: list[str], missing: list[dict[str, str]]) -> list[str]:
+    return lines + ["missing run: " + " ".join(f"{k}={v}" for k, v in run.items()) for run in missing]
+
+
+def _table_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
+    name = tables.TABLES[job.target.replace("-", "_")].name
+    _, missing = tables.report(name, runs, job.out, job.scale, epochs=epochs, seeds=job.seeds, preset=preset)
+    return _missing([f"{job.target}: wrote {job.out / (name + '.md')} from {runs}"], missing)
+
+
+def _fig3_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
+    roots = [o.split("=", 1)[1] for o in job.overrides if o.split("=", 1)[0] == "data.root"]  # the user's own
+    missing = fig3.report(runs, job.out, job.scale, epochs=epochs, seeds=job.seeds,
+                          data_root=roots[-1] if roots else None)
+    return _missing([f"fig3: wrote {job.out / 'fig3.md'} from {runs}"], missing)
+
+
+def _own_report(report: Callable[[Path, Path], object], name: str):
+    def write(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
+        report(runs, job.out)
+        return [f"{name}: wrote {job.out / (name + '.md')} from {runs}"]
+
+    return write
+
+
+def _studies(*studies: str, report: Callable[[Path], Path] | None = None) -> Callable[[Job], list[str]]:
+    """A target made of studies on analytic targets (configs/synthetic/), each one ``train.py synthetic=...``;
+    with ``--report-only``, ``report(out)`` rewrites the Markdown from the CSVs a previous run left in ``out``."""
+
+    def make(job: Job) -> list[str]:
+        if job.report_only:
+            _options(job, {})
+            return [f"{job.target}: wrote {report(job.out)}"]
+        for study in studies:
+            run_study(study, job.out, Path("runs") / study / job.stamp, list(job.overrides))
+        return [f"{job.target}: wrote {', '.join(studies)} into {job.out}"]
+
+    return make
+
+
+def _simulation_report(out: Path) -> Path:
+    from csg.studies.synthetic import icsgld_simulation_report
+
+    return icsgld_simulation_report.rewrite(out)
+
+
+def _variance_report(out: Path) -> Path:
+    from csg.studies.synthetic import icsgld_variance
+
+    return icsgld_variance.rewrite(out)
+
+
+def _fig1(job: Job) -> list[str]:
+    from csg.studies.experiments import fig1
+
+    return [f"fig1: wrote {fig1.render(job.out)}"]
+
+
+def _options(job: Job, allowed: dict[str, str]) -> dict[str, str]:
+    """``KEY=VALUE`` overrides of an in-process target, checked against its keys (key -> what it takes)."""
+    options = {}
+    for override in job.overrides:
+        key, _, value = override.partition("=")
+        if key not in allowed:
+            keys = "; ".join(f"{k}=<{v}>" for k, v in allowed.items()) or "none"
+            raise ConfigError(key, value, f"overrides of {job.target}: {keys}")
+        options[key] = value
+    return options
+
+
+def _bandit(job: Job) -> list[str]:
+    import logging
+
+    from omegaconf import OmegaConf
+
+    from csg.studies.bandit.report import combine, load_results, report, run_all
+
+    ours = ("agents=", "extend=")  # a subset of the agents; add the runs to those already in --out
+    agents = [o.split("=", 1)[1].split(",") for o in job.overrides if o.startswith("agents=")]
+    extend = [o.split("=", 1)[1].lower() for o in job.overrides if o.startswith("extend=")]
+    if any(value not in ("true", "false") for value in extend):
+        raise ConfigError("extend", extend[-1], "true (add the runs to those in --out) or false")
+    extend = bool(extend) and extend[-1] == "true"
+    yaml = [o for o in job.overrides if not o.startswith(ours)]
+    cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
+    if job.seeds is not None:
+        OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
+    scale = job.scale
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the agents' progress
+    if job.report_only:
+        results = load_results(job.out, cfg)
+        scale = str(results.curves.scale.iloc[0])
+    else:
+        previous = load_results(job.out, cfg) if extend else None  # no previous run: refused before running
+        results = run_all(cfg, scale, agents[-1] if agents else None)
+        if previous is not None:
+            results = combine(previous, results)
+    return [f"icsgld-bandit: wrote {report(results, cfg, job.out, scale)}"]
+
+
+def _names(text: str | None, allowed: list[str], key: str) -> tuple[str, ...]:
+    names = tuple(allowed if text is None else text.split(","))
+    for name in names:
+        if name not in allowed:
+            raise ConfigError(key, name, f"one of {', '.join(allowed)}")
+    return names
+
+
+def _references(job: Job) -> Path:
+    return (job.out if job.out_given else Path("results") / "csgmcmc") / "reference"
+
+
+def _reference(job: Job) -> list[str]:
+    from csg.studies.accuracy.reference import TARGETS, NutsSettings, build_reference
+
+    options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
+                             "warmup": "NUTS warm-up iterations per chain", "samples": "NUTS draws per chain"})
+    for key in ("warmup", "samples"):
+        if not options.get(key, "1").isdigit() or int(options.get(key, "1")) < 1:
+            raise ConfigError(key, options[key], "a whole number >= 1")
+    settings = NutsSettings(warmup=int(options.get("warmup", 1000)), samples=int(options.get("samples", 5000)))
+    lines = []
+    for name in _names(options.get("targets"), list(TARGETS), "targets"):
+        print(f"{name}: NUTS, {settings.chains} chains x ({settings.warmup} + {settings.samples}) ...", flush=True)
+        result = build_reference(TARGETS[name], settings)
+        path = _references(job) / f"{name}.json"
+        result.save(path)
+        lines.append(f"{name}: R-hat {result.rhat_max:.4f}, ESS bulk {result.ess_bulk_min:.0f} / tail "
+                     f"{result.ess_tail_min:.0f}, {result.divergences} divergences, {result.seconds:.0f} s -> {path}")
+        print(lines[-1], flush=True)
+    return [f"reference: wrote {len(lines)} reference(s) into {_references(job)}"]
+
+
+def _previous_runs(runs_csv: Path, target: str, study_of: Callable):
+    """--report-only's study: ``study_of`` the per-chain CSV of a previous ``make <target>``, or a one-line error."""
+    import pandas as pd
+
+    if not runs_csv.exists():
+        raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make {target}` first")
+    try:
+        runs = pd.read_csv(runs_csv)
+        result = study_of(runs)
+    except Exception as error:  # not a CSV, or not the study's columns
+        detail = (str(error).strip().splitlines() or [""])[0][:120]
+        raise ConfigError("--report-only", True, f"a readable {runs_csv} of a previous `make {target}`: "
+                          f"it is not ({type(error).__name__}: {detail})") from None
+    if runs.empty:
+        raise ConfigError("--report-only", True, f"a {runs_csv} of a previous `make {target}`: it holds no run")
+    return result
+
+
+def _accuracy(job: Job) -> list[str]:
+    from csg.studies.accuracy import report, study
+    from csg.studies.accuracy.reference import TARGETS
+
+    options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}"})
+    targets = _names(options.get("targets"), list(TARGETS), "targets")
+    references = _references(job)
+    missing = [name for name in targets if not (references / f"{name}.json").exists()]
+    if missing:
+        raise ConfigError("targets", ",".join(missing), f"targets with a reference in {references}: run "
+                          "`make reference` first")
+    if job.report_only:
+        result = _previous_runs(job.out / "accuracy_runs.csv", "accuracy",
+                                lambda runs: study.Study(runs, study.summarise(runs), float("nan")))
+    else:
+        seeds = tuple(int(s) for s in (job.seeds or "0,1,2").split(","))
+        smoke = {"factors": (0.5, 1.0), "overrides": study.SMOKE} if job.scale == "smoke" else {}
+        result = study.run_study(references, targets, seeds, **smoke, log=lambda line: print(line, flush=True))
+    report.write(result, job.out, references, job.scale)
+    return [f"accuracy: wrote {job.out / 'accuracy.md'}"]
+
+
+def _reference_multimodal(job: Job) -> list[str]:
+    from csg.studies.accuracy.multimodal import reference, study
+
+    _options(job, {})
+    result = reference.build(log=lambda line: print(line, flush=True))
+    stem = _references(job) / study.REFERENCE
+    result.save(stem)
+    return [f"reference-multimodal: wrote {stem}.json and {stem}.npz"]
+
+
+def _accuracy_multimodal(job: Job) -> list[str]:
+    from csg.studies.accuracy.multimodal import report, study
+    from csg.studies.accuracy.multimodal.targets import TARGETS as MULTIMODAL
+
+    options = _options(job, {"targets": f"comma-separated subset of {','.join(MULTIMODAL)}"})
+    targets = _names(options.get("targets"), list(MULTIMODAL), "targets")
+    references = _references(job)
+    if "network" in targets and not job.report_only and not (references / f"{study.REFERENCE}.npz").exists():
+        raise ConfigError("targets", ",".join(targets), f"targets with a reference in {references}: run "
+                          "`make reference-multimodal` first (or targets=mixture2d,mixture10d)")
+    if job.report_only:
+
+        def study_of(runs):
+            study.summarise(runs)  # the study's columns
+            seconds = float(runs.study_seconds.iloc[0]) if "study_seconds" in runs else float("nan")
+            return study.Study(runs, seconds, study.PROTOCOLS[job.scale], {})
+
+        result = _previous_runs(job.out / "accuracy_multimodal_runs.csv", "accuracy-multimodal", study_of)
+    else:
+        from csg.studies.accuracy.multimodal.chains import MAX_SEED
+
+        seeds = tuple(int(seed) for seed in (job.seeds or "0,1,2,3,4").split(","))  # the seeds, as seeds
+        if max(seeds) > MAX_SEED:
+            raise ConfigError("--seeds", job.seeds, f"seeds from 0 to {MAX_SEED} for accuracy-multimodal (seed s "
+                              "starts at row s of one draw per target)")
+        result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
+                                 log=lambda line: print(line, flush=True))
+    return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]
+
+
+SWEEP_FLAGS = frozenset(FLAGS) - {"add"}
+TABLE_FLAGS = SWEEP_FLAGS | {"add"}  # the tables whose methods are rows: a user's method can be one more
+BOTH = ("full", "smoke")
+_TABLES = {name: _sweeps(tables.TABLES[name], _table_report) for name in ("table1", "table2", "table3")}
+
+TARGETS: dict[str, Target] = {target.name: target for target in (
+    Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods (smoke: MNIST digits, MLP)",
+           "csgmcmc", _TABLES["table1"], BOTH, TABLE_FLAGS),
+    Target("table2", "cSG-MCMC Table 2: 4 parallel chains against one, cyclical against decreasing",
+           "csgmcmc", _TABLES["table2"], BOTH, SWEEP_FLAGS),
+    Target("table3", "cSG-MCMC Table 3: ResNet-50 on ImageNet", "csgmcmc", _TABLES["table3"], BOTH, TABLE_FLAGS),
+    Target("table4", "cSG-MCMC Table 4, Figures 2 and 5: 25-Gaussian mode coverage (CPU, under a minute)",
+           "csgmcmc", _studies("table4")),
+    Target("table5", "cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, minutes)", "csgmcmc",
+           _sweeps(table5.SWEEPS, _own_report(table5.report, "table5")),
+           flags=frozenset({"launcher", "seeds", "report_only", "runs"})),
+    Target("fig1", "cSG-MCMC Figure 1: the two step-size schedules (seconds)", "csgmcmc", _fig1),
+    Target("fig3", "cSG-MCMC Figure 3: MDS, interpolation between samples, error against cycles", "csgmcmc",
+           _sweeps(fig3.SPEC, _fig3_report), BOTH, SWEEP_FLAGS),
+    Target("fig4", "cSG-MCMC Figure 4: entropy on notMNIST (smoke: letters drawn from fonts)", "csgmcmc",
+           _sweeps(fig4.SWEEPS, _own_report(fig4.report, "fig4"), prepare=_letters), BOTH, SWEEP_FLAGS),
+    Target("reference", "NUTS reference posteriors (NumPyro; the reference extra)", "csgmcmc", _reference),
+    Target("accuracy", "Table 5's samplers against the NUTS references (CPU, ~20 min)", "csgmcmc", _accuracy,
+           BOTH, frozenset({"seeds", "report_only"})),
+    Target("reference-multimodal", "the multimodal network's reference: NUTS chains checked by parallel tempering "
+           "(NumPyro; the reference extra)", "csgmcmc", _reference_multimodal),
+    Target("accuracy-multimodal", "Do cycles pay on multimodal posteriors? 11 samplers against exact and tempered "
+           "references (CPU, ~10 min)", "csgmcmc", _accuracy_multimodal, BOTH, frozenset({"seeds", "report_only"})),
+    Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
+           _studies("wang_mixture1d", "wang_mog25")),
+    Target("icsgld-sim", "ICSGLD Section 5.2: 5 samplers on the 25-mode landscape, KL curves", "icsgld",
+           _studies("icsgld_sim", report=_simulation_report), flags=frozenset({"report_only"})),
+    Target("icsgld-variance", "ICSGLD Appendix D.5: variance of theta, ICSGLD x P10 against CSGLD x T10", "icsgld",
+           _studies("icsgld_variance", report=_variance_report), flags=frozenset({"report_only"})),
+    Target("icsgld-mnist", "ICSGLD Section 5.1: loss of SGD, SGLD and ICSGLD on MNIST digits 0-4", "icsgld",
+           _studies("icsgld_mnist")),
+    Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",
+           _sweeps(tables.TABLES["icsgld_table1"], _table_report, prepare=_letters), BOTH, SWEEP_FLAGS),
+    Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset; "
+           "extend=true: add to the runs in --out)",
+           "icsgld", _bandit, BOTH, frozenset({"seeds", "report_only"})),
+)}

@@ -1,0 +1,235 @@
+"""The ICSGLD simulation's report: results/icsgld/simulation.md (the table and every setting beside the paper's
+and the authors' notebooks') and its figure."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, tally
+from csg.studies.synthetic.icsgld_simulation import BINS, LIMIT, Protocol, SimulationResult
+
+FOCUS = "ICSGLD x P5"  # the paper's method: each other method is compared with it
+METRICS = {"kl": "final KL (k-NN)", "hist_kl": "histogram KL", "mode_tv": "mode TV"}  # each: lower is better
+MARGIN = 0.10  # equivalence margin: this share of the other method's mean
+
+# (setting, the paper's Appendix D.2, the authors' notebooks (simulations/ at c3affa9), ours, why ours differs)
+SETTINGS = [
+    ("target, noise", "U(x) = 0.2 |x|^2 - 2 (cos 2 pi x1 + cos 2 pi x2) (+ the penalty beyond |x|^2 = 20)",
+     "same; + 0.25 N(0, I) on gradients and 0.25 N(0, 1) on energies", "same", ""),
+    ("budget", "ICSGLD 80,000 iterations of 5 chains; T5 methods 5 times as long", "P5: 80,000; CSGLD: 400,000; "
+     "cycSGLD: 200,000", "P5: 80,000; T5: 400,000", "cycSGLD at the paper's equal budget"),
+    ("starts", "-", "P5: (0, -1), (0, 0), (-1, 0), (0, 1), (1, 0); cycSGLD (0, 0); CSGLD (2, 2)", "same", ""),
+    ("samples", "-", "every 20th iteration after 1000 (P5) or 5000 (T5)", "same", ""),
+    ("partitions", "100 of width 0.125", "[min U - 1, max U + 1] on the 500 x 500 grid of [-2.5, 2.5]^2 = [-5, 7.5] "
+     "in 100; J = clip(floor + 1, 1, 99) (ICSGLD), min(floor, 98) (CSGLD)", "100 of 0.125 from -5, "
+     "J = clip(floor, 0, 99)", "the shift by one relabels theta and changes nothing else"),
+    ("multiplier", "1 + zeta T (log theta(J) - log theta(J - 1)) / du", "ICSGLD: that (backward), unclipped; CSGLD: "
+     "log theta(J + 1) - log theta(J) (forward), unclipped", "same", ""),
+    ("random field", "theta(J) (1{i = J} - theta(i)), averaged over the chains (Eq. 8, 16)", "ICSGLD: that; CSGLD: "
+     "theta(J)^zeta (1{i = J} - theta(i)), Deng et al. 2020", "same (`EnergyPartition(field_exponent=...)`)", ""),
+    ("theta's start", "\"a proper initialization ... by pre-training the model long enough time through SGLD\"",
+     "histogram of the partitions of 750 samples of a 20,000-iteration SGLD pilot from (0, 0), + 1e-4",
+     "same, one pilot per repeat", ""),
+    ("SA step, zeta, lr, T", "min(3e-3, 1 / (k^0.6 + 100)); 0.75; 3e-3; 1", "same", "same", ""),
+    ("domain", "-", "CSGLD and ICSGLD reject a move out of [-2.5, 2.5]^2", "same", ""),
+    ("reSGLD", "lr 1e-3 .. 5e-3, T 1 .. 5, correction estimated every 100 iterations, initial correction 30",
+     "initial variance 25 (the figure's file is var25); every 100 iterations 10 noisy energies; each step every "
+     "neighbouring pair in turn, correction (1/T_j - 1/T_i)^2 hat_var; samples from T = 1", "same", ""),
+    ("cycSGLD", "initial lr 1e-2, 10 cycles", "cosine, 10 cycles; samples only while lr < 0.009", "same", ""),
+    ("SGLD", "5 chains, lr 3e-3, T 1", "same", "same", ""),
+    ("KL", "\"KL divergence\", mean and s.e. over 20 repeats", "k-NN estimate of KL(true || samples) (Perez-Cruz "
+     "2008) against a file of true samples, on every prefix of the samples; the ICSGLD notebook resamples by "
+     "theta(J)^zeta for its figure", "the same estimator against 50,000 exact draws on [-2.5, 2.5]^2, at 10 points "
+     "of the run; the contour samples enter with their weights (the nearest sample's share of the weight replaces "
+     "1/m)", "how their true samples were drawn, and how the KL notebook weighted the contour samples, is not in "
+     "the repository; resampled copies count as samples without bringing new points, which raises the estimate "
+     "(README)"),
+    ("repeats", "20", "the notebooks are single runs; the 20-repeat driver is not in the repository",
+     "20, vectorised, one seed", ""),
+]
+
+
+def settings(protocol: Protocol) -> list[tuple[str, ...]]:
+    """:data:`SETTINGS`, with theta's start as this run made it."""
+    if protocol.pilot_steps == Protocol.pilot_steps:
+        return SETTINGS
+    kept = len(range(protocol.pilot_warm_up + 1, protocol.pilot_steps, protocol.thin))
+    start = (f"histogram of the partitions of {kept:,} samples of a {protocol.pilot_steps:,}-iteration SGLD pilot "
+             "from (0, 0), + 1e-4, one pilot per repeat")
+    why = ("the paper's \"long enough\": with the notebooks' pilot, theta under-fills the lowest partitions (see "
+           "theta TV); the pilot's iterations are not counted in the budget, as in the notebooks")
+    return [(row[0], row[1], row[2], start, why) if row[0] == "theta's start" else row for row in SETTINGS]
+
+
+def markdown(result: SimulationResult, study, seed: int, seconds: float, protocol: Protocol | None = None) -> str:
+    protocol = protocol or Protocol()
+    full = int(study.steps) == 80_000 and int(study.repeats) == 20
+    notebook = protocol.pilot_steps == Protocol.pilot_steps
+    command = ("`make icsgld-sim`" if notebook else "`python scripts/reproduce.py icsgld-sim --out <dir> "
+               f"synthetic.pilot_steps={protocol.pilot_steps}`")
+    but = "" if notebook else " but the length of theta's pilot run"
+    final = result.final.set_index("method")
+    lines = [
+        "# ICSGLD Section 5.2: the 25-mode 2-D landscape" + ("" if full else " (REDUCED SIZE)"), "",
+        f"Scale: {'full (the paper: 5 chains x 80,000 steps or 1 chain x 400,000, 20 repeats)' if full else 'reduced'}: "
+        f"{5 * int(study.steps):,} gradient evaluations per method and repeat, {int(study.repeats)} repeats, seed "
+        f"{seed}; {seconds:.0f} s on CPU. Command: {command}. Every setting is the authors' notebooks'{but} "
+        "(table below). KL: the notebooks' k-nearest-neighbour estimate of KL(p || q) against 50,000 exact draws, "
+        "the contour methods' samples weighted by their importance weights; histogram KL: KL(q_hat || p) of the "
+        f"weighted samples in {BINS}x{BINS} bins of [-{LIMIT:g}, {LIMIT:g}]^2 against exact bin masses; mode TV: "
+        "total variation between the sampled and the true masses of the 25 modes. The paper gives the KL curves as a "
+        "figure only (its Figure 6), no numbers: ICSGLD x P5 lowest, then reSGLD x P5, CSGLD x T5 / cycSGLD x T5, "
+        "SGLD x P5 highest.", "",
+        "| method | final KL (k-NN), mean +- s.e. | histogram KL | mode TV | modes with >= 20% of their mass | "
+        "samples per repeat |", "|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [f"| {m} | {r.kl:.3f} +- {r.kl_stderr:.3f} | {r.hist_kl:.3f} +- {r.hist_kl_stderr:.3f} | "
+              f"{r.mode_tv:.3f} +- {r.mode_tv_stderr:.3f} | {r.modes_visited:.1f} | {int(r.samples):,} |"
+              for m, r in final.iterrows()]
+    lines += comparison_lines(result) + repeat_lines(result.repeats)
+    lines += ["", "## Settings", "",
+              "| setting | paper (Appendix D.2) | authors' notebooks | ours | why ours differs |", "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in settings(protocol)]
+    return "\n".join(lines) + "\n"
+
+
+def comparisons(repeats: pd.DataFrame) -> list[tuple[str, str, Verdict]]:
+    """The report's family: :data:`FOCUS` against each other method on each of :data:`METRICS`, over their
+    repeats, unpaired (each method draws its repeats from a random stream of its own, so repeat r of two
+    methods shares nothing but the exact draws that every KL is measured against): Welch's t, Holm across the
+    family, equivalence within :data:`MARGIN` of the other method's mean. Returns (other, metric, verdict);
+    difference = FOCUS - other, so ``helps``: FOCUS is lower."""
+    if repeats is None or repeats.empty or FOCUS not in set(repeats.method):
+        return []
+    focus = repeats[repeats.method == FOCUS]
+    pairs = [(other, metric) for metric in METRICS for other in dict.fromkeys(repeats.method) if other != FOCUS]
+    tests = [Unpaired(focus[metric].to_numpy(), repeats.loc[repeats.method == other, metric].to_numpy(),
+                      margin=MARGIN * float(repeats.loc[repeats.method == other, metric].mean()))
+             for other, metric in pairs]
+    return [(other, metric, verdict) for (other, metric), verdict in zip(pairs, compare_unpaired(tests))]
+
+
+def comparison_lines(result: SimulationResult) -> list[str]:
+    """Where ICSGLD x P5 stands against each other method, with verdicts (:func:`comparisons`), and the means'
+    order on the final KL, marked as no verdict."""
+    final = result.final.set_index("method")
+    order = ", ".join(f"{m} {v:.3f}" for m, v in final.kl.sort_values().items())
+    family = comparisons(result.repeats)
+    if not family:
+        return ["", f"Final KL, lowest first (means, not a verdict): {order}."]
+    repeats = int(result.repeats.groupby("method").size().min())
+    kl = [(other, v) for other, metric, v in family if metric == "kl"]
+    said = {"helps": "below", "hurts": "above", "equivalent": "level with", "inconclusive": "not resolved against"}
+    groups = {word: [other for other, v in kl if said[v.verdict] == word] for word in dict.fromkeys(said.values())}
+    standing = "; ".join(f"{word} {', '.join(others)}" for word, others in groups.items() if others)
+    tested = [v for _, _, v in family if v.n > 1]
+    known = [(v.detectable / abs(final.loc[other, metric]), other, metric) for other, metric, v in family
+             if math.isfinite(v.detectable) and final.loc[other, metric]]
+    lines = ["", f"{FOCUS}'s final KL against each other method's (verdicts below): {standing}. Final KL, lowest "
+             f"first (means, not a verdict): {order}.", "", "## Comparisons", "",
+             f"Verdicts (csg.evaluation.comparison.compare_unpaired): {FOCUS} against each other method on each "
+             f"metric of the table above, over {repeats} repeats each. The repeats are not paired: each method draws "
+             "them from a random stream of its own, sharing only the 50,000 exact draws every KL is measured "
+             "against. So Welch's t-interval of the difference of means (difference = "
+             f"{FOCUS} - the other; lower is better for all three), Holm-corrected to 95 % across the "
+             f"{len(tested)} comparisons of this report; helps / hurts where the corrected interval excludes 0, "
+             f"equivalent where it lies inside +-{100 * MARGIN:g} % of the other method's mean (the margin: the "
+             "smallest change of a sampler's distance to the target we would count as a difference), else "
+             "inconclusive. 'detectable': the smallest difference each comparison had 80 % power to find at its "
+             "corrected level.", "",
+             f"| {FOCUS} - | metric | difference [corrected 95 % interval] | margin | detectable | verdict |",
+             "|---|---|---:|---:|---:|---|"]
+    for other, metric, v in family:
+        interval = f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]" if v.n > 1 else f"{v.difference:+.3f}"
+        lines.append(f"| {other} | {METRICS[metric]} | {interval} | +-{v.margin:.3f} | {v.detectable:.3f} | "
+                     f"{v.verdict} |")
+    lines += ["", f"Family: {len(tested)} comparisons, Holm-corrected together: {tally([v for _, _, v in family])}."]
+    if known:
+        (low, a, m), (high, b, n) = min(known), max(known)
+        lines[-1] += (f" The smallest difference each could detect, relative to the other method's mean: from "
+                      f"{100 * low:.0f} % ({a}, {METRICS[m]}) to {100 * high:.0f} % ({b}, {METRICS[n]}).")
+    return lines
+
+
+def repeat_lines(repeats: pd.DataFrame) -> list[str]:
+    """Each method's spread over repeats, and for the contour methods how the repeats' KL follows the
+    concentration of their importance weights (weight ESS share: (sum w)^2 / (n sum w^2)) and the distance of
+    their final theta's density of states to the exact one (theta TV)."""
+    if repeats is None or repeats.empty:
+        return []
+    lines = ["", "## Over the repeats", "", "Each repeat's final k-NN KL (simulation_repeats.csv): median, quartiles "
+             "and worst; for the contour methods, the effective share of the samples under their importance weights "
+             "(1: equal weights) and the total variation between the density of states implied by the final theta "
+             "(`EnergyPartition.density_of_states`) and the exact one (`exact_density_of_states`), each with its "
+             "median, its worst, and Spearman's correlation with the KL over the repeats.", "",
+             "| method | KL median | KL quartiles | KL worst | weight ESS share, median (lowest) | corr(KL, share) | "
+             "theta TV, median (worst) | corr(KL, theta TV) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for method, block in repeats.groupby("method", sort=False):
+        kl, share = block.kl, block.weight_ess
+        row = f"| {method} | {kl.median():.3f} | {kl.quantile(0.25):.3f} .. {kl.quantile(0.75):.3f} | {kl.max():.3f} |"
+        tv = block.theta_tv
+        if share.min() < 1 - 1e-9:
+            row += (f" {share.median():.3f} ({share.min():.3f}) | {kl.corr(share, method='spearman'):+.2f} |"
+                    f" {tv.median():.3f} ({tv.max():.3f}) | {kl.corr(tv, method='spearman'):+.2f} |")
+        else:
+            row += " 1 | - | - | - |"
+        lines.append(row)
+    for method, block in repeats[repeats.theta_tv.notna()].groupby("method", sort=False):
+        worst = block.nlargest(2, "kl")
+        ranks = block.theta_tv.rank(ascending=False)
+        lines.append("")
+        lines.append(f"{method}'s two worst repeats (KL " + " and ".join(f"{v:.3f}" for v in worst.kl) + ") rank "
+                     + " and ".join(f"{int(ranks[i])}" for i in worst.index) + f" of {len(block)} by theta TV "
+                     "(1: farthest from the exact density of states).")
+    return lines
+
+
+RUN_COLUMNS = ("seed", "seconds", "pilot_steps")  # simulation.csv's record of the run, beside the table
+
+
+def rewrite(out: Path) -> Path:
+    """``make icsgld-sim-report``: simulation.md again from the CSVs a previous run wrote into ``out`` (its
+    seed, time and pilot from simulation.csv's :data:`RUN_COLUMNS`), running nothing. The figure is left as the
+    run drew it: its data do not change."""
+    from types import SimpleNamespace
+
+    from csg.io.atomic import atomic_write_text
+    from csg.errors import ConfigError
+
+    out = Path(out)
+    names = ("simulation.csv", "simulation_curve.csv", "simulation_modes.csv", "simulation_repeats.csv")
+    missing = [name for name in names if not (out / name).exists()]
+    if missing:
+        raise ConfigError("--out", str(out), f"a folder of a previous `make icsgld-sim` (no {', '.join(missing)})")
+    final, curves, modes, repeats = (pd.read_csv(out / name) for name in names)
+    absent = [column for column in RUN_COLUMNS if column not in final]
+    if absent:
+        raise ConfigError("--out", str(out), f"a simulation.csv that records its run ({', '.join(absent)} missing)")
+    run = final.iloc[0]
+    study = SimpleNamespace(steps=int(run.gradient_evaluations) // 5, repeats=int(run.repeats))
+    result = SimulationResult(final.drop(columns=list(RUN_COLUMNS)), curves, modes, repeats)
+    path = out / "simulation.md"
+    atomic_write_text(path, markdown(result, study, int(run.seed), float(run.seconds),
+                                     Protocol(pilot_steps=int(run.pilot_steps))))
+    return path
+
+
+def figure(result: SimulationResult, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from csg.studies.synthetic import plots
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for method, group in result.curves.groupby("method", sort=False):
+        ax.plot(group.gradient_evaluations, group.kl, label=method, lw=2 if "ICSGLD" in method else 1.2, marker=".")
+        ax.fill_between(group.gradient_evaluations, group.kl - group.kl_stderr, group.kl + group.kl_stderr, alpha=0.2)
+    ax.set_xlabel("gradient evaluations per repeat (5 chains, or one chain 5 times as long)")
+    ax.set_ylabel("KL(true || sampled), k-NN estimate")
+    ax.set_yscale("log")
+    ax.set_title("ICSGLD Figure 6: convergence on the 25-mode landscape")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    plots.save_png_pdf(fig, path)
