@@ -13,8 +13,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from csg.checks.preflight import run_checks_or_exit
-from csg.launch.cli import run_or_exit
+from csg.launch.cli import check_or_exit, run_or_exit
 from csg.paths import CONFIGS
 
 
@@ -32,5 +31,8 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    run_checks_or_exit(sys.argv[1:], CONFIGS)  # every job of the command, before Hydra starts one
+    from csg.studies import STUDY_CHECKS
+
+    # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
+    check_or_exit(sys.argv[1:], CONFIGS, study_checks=STUDY_CHECKS)
     main()

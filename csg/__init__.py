@@ -4,13 +4,13 @@ Rooms of the package:
 
 - :mod:`csg.samplers`: SGLD and SGHMC as ``torch.optim.Optimizer`` subclasses;
 - :mod:`csg.schedules`: cyclical (eq. 1 of Zhang et al. 2020), decreasing and constant step sizes;
-- :mod:`csg.engine.collection`: which epochs yield samples, and the sample files;
+- :mod:`csg.engine.collection`: which epochs yield samples; :mod:`csg.engine.samples`: the sample files;
 - :mod:`csg.engine.loop`: the loop around a sampler; :mod:`csg.engine.step.single`: one iteration, eager, compiled or captured;
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
 - :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models; :mod:`csg.components`: a user's own
   data set, model and sampler named by ``_target_`` (``data=custom``, ``model=custom``, ``sampler=custom``);
 - :mod:`csg.engine.build`: a config -> the run's objects; :mod:`csg.launch.run`: the life of one run (what ``train.py``
-  calls); :mod:`csg.posterior.store`: the finished run's samples -> metrics;
+  calls); :mod:`csg.posterior.evaluate`: the finished run's samples -> metrics;
 - :mod:`csg.studies.experiments`: paper tables from runs, and the registry of every paper target;
 - ``csg.train([...])`` (:mod:`csg.launch.api`): what ``train.py`` runs, from Python, returning the run's
   ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict`` and ``evaluate``.

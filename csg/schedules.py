@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import math
 
+__all__ = ["Constant", "Cyclical", "DECREASING_GAMMA", "Decreasing", "HOLD_SAMPLING_LR", "SCHEDULES", "STEP_FACTOR",
+           "STEP_MILESTONES", "Schedule", "StepDecay", "create_schedule"]
+
 
 class Schedule:
     """Base class: a step size per iteration, one cycle, and an optional burn-in."""
@@ -177,6 +180,13 @@ class StepDecay(Schedule):
 
 SCHEDULES = ("cyclical", "decreasing", "constant", "step")
 
+# The defaults of a run's schedule, here alone: a config without the key gets them (csg.engine.build passes
+# only the keys a config has, and checks the step values with the same ones).
+DECREASING_GAMMA = 0.55  # sampler.gamma: the exponent of Decreasing (Welling & Teh's 0.55)
+STEP_MILESTONES = (0.5, 0.75)  # sampler.lr_milestones: StepDecay's, as fractions of the run
+STEP_FACTOR = 0.2  # sampler.lr_factor: StepDecay's factor at each milestone
+HOLD_SAMPLING_LR = False  # sampler.hold_sampling_lr: Cyclical's sampling stage follows eq. (1)
+
 
 def create_schedule(
     kind: str,
@@ -186,10 +196,10 @@ def create_schedule(
     cycles: int = 1,
     explore: float = 0.0,
     lr_final: float | None = None,
-    gamma: float = 0.55,
-    hold_sampling_lr: bool = False,
-    milestones: tuple[float, ...] = (0.5, 0.75),
-    factor: float = 0.2,
+    gamma: float = DECREASING_GAMMA,
+    hold_sampling_lr: bool = HOLD_SAMPLING_LR,
+    milestones: tuple[float, ...] = STEP_MILESTONES,
+    factor: float = STEP_FACTOR,
 ) -> Schedule:
     """The schedule of a run of ``total_steps`` iterations.
 

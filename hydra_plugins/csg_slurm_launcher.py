@@ -6,7 +6,7 @@ of the upstream class change:
 
 - ``__call__`` (runs in the job): our one-line error (``SystemExit``) becomes a result submitit records;
 - ``launch`` (runs in the driver): the upstream body, except that it refuses in one line on a machine without
-  SLURM's ``sbatch`` and ``srun`` (:func:`csg.launch.slurm.no_slurm`), and that it waits with :func:`csg.launch.slurm.wait_for_jobs`
+  SLURM's ``sbatch`` and ``srun`` (:func:`csg.checks.launcher.no_slurm`), and that it waits with :func:`csg.launch.slurm.wait_for_jobs`
   (result files and ``squeue``) instead of ``job.results()`` (result files and ``sacct``), and reports every
   job without a result in one line before Hydra raises for the first of them.
 
@@ -64,7 +64,8 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         # upstream's launch (hydra-submitit-launcher 1.2), up to its last line
         import submitit
 
-        from csg.launch.slurm import JobFailed, no_slurm
+        from csg.checks.launcher import no_slurm
+        from csg.launch.slurm import JobFailed
 
         if no_slurm() is not None:  # train.py refuses this before Hydra starts; another app gets the same line here
             raise JobFailed(no_slurm())

@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from csg.io.atomic import atomic_write_text  # noqa: E402
-from csg.engine.collection import SampleStore  # noqa: E402
+from csg.engine.samples import SampleStore  # noqa: E402
 from csg.data import build_data  # noqa: E402
 from csg.evaluation import equal_weights, evaluate_samples, predict_probs  # noqa: E402
 from csg.models import create_model  # noqa: E402
@@ -159,7 +159,7 @@ def ensemble_profile(samples: int = 12) -> list[dict]:
                    if function == name and path.endswith(module)) / total
 
     parts = {"the forward passes (predict_probs)": ("ensemble.py", "predict_probs"),
-             "loading the samples (SampleStore.load)": ("collection.py", "load"),
+             "loading the samples (SampleStore.load)": ("samples.py", "load"),
              "the metrics of each sample and of the average (classification_metrics)": ("metrics.py", "classification_metrics"),
              "the running average (_accumulate)": ("ensemble.py", "_accumulate")}
     return [{"measure": f"share of the MLP ensemble evaluation in {label} (cProfile)", "value": share(*where)}
@@ -204,7 +204,7 @@ import sys, tempfile, torch
 from pathlib import Path
 sys.path[:0] = [{root!r}, {root!r} + "/scripts"]
 from bench_epoch import mlp, write_samples
-from csg.engine.collection import SampleStore
+from csg.engine.samples import SampleStore
 from csg.data import build_data
 from csg.evaluation import equal_weights, evaluate_samples
 data = build_data("mnist5k", batch_size=64)

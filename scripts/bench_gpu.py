@@ -50,7 +50,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from csg.io.atomic import atomic_write_text  # noqa: E402
-from csg.engine.collection import SampleStore  # noqa: E402
+from csg.engine.samples import SampleStore  # noqa: E402
 from csg.data import build_data  # noqa: E402
 from csg.data.cifar import write_stand_in  # noqa: E402
 from csg.evaluation import equal_weights, evaluate_samples  # noqa: E402
@@ -61,7 +61,8 @@ from csg.schedules import Constant  # noqa: E402
 from csg.engine.step.stacked import make_stacked_step  # noqa: E402
 from csg.engine.step.single import make_step, prepare_model  # noqa: E402
 from csg.engine.step.streamed import make_streamed_step  # noqa: E402
-from csg.engine.loop import Lane, Precision, train_chain, train_chains  # noqa: E402
+from csg.engine.devices import Precision  # noqa: E402
+from csg.engine.loop import Lane, train_chain, train_chains  # noqa: E402
 
 LR, TEMPERATURE, WEIGHT_DECAY = 0.05, 2e-5, 5e-4  # a sampling-stage step of the CIFAR recipe
 SIZES = {"full": (50_000, 10_000), "smoke": (256, 100)}

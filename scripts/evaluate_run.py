@@ -45,7 +45,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit(0)
 
     def evaluate():
-        from csg.posterior.store import evaluate_run, format_metrics
+        from csg.posterior.evaluate import evaluate_run, format_metrics
 
         trust_code, partial = "--trust-code" in argv, "--partial" in argv
         words = [arg for arg in argv if arg not in ("--trust-code", "--partial")]

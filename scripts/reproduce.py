@@ -40,7 +40,8 @@ from csg.launch.cli import run_or_exit  # noqa: E402
 
 
 def main() -> None:
-    from csg.studies.experiments.registry import TARGETS, Job, default_out
+    from csg.studies.experiments.job import Job
+    from csg.studies.experiments.registry import TARGETS, default_out
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,

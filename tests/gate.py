@@ -91,8 +91,8 @@ def blobs_evaluated_after(barrier: str, once: str, **options):
 
 
 def _wait_after_the_first_sample(barrier: str) -> None:
-    """Make :meth:`csg.engine.collection.SampleStore.save` wait for ``barrier`` once it has written a sample."""
-    from csg.engine.collection import SampleStore
+    """Make :meth:`csg.engine.samples.SampleStore.save` wait for ``barrier`` once it has written a sample."""
+    from csg.engine.samples import SampleStore
 
     save = SampleStore.save
 

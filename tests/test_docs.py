@@ -77,10 +77,10 @@ def problem(words: list[str]) -> str | None:
     """Why the command ``words`` (as a user types it in the repository) would not run; None when every part of it
     exists: the make target (and what make runs for it), the script and its target and flags, the train.py
     overrides (checked as train.py checks them, before any training)."""
-    from csg.launch.cli import check_group_choices
+    from csg.checks import check_group_choices
     from csg.studies.experiments.registry import TARGETS
     from csg.posterior.store import OVERRIDABLE
-    from csg.checks.preflight import check_command
+    from csg.checks import check_command
 
     if words[0] == "make":
         target = next((w for w in words[1:] if "=" not in w and not w.startswith("-")), "")

@@ -17,7 +17,7 @@ import torch
 
 from tests.conftest import ROOT, read_samples
 from tests.formats import write_cifar
-from tests.test_distributed import _torchrun, assert_same_four_samples, interrupt_then_resume
+from tests.engine.test_distributed import _torchrun, assert_same_four_samples, interrupt_then_resume
 
 pytestmark = pytest.mark.gpu
 
@@ -173,7 +173,7 @@ def test_the_captured_step_takes_the_eager_steps_path_on_the_gpu():
 
     from csg.samplers import SGHMC
     from csg.engine.step.single import CapturedStep, Step, prepare_model
-    from csg.engine.loop import Precision
+    from csg.engine.devices import Precision
 
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -211,7 +211,7 @@ def test_stacked_chains_on_the_gpu_are_each_the_chain_run_alone(compiled, monkey
     from csg.samplers import SGHMC
     from csg.engine.step.stacked import CompiledStackedStep, StackedStep
     from csg.engine.step.single import Step, prepare_model
-    from csg.engine.loop import Precision
+    from csg.engine.devices import Precision
 
     device, precision = torch.device("cuda"), Precision("32", torch.device("cuda"))
 

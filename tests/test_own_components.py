@@ -9,7 +9,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from csg.errors import ConfigError
-from csg.checks.preflight import check_command
+from csg.checks import check_command
 from tests.conftest import ROOT
 from tests.own_components import RecordingSGD
 

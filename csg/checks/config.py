@@ -78,39 +78,57 @@ def one_of(cfg: DictConfig, key: str, choices: tuple[str, ...] | list[str]) -> s
 
 
 def validate(cfg: DictConfig) -> None:
-    """Check every key a run reads; raise :class:`ConfigError` at the first bad one."""
-    from csg.data import OOD_SETS, list_datasets
-    from csg.engine.loggers import LOGGERS, WANDB_MODES
-    from csg.models import is_known_model, list_models
-    from csg.samplers import UPDATE_RULES
-    from csg.schedules import SCHEDULES
+    """Check every key a run reads, group by group (:data:`CHECKS`); raise :class:`ConfigError` at the first bad one."""
+    for check in CHECKS:
+        check(cfg)
+
+
+def check_data(cfg: DictConfig) -> None:
+    """``data``: a data set csg knows (or ``data=custom``'s callable), where it lives, its batch sizes and workers."""
+    from csg.data import list_datasets
 
     if has_target(cfg.data):
         _validate_custom_data(cfg)
     else:
         one_of(cfg, "data.name", list_datasets())
+    resident = _get(cfg, "data.device_resident")
+    if resident is not None and resident not in (True, False, "auto"):
+        raise ConfigError("data.device_resident", resident, "auto, true or false")
+    positive_int(cfg, "data.batch_size")
+    positive_int(cfg, "data.eval_batch_size")
+    non_negative_int(cfg, "data.num_workers")
+
+
+def check_model(cfg: DictConfig) -> None:
+    """``model``: a model csg knows, a timm model, or ``model=custom``'s callable."""
+    from csg.models import is_known_model, list_models
+
     if has_target(cfg.model):
         locate(target_of(cfg, "model._target_"), "model._target_")
     elif not is_known_model(str(_get(cfg, "model.name"))):
         raise ConfigError("model.name", _get(cfg, "model.name"), f"one of {', '.join(list_models())}, or a timm model "
                           "name, or model=custom with model._target_=<your module.Callable>")
+
+
+def check_ood(cfg: DictConfig) -> None:
+    """``ood``: an out-of-distribution set csg knows."""
+    from csg.data import OOD_SETS
+
     one_of(cfg, "ood.name", OOD_SETS)
-    resident = _get(cfg, "data.device_resident")
-    if resident is not None and resident not in (True, False, "auto"):
-        raise ConfigError("data.device_resident", resident, "auto, true or false")
+
+
+def check_sampler(cfg: DictConfig) -> None:
+    """``sampler``: its update rule (or ``sampler=custom``'s optimizer), learning-rate schedule, cycles, chains,
+    and the sections of contour, replica-exchange, energy and SWAG samplers."""
+    from csg.samplers import UPDATE_RULES
+    from csg.schedules import SCHEDULES
+
     custom_sampler = cfg.sampler.get("optimizer") is not None
     if custom_sampler:
         _validate_custom_sampler(cfg)
     else:
         update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
     schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
-
-    non_negative_int(cfg, "seed")  # numpy's SeedSequence, which derives every stream, takes no negative entropy
-    positive_int(cfg, "trainer.epochs")
-    positive_int(cfg, "data.batch_size")
-    positive_int(cfg, "data.eval_batch_size")
-    non_negative_int(cfg, "data.num_workers")
-
     lr0 = number(cfg, "sampler.lr0", minimum=0, strict=True)
     positive_int(cfg, "sampler.cycles")
     number(cfg, "sampler.explore", minimum=0, below=1)
@@ -136,29 +154,24 @@ def validate(cfg: DictConfig) -> None:
     if cfg.sampler.get("energy") is not None and _get(cfg, "sampler.energy.variance_reduction"):
         positive_int(cfg, "sampler.energy.refresh_every_epochs")
     if cfg.sampler.get("swag") is not None:
-        draws = _get(cfg, "sampler.swag.draws_per_cycle")
-        if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
-            raise ConfigError("sampler.swag.draws_per_cycle", draws, "an integer >= 0 (0: evaluate the snapshots)")
-        rank = _get(cfg, "sampler.swag.rank")
-        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 2:
-            raise ConfigError("sampler.swag.rank", rank, "an integer >= 2")
-        number(cfg, "sampler.swag.scale", minimum=0, strict=True)
-        if draws and cfg.sampler.samples_per_cycle < 2:
-            raise ConfigError("sampler.samples_per_cycle", cfg.sampler.samples_per_cycle,
-                              ">= 2 with sampler.swag (a Gaussian needs 2 snapshots per cycle)")
+        _validate_swag(cfg)
+    positive_int(cfg, "sampler.chains")
 
+
+def check_seed(cfg: DictConfig) -> None:
+    """``seed``: numpy's SeedSequence, which derives every stream, takes no negative entropy."""
+    non_negative_int(cfg, "seed")
+
+
+def check_trainer(cfg: DictConfig) -> None:
+    """``trainer``: epochs, device, precision, logging intervals, checkpoints, determinism, stacking, compiling."""
+    positive_int(cfg, "trainer.epochs")
     device = str(_get(cfg, "trainer.device"))
     if not _DEVICE.match(device):
         raise ConfigError("trainer.device", device, "auto, cpu, cuda, cuda:N or mps")
     one_of(cfg, "trainer.precision", PRECISIONS)
     positive_int(cfg, "trainer.log_every_n_steps")
     positive_int(cfg, "trainer.log_every_n_epochs")
-
-    if one_of(cfg, "logger.name", LOGGERS) == "wandb":
-        one_of(cfg, "logger.mode", WANDB_MODES)
-    one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
-    positive_int(cfg, "evaluation.ece_bins")
-    positive_int(cfg, "sampler.chains")
     non_negative_int(cfg, "trainer.checkpoint.every_n_epochs")
     for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
         if not isinstance(_get(cfg, key), bool):
@@ -174,11 +187,34 @@ def validate(cfg: DictConfig) -> None:
     allowed_signals = ("SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if signals is None or any(str(name) not in allowed_signals for name in signals):
         raise ConfigError("trainer.checkpoint.signals", signals, f"a list of {', '.join(allowed_signals)}")
+
+
+def check_logger(cfg: DictConfig) -> None:
+    """``logger``: a logger csg knows (and, for wandb, its mode)."""
+    from csg.engine.loggers import LOGGERS, WANDB_MODES
+
+    if one_of(cfg, "logger.name", LOGGERS) == "wandb":
+        one_of(cfg, "logger.mode", WANDB_MODES)
+
+
+def check_evaluation(cfg: DictConfig) -> None:
+    """``evaluation``: the cycle weights and the calibration bins."""
+    one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
+    positive_int(cfg, "evaluation.ece_bins")
+
+
+def check_trace(cfg: DictConfig) -> None:
+    """``trace``: whether to record a trace, its burn-in and its length."""
     if not isinstance(_get(cfg, "trace.enabled"), bool):
         raise ConfigError("trace.enabled", _get(cfg, "trace.enabled"), "true or false")
     if cfg.trace.enabled:
         non_negative_int(cfg, "trace.burnin")
         positive_int(cfg, "trace.samples")
+
+
+# the checks of a run's config, in the order they run: the components first, then how they are run and recorded
+CHECKS = (check_data, check_model, check_ood, check_sampler, check_seed, check_trainer, check_logger,
+          check_evaluation, check_trace)
 
 
 def _validate_custom_data(cfg: DictConfig) -> None:
@@ -226,6 +262,19 @@ def _validate_contour(cfg: DictConfig) -> None:
     one_of(cfg, "sampler.contour.ensemble_weights", ("importance", "equal"))
     if _get(cfg, "sampler.contour.difference") is not None:  # None: a run saved before the key existed
         one_of(cfg, "sampler.contour.difference", ("backward", "forward"))
+
+
+def _validate_swag(cfg: DictConfig) -> None:
+    draws = _get(cfg, "sampler.swag.draws_per_cycle")
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
+        raise ConfigError("sampler.swag.draws_per_cycle", draws, "an integer >= 0 (0: evaluate the snapshots)")
+    rank = _get(cfg, "sampler.swag.rank")
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 2:
+        raise ConfigError("sampler.swag.rank", rank, "an integer >= 2")
+    number(cfg, "sampler.swag.scale", minimum=0, strict=True)
+    if draws and cfg.sampler.samples_per_cycle < 2:
+        raise ConfigError("sampler.samples_per_cycle", cfg.sampler.samples_per_cycle,
+                          ">= 2 with sampler.swag (a Gaussian needs 2 snapshots per cycle)")
 
 
 def _validate_replica(cfg: DictConfig) -> None:

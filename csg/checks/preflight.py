@@ -4,8 +4,8 @@ Hydra composes, writes and launches one job at a time, so a sweep whose last poi
 the others first, and a key that does not exist surfaces as Hydra's multi-line message (or, with ``+``, is
 silently added and never read). :func:`check_command` composes the config of every job of the command line
 (a multirun's sweeps expanded as Hydra's basic sweeper expands them) with Hydra's own compose API and checks
-each as the run will (:func:`csg.checks.config.validate`, or the study's checks for ``synthetic=``), before the
-first job starts. It returns the first problem as a one-line message.
+each as the run will (:func:`csg.checks.config.validate`, or for ``synthetic=`` the study's checks the entry point
+passes), before the first job starts. It returns the first problem as a one-line message.
 
 A sweep whose jobs run here one after another (Hydra's basic launcher) is also checked as each job checks
 itself once its data are built (:func:`csg.engine.build.check_job`: the model against the data, memory, the
@@ -21,10 +21,20 @@ the model's factory, e.g. ``+model.drop_rate=0.1`` for a timm model) and ``hydra
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
+
 from omegaconf import DictConfig, OmegaConf
 
+from csg.checks.groups import all_group_choices, check_group_choices, parse_command_line
+from csg.checks.launcher import no_slurm
 from csg.errors import CsgError, first_line
+
+__all__ = ["STUDY_KEYS", "StudyChecks", "check_command", "check_train_command"]
+
+# a study's config key (`train.py synthetic=table4`) -> the study's checks of a composed config (raising CsgError)
+StudyChecks = Mapping[str, Callable[[DictConfig], None]] | None
+STUDY_KEYS = ("synthetic",)  # the config keys that make a command a study, whose values its own checks read
 
 FREE_KEYS = ("model.", "hydra.")  # groups whose keys are keyword arguments: `+key` may add to them
 # ... and, where the group names a user's callable, its keyword arguments
@@ -33,22 +43,27 @@ _HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c",
                      "-sc", "--resolve", "--package", "-p"}
 
 
-def _parse(argv: list[str]):
-    from hydra._internal.utils import get_args_parser
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    args = get_args_parser().parse_args(argv)
-    return args, OverridesParser.create().parse_overrides(args.overrides)
-
-
 def _jobs(args, overrides) -> list[list[str]]:
-    """The override list of each job the command starts (one, or every point of a multirun)."""
+    """The override list of each job the command starts (one, or every point of a multirun): a multirun's jobs as
+    Hydra's basic sweeper makes them (``BasicSweeper.split_arguments``), with Hydra's public override API: every
+    value of each choice or range sweep, the product in the order the keys first appear, a key given twice taking
+    its last value. Another kind of sweep (``interval(...)``) raises: only another sweeper understands it."""
     if not args.multirun:
         return [list(args.overrides)]
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    import itertools
 
-    batches = BasicSweeper.split_arguments(overrides, None)
-    return [list(job) for batch in batches for job in batch]
+    from hydra.errors import HydraException
+
+    values: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise HydraException(f"the basic sweeper does not support sweep type: {override.value_type.name}")
+    return [list(job) for job in itertools.product(*values.values())]
 
 
 def _key_of(override) -> str:
@@ -92,7 +107,7 @@ def _compose_once(config_dir: Path, config_name: str, overrides: list[str]) -> D
 
 
 def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str], multirun: bool,
-               composed: dict) -> str | None:
+               composed: dict, study_checks: StudyChecks) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(job)
@@ -116,7 +131,7 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
         cfg = _compose(config_dir, config_name, job, composed)
     except Exception as error:  # noqa: BLE001
         return f"{' '.join(job) or 'the command'} is not allowed: {first_line(error)}"
-    return _check_config(cfg) or _check_run_dir(cfg, multirun)
+    return _check_config(cfg, study_checks) or _check_run_dir(cfg, multirun)
 
 
 _MISSING = object()
@@ -141,16 +156,18 @@ def _free(cfg: DictConfig, key: str) -> bool:
                for prefix, node in FREE_UNDER_TARGET.items())
 
 
-def _check_config(cfg: DictConfig) -> str | None:
+def _check_config(cfg: DictConfig, study_checks: StudyChecks) -> str | None:
+    """The config's values: :func:`csg.checks.config.validate`, or for a study (``synthetic=``) the check
+    ``study_checks`` names for it; a study no check is given for is not checked here (it checks itself before
+    any work)."""
     try:
-        if cfg.get("synthetic"):
-            from csg.studies.synthetic import validate as validate_study
-
-            validate_study(cfg)
-        else:
+        study = next((key for key in STUDY_KEYS if cfg.get(key)), None)
+        if study is None:
             from csg.checks.config import validate
 
             validate(cfg)
+        elif study in (study_checks or {}):
+            study_checks[study](cfg)
     except CsgError as error:
         return str(error)
     return None
@@ -173,16 +190,20 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> str | None:
     return None
 
 
-def check_command(argv: list[str], config_dir: Path, config_name: str = "config") -> str | None:
-    """The one-line message of the first job of ``argv`` that would be refused, else None."""
-    from hydra.errors import HydraException
+def check_command(argv: list[str], config_dir: Path, config_name: str = "config", *,
+                  study_checks: StudyChecks = None) -> str | None:
+    """The one-line message of the first job of ``argv`` that would be refused, else None.
 
-    from csg.launch.cli import all_group_choices
+    ``study_checks``: a study's config key -> its checks of a composed config (``csg.studies.STUDY_CHECKS``:
+    ``synthetic`` -> :func:`csg.studies.synthetic.validate`), given by the entry point that may run a study
+    (``train.py``): csg.checks sits below csg.studies and imports none of them. Without it a study's values are
+    not checked here (the study checks them itself, before any work)."""
+    from hydra.errors import HydraException
 
     if any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
         return None  # Hydra's own flags print, and run nothing
     try:
-        args, overrides = _parse(argv)
+        args, overrides = parse_command_line(argv)
     except (HydraException, SystemExit):
         return None  # a malformed command line is Hydra's to report
     if args.config_dir is not None or args.config_name not in (None, config_name) or args.experimental_rerun:
@@ -193,7 +214,7 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
         return None
     groups, composed = set(all_group_choices(config_dir, overrides)), {}
     for number, job in enumerate(jobs):
-        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun), composed)
+        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun), composed, study_checks)
         if message is not None:
             where = f" (job {number} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
             return message + where
@@ -211,13 +232,13 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
     return None
 
 
+# the `_target_` of Hydra's own hydra/launcher=basic config: a value Hydra writes into the composed config, compared,
+# never imported (Hydra 1.3 gives the basic launcher no public name)
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 def _check_launcher(cfg: DictConfig) -> str | None:
     """A SLURM launcher on a machine without SLURM: one line now, not submitit's traceback once Hydra has started."""
-    from csg.launch.slurm import no_slurm
-
     target = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
     if not target.endswith("SlurmLauncher"):
         return None
@@ -243,7 +264,7 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
     from csg.engine.build import check_job, data_facts
     from csg.engine.devices import resolve_device
     from csg.errors import CsgError
-    from csg.launch.run import _check_interacting_layout
+    from csg.engine.distributed import check_interacting_layout
 
     if cfg.get("synthetic"):
         return None
@@ -256,9 +277,9 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
             return None
         device = resolve_device(str(cfg.trainer.device))
         # under torchrun or SLURM tasks each process group trains one chain; else this process trains them all
-        launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 or distributed._launched_by_slurm_tasks()
+        launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 or distributed.launched_by_slurm_tasks()
         if not launched:  # chains that step together need a launcher: the run's own refusal, for every job
-            _check_interacting_layout(cfg, distributed.Layout(chains=int(cfg.sampler.chains)))
+            check_interacting_layout(cfg, distributed.Layout(chains=int(cfg.sampler.chains)))
         check_job(cfg, data_facts(cfg, data_cache), device, 1 if launched else int(cfg.sampler.chains))
         checked.add(key)
     except CsgError as error:
@@ -268,14 +289,7 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
     return None
 
 
-def run_checks_or_exit(argv: list[str], config_dir: Path) -> None:
-    """``train.py``'s first step: one line on stderr and exit 2 for a command that would be refused."""
-    import sys
-
-    from csg.launch.cli import check_group_choices
-
-    message = check_group_choices(argv, config_dir) or check_command(argv, config_dir)
-    if message is not None:
-        print(f"error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
+def check_train_command(argv: list[str], config_dir: Path, *, study_checks: StudyChecks = None) -> str | None:
+    """Every check of a command before Hydra starts: its group choices (:func:`csg.checks.groups.check_group_choices`),
+    then every job (:func:`check_command`); the first problem's one-line message, else None."""
+    return check_group_choices(argv, config_dir) or check_command(argv, config_dir, study_checks=study_checks)

@@ -1,4 +1,4 @@
-"""The data-set registry and the loaders built from it.
+"""The data-set registry and the loaders built from it (what a loader returns: csg.data.splits).
 
 Training order and augmentation are counter-based: epoch e's permutation and
 batch b's crops and flips come from generators seeded by (seed, e[, b]), not
@@ -16,37 +16,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
+from csg.data.splits import InMemoryDataset, Splits
 from csg.data.transforms import BatchAugment, Normalize
 from csg.errors import ConfigError
-
-
-class InMemoryDataset(TensorDataset):
-    """Whole tensors in memory: (inputs, targets); images as uint8 (N, C, H, W) or features as float."""
-
-
-@dataclass
-class Splits:
-    """What a data-set loader returns.
-
-    For data held as tensors (:class:`InMemoryDataset`), ``normalize`` turns uint8
-    images into the model's input and ``augment`` asks for random crops (with
-    ``padding``) and flips in training. Other data sets (ImageNet) bring their
-    own transforms and leave both unset. ``train_eval`` is the training set with
-    the test-time transform, ``None`` if that is ``train`` itself.
-    """
-
-    train: Dataset
-    test: Dataset
-    num_classes: int
-    input_shape: tuple[int, ...]
-    train_eval: Dataset | None = None
-    source: str = ""  # where the files came from, recorded in metrics.json
-    normalize: Normalize | None = None
-    augment: bool = False
-    padding: int = 4
-
 
 _DATASETS: dict[str, Callable[..., Splits]] = {}
 

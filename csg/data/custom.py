@@ -35,9 +35,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from csg.data.bundle import InMemoryDataset, Splits
-from csg.errors import ConfigError, describe
 from csg.components import TARGET, call, locate
+from csg.data.splits import InMemoryDataset, Splits
+from csg.errors import ConfigError, describe
 
 KEYS = ("num_classes", "in_memory")  # the group's keys the framework reads (besides build_data's own)
 

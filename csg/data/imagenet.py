@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from csg.data.bundle import Splits, register_dataset
+from csg.data.bundle import register_dataset
+from csg.data.splits import Splits
 from csg.errors import DataNotFoundError
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

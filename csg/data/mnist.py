@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from csg.data.bundle import InMemoryDataset, Splits, register_dataset
+from csg.data.bundle import register_dataset
+from csg.data.splits import InMemoryDataset, Splits
 from csg.data.transforms import Normalize
 from csg.errors import ConfigError, DataNotFoundError
 

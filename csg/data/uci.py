@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from csg.data.bundle import InMemoryDataset, Splits, register_dataset
+from csg.data.bundle import register_dataset
+from csg.data.splits import InMemoryDataset, Splits
 from csg.errors import ConfigError, DataNotFoundError
 
 log = logging.getLogger(__name__)

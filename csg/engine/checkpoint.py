@@ -9,7 +9,7 @@ augmentation need no state: they are functions of (seed, epoch, batch) (see
 
 :class:`PreemptionSignals` catches SIGTERM / SIGUSR1 / SIGUSR2 for a run's whole
 life (:func:`csg.launch.run.run`). While a chain trains, the loop saves a checkpoint
-after the current step and raises :class:`Preempted`; anywhere else (the data
+after the current step and raises :class:`csg.errors.Preempted`; anywhere else (the data
 and model being built, the final evaluation) the signal raises
 :class:`Preempted` at once, naming the phase it stopped. Either way
 :func:`let_signal_act` then hands the signal back to its previous owner: the
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from csg.io.atomic import atomic_torch_save
-from csg.errors import ConfigError
+from csg.errors import DamagedFileError, Preempted
 from csg.engine.portable import portable_state, restore_optimizer_numpy, restored_state
 
 
@@ -60,20 +60,6 @@ PREPARING = "while the run was being prepared (checks, data, model)"
 STARTING = "before training started"
 TRAINING = "during training"
 EVALUATING = "during the final evaluation"
-
-
-class Preempted(BaseException):
-    """A signal asked the run to stop: after a checkpoint of the step it came in (``phase`` None: the training
-    loop), or at once, in ``phase`` (:data:`PREPARING`, :data:`STARTING`, :data:`EVALUATING`, ...).
-
-    A ``BaseException``, as ``KeyboardInterrupt``: raised inside a user's data set or model (a signal while
-    the data are read), no ``except Exception`` on its way turns it into another error."""
-
-    def __init__(self, signum: int, previous_handler, phase: str | None = None):
-        self.signum, self.previous_handler, self.phase = signum, previous_handler, phase
-        self.checkpointed = phase is None
-        name = signal.Signals(signum).name
-        super().__init__(f"stopped by {name} after saving a checkpoint" if phase is None else f"stopped by {name} {phase}")
 
 
 class PreemptionSignals:
@@ -230,11 +216,11 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint file as saved (on the CPU), loading nothing into the run yet.
 
     A file that cannot be read, or is not a checkpoint of train.py (a job killed while copying it, a full
-    disk, another program's file), is a :class:`ConfigError` naming the file and the two ways on. The file is
-    read with ``weights_only=True``: tensors, numbers, strings and containers only, so a file planted in a run
-    directory (which lives on a shared file system) cannot run code; a file that needs any other class is
-    refused like a damaged one. A FIFO, device or socket in its place is refused without being opened (a FIFO
-    would block the resume forever).
+    disk, another program's file), is a :class:`csg.errors.DamagedFileError` (a ConfigError) naming the file and
+    the two ways on. The file is read with ``weights_only=True``: tensors, numbers, strings and containers only,
+    so a file planted in a run directory (which lives on a shared file system) cannot run code; a file that needs
+    any other class is refused like a damaged one. A FIFO, device or socket in its place is refused without being
+    opened (a FIFO would block the resume forever).
     """
     from csg.io.trust import not_a_regular_file
 
@@ -253,10 +239,11 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         else:
             problem = message.splitlines()[0].split(". ")[0] if message else type(error).__name__  # first sentence
     if problem is not None:
-        raise ConfigError(
+        raise DamagedFileError(
             "trainer.checkpoint.resume", True,
             f"a readable checkpoint; {path} cannot be read ({problem}): set trainer.checkpoint.resume=false to "
             "move the run's files aside (into earlier/<time>/) and start over, or use another hydra.run.dir",
+            path=Path(path),
         )
     return checkpoint
 

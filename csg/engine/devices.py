@@ -1,13 +1,18 @@
-"""Where a run computes: the device of ``trainer.device``, and deterministic GPU kernels on request."""
+"""Where a run computes and in what precision: the device of ``trainer.device``, deterministic GPU kernels on
+request, and the autocast and loss scaling of ``trainer.precision`` (:class:`Precision`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from dataclasses import dataclass
 
 import torch
 
 from csg.engine import distributed
 from csg.errors import ConfigError
+
+__all__ = ["Precision", "resolve_device", "set_deterministic"]
 
 
 def resolve_device(name: str, layout: distributed.Layout | None = None) -> torch.device:
@@ -39,3 +44,21 @@ def set_deterministic(enabled: bool) -> None:
         torch.backends.cudnn.benchmark = False
     if enabled or torch.are_deterministic_algorithms_enabled():  # the call imports inductor (1.4 s): only when it acts
         torch.use_deterministic_algorithms(enabled, warn_only=True)
+
+
+@dataclass
+class Precision:
+    """Autocast and loss scaling for ``precision`` in {"32", "bf16-mixed", "16-mixed"}."""
+
+    name: str
+    device: torch.device
+
+    def __post_init__(self):
+        self.dtype = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[self.name]
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.name == "16-mixed" else None
+
+    def autocast(self, cache: bool = True) -> contextlib.AbstractContextManager:
+        """The autocast context (none for "32"); ``cache=False`` inside a CUDA graph capture."""
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=cache)

@@ -20,6 +20,9 @@ import torch.distributed as dist
 
 from csg.errors import ConfigError
 
+__all__ = ["Layout", "REPORT_GRACE_S", "any_true", "barrier", "check_interacting_layout", "check_one_gpu_per_process",
+           "gather_rows", "interacts", "launched_by_slurm_tasks", "setup", "teardown"]
+
 
 @dataclass
 class Layout:
@@ -52,13 +55,14 @@ class Layout:
         return [self.chain] if self.distributed else list(range(self.chains))
 
 
-def _launched_by_slurm_tasks() -> bool:
+def launched_by_slurm_tasks() -> bool:
+    """A multi-task SLURM job started by submitit (its processes join one group as under torchrun)."""
     return int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SUBMITIT_FOLDER" in os.environ
 
 
 def setup(chains: int, device_name: str) -> Layout:
     """Join the process group if launched with several processes, and split it into chain groups."""
-    if "WORLD_SIZE" not in os.environ and _launched_by_slurm_tasks():
+    if "WORLD_SIZE" not in os.environ and launched_by_slurm_tasks():
         import submitit
 
         submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
@@ -111,6 +115,30 @@ def check_one_gpu_per_process(device_name: str, local_rank: int, local_world_siz
         time.sleep(REPORT_GRACE_S)
         raise SystemExit(ConfigError.exit_code)
     raise ConfigError("trainer.device", device_name, problem)
+
+
+def interacts(cfg) -> str | None:
+    """"contour" (ICSGHMC: chains share theta), "replica" (reSGHMC), or None: chains that must step together
+    (``cfg``: the run's config)."""
+    chains = int(cfg.sampler.get("chains", 1))
+    if cfg.sampler.get("replica") is not None:
+        return "replica"
+    if cfg.sampler.get("contour") is not None and bool(cfg.sampler.contour.interacting) and chains > 1:
+        return "contour"
+    return None
+
+
+def check_interacting_layout(cfg, layout: Layout) -> None:
+    """Chains that step together (:func:`interacts`) need a process (group) each: refused without a launcher."""
+    kind = interacts(cfg)
+    if kind is not None and not layout.distributed:
+        chains = int(cfg.sampler.chains)
+        what = "share one theta" if kind == "contour" else "exchange replicas"
+        raise ConfigError(
+            "sampler.chains", chains,
+            f"1 without a launcher: {chains} chains that {what} step together, one process (group) each; run "
+            f"`torchrun --standalone --nproc_per_node={chains} train.py ...` (or a SLURM job with {chains} tasks)",
+        )
 
 
 def teardown(layout: Layout, wait: bool = True) -> None:

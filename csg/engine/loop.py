@@ -5,12 +5,13 @@ The sampler (:mod:`csg.samplers`) is a pure update rule; this loop sets its
 scheduler would (the temperature is 0 in exploration stages, so no noise is
 drawn there), and saves the model at the collection points of
 :mod:`csg.engine.collection`. It can start from a :class:`csg.engine.checkpoint.LoopState`
-(a resumed run) and hand its state to a checkpoint callback.
+(a resumed run) and hand its state to a checkpoint callback. Its phases, as the algorithm reads: an epoch
+starts, steps its batches (the iteration's hyper-parameters, the step, the NaN check and logged row, a poll
+for a stop), and ends (the epoch's numbers, a sample at a collection point, a checkpoint).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
@@ -22,10 +23,14 @@ import torch
 from torch import Tensor, nn
 
 from csg.engine.checkpoint import LoopState
-from csg.engine.collection import CollectionPoint, SampleStore
+from csg.engine.collection import CollectionPoint
+from csg.engine.samples import SampleStore
+from csg.engine.devices import Precision
 from csg.errors import DivergenceError
 from csg.schedules import Schedule
 from csg.engine.step.single import Step
+
+__all__ = ["Hooks", "Lane", "Logger", "LoopSettings", "TrainResult", "train_chain", "train_chains"]
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +54,6 @@ class TrainResult:
     seconds: float = 0.0
     samples: list[dict[str, Any]] = field(default_factory=list)
     state: LoopState | None = None
-
-
-@dataclass
-class Precision:
-    """Autocast and loss scaling for ``precision`` in {"32", "bf16-mixed", "16-mixed"}."""
-
-    name: str
-    device: torch.device
-
-    def __post_init__(self):
-        self.dtype = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}[self.name]
-        self.scaler = torch.amp.GradScaler(self.device.type) if self.name == "16-mixed" else None
-
-    def autocast(self, cache: bool = True) -> contextlib.AbstractContextManager:
-        """The autocast context (none for "32"); ``cache=False`` inside a CUDA graph capture."""
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=cache)
 
 
 @dataclass
@@ -124,35 +111,53 @@ def _check_finite(loss_sums: list[float], epoch: int, epochs: int, iteration: in
             raise DivergenceError(
                 f"{which}training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, "
                 f"lr={lr:.4g}); stopped; {kept}; a smaller sampler.lr0 (or, diverging at a warm restart after a long "
-                "sampling stage, a lower sampler.temperature) may help"
+                "sampling stage, a lower sampler.temperature) may help",
+                loss=loss_sum, epoch=epoch + 1, iteration=iteration, lr=lr, chain=lane.chain,
             )
 
 
-def train_chain(
-    model: nn.Module,
-    sampler: torch.optim.Optimizer,
-    schedule: Schedule,
-    loader,
-    *,
-    epochs: int,
-    temperature: float,
-    plan: Sequence[CollectionPoint],
-    store: SampleStore | None,
-    device: torch.device,
-    precision: Precision | None = None,
-    logger: Logger | None = None,
-    log_every_n_steps: int = 50,
-    log_every_n_epochs: int = 1,
-    progress: bool | None = None,
-    on_step: Callable[[int], None] | None = None,
-    hooks: Hooks | None = None,
-    state: LoopState | None = None,
-    world_size: int = 1,
-    sample_model: nn.Module | None = None,
-    interaction=None,
-    step: Step | None = None,
-) -> TrainResult:
+@dataclass
+class LoopSettings:
+    """What the loop is told beside its chains, schedule and step (the keywords of :func:`train_chain` and
+    :func:`train_chains` build one): ``epochs``; the sampling stages' ``temperature``; the collection
+    ``plan`` (:mod:`csg.engine.collection`), the same for every chain; the ``device`` of the batches; the
+    ``precision`` (``None``: "32"); the ``logger`` (``None``: none); ``log_every_n_steps`` (the logged rows
+    and the NaN check) and ``log_every_n_epochs`` (the log's epoch lines); the ``progress`` bar (``None``,
+    ``True``: on a terminal, ``False``: never); the shared ``hooks`` (:class:`Hooks`); ``world_size``: the
+    processes of one chain (DDP), each weighting its shard's loss."""
+
+    epochs: int
+    temperature: float
+    plan: Sequence[CollectionPoint]
+    device: torch.device
+    precision: Precision | None = None
+    logger: Logger | None = None
+    log_every_n_steps: int = 50
+    log_every_n_epochs: int = 1
+    progress: bool | None = None
+    hooks: Hooks | None = None
+    world_size: int = 1
+
+
+def _settings_of(settings: LoopSettings | None, keywords: dict[str, Any]) -> LoopSettings:
+    """``settings``, or the :class:`LoopSettings` of the keywords (a misspelt one is a TypeError), not both."""
+    if settings is None:
+        return LoopSettings(**keywords)
+    if keywords:
+        raise TypeError(f"the loop takes settings or their keywords, not both: {', '.join(sorted(keywords))}")
+    return settings
+
+
+def train_chain(model: nn.Module, sampler: torch.optim.Optimizer, schedule: Schedule, loader, *,
+                store: SampleStore | None, state: LoopState | None = None, sample_model: nn.Module | None = None,
+                interaction=None, on_step: Callable[[int], None] | None = None, step: Step | None = None,
+                settings: LoopSettings | None = None, **keywords: Any) -> TrainResult:
     """Run one chain for ``epochs`` epochs, saving a sample at each point of ``plan``.
+
+    The chain's own parts are those of a :class:`Lane`; the rest (``epochs``, ``temperature``, ``plan``,
+    ``device`` and the optional ``precision``, ``logger``, ``log_every_n_steps``, ``log_every_n_epochs``,
+    ``progress``, ``hooks``, ``world_size``) is a :class:`LoopSettings`, given whole (``settings``) or by its
+    keywords.
 
     Every iteration k: ``lr = schedule.lr(k)``; the temperature is
     ``temperature`` if ``schedule.sampling(k)`` else 0. The loss is the mean
@@ -169,37 +174,20 @@ def train_chain(
     captured. The loss and accuracy are summed on the device; the host reads
     them only at the NaN checks and at the end of an epoch.
     """
-    hooks = hooks or Hooks()
-    precision = precision or Precision("32", device)
+    settings = _settings_of(settings, keywords)
+    hooks = settings.hooks or Hooks()
+    precision = settings.precision or Precision("32", settings.device)
     lane = Lane(model, sampler, loader, store=store, state=state, sample_model=sample_model, interaction=interaction,
                 on_step=on_step or hooks.on_step, checkpoint=hooks.checkpoint)
     shared = replace(hooks, on_step=None, checkpoint=None)  # the chain's own callbacks are the lane's now
-    return train_chains(
-        [lane], schedule, epochs=epochs, temperature=temperature, plan=plan, device=device,
-        step=step or Step(model, sampler, precision, interaction=interaction), precision=precision, logger=logger,
-        log_every_n_steps=log_every_n_steps, log_every_n_epochs=log_every_n_epochs, progress=progress, hooks=shared,
-        world_size=world_size,
-    )[0]
+    return train_chains([lane], schedule, step=step or Step(model, sampler, precision, interaction=interaction),
+                        settings=replace(settings, precision=precision, hooks=shared))[0]
 
 
-def train_chains(
-    lanes: Sequence[Lane],
-    schedule: Schedule,
-    *,
-    epochs: int,
-    temperature: float,
-    plan: Sequence[CollectionPoint],
-    device: torch.device,
-    step: Callable,
-    precision: Precision | None = None,
-    logger: Logger | None = None,
-    log_every_n_steps: int = 50,
-    log_every_n_epochs: int = 1,
-    progress: bool | None = None,
-    hooks: Hooks | None = None,
-    world_size: int = 1,
-) -> list[TrainResult]:
-    """Run the chains of ``lanes`` in lock-step on one schedule (see :func:`train_chain` for one chain).
+def train_chains(lanes: Sequence[Lane], schedule: Schedule, *, step: Callable, settings: LoopSettings | None = None,
+                 **keywords: Any) -> list[TrainResult]:
+    """Run the chains of ``lanes`` in lock-step on one schedule (see :func:`train_chain` for one chain);
+    ``settings``: a :class:`LoopSettings`, or its keywords.
 
     One lane: ``step(x, y, scale)`` (:mod:`csg.engine.step.single`). Several: ``step(xs, ys)`` takes their K
     mini-batches and returns K losses and hit counts (:class:`csg.engine.step.stacked.StackedStep`,
@@ -208,113 +196,164 @@ def train_chains(
     loop's. The lanes must start at the same position. ``hooks`` gives the shared checkpoint period and
     stop signal; a stop saves every lane's checkpoint.
     """
-    from tqdm.auto import tqdm
-    from tqdm.contrib.logging import logging_redirect_tqdm
+    return _LockStepLoop(lanes, schedule, step, _settings_of(settings, keywords)).run()
 
-    from csg.engine.loggers import NullLogger
 
-    precision = precision or Precision("32", device)
-    logger = logger or NullLogger()
-    hooks = hooks or Hooks()
-    if hooks.on_step is not None or hooks.checkpoint is not None:
-        raise ValueError("train_chains: on_step and checkpoint are each Lane's, not the shared Hooks'")
-    several = len(lanes) > 1
-    collect_at = {point.epoch: point for point in plan}
-    states = [lane.state or LoopState() for lane in lanes]
-    if len({(s.epoch, s.batch, s.iteration) for s in states}) > 1:
-        raise ValueError("chains stepped together must start at the same epoch and batch")
-    first = states[0]
-    loaders = [lane.loader for lane in lanes]
-    batches = len(loaders[0])
-    clock = _Clock([s.seconds for s in states])
-    k = started_at = first.iteration
-    bar = tqdm(total=epochs * batches, initial=k, unit="it", disable=None if progress in (None, True) else True,
-               dynamic_ncols=True)
-    lr, stage = schedule.lr(k), "exploration"
-    chain_lr, chain_temperature = [lr] * len(lanes), [0.0] * len(lanes)  # each chain's: schedule x interaction scales
-    with bar, logging_redirect_tqdm():
-        for epoch in range(first.epoch, epochs):
-            start_batch = first.batch if epoch == first.epoch else 0
-            for lane, state in zip(lanes, states):
-                if lane.interaction is not None:
-                    lane.interaction.on_epoch_start(epoch, start_batch, lane.model, lane.loader, precision.autocast)
-                if hasattr(lane.loader, "set_epoch"):
-                    lane.loader.set_epoch(epoch, start_batch)
-                if start_batch == 0:
-                    state.loss_sum, state.correct, state.seen = 0.0, 0, 0
-                lane.model.train()
-            loss_sum = torch.tensor([s.loss_sum for s in states], device=device)
-            correct = torch.tensor([s.correct for s in states], device=device)
-            for b, batch in enumerate(zip(*loaders), start=start_batch):
-                xs = [x.to(device, non_blocking=True) for x, _ in batch]
-                ys = [y.to(device, non_blocking=True) for _, y in batch]
-                lr = schedule.lr(k)
-                stage = "sampling" if schedule.sampling(k) else "exploration"
-                current_temperature = temperature if stage == "sampling" else 0.0
-                for i, lane in enumerate(lanes):
-                    lr_scale, temperature_scale = lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)
-                    chain_lr[i], chain_temperature[i] = lr * lr_scale, current_temperature * temperature_scale
-                    for group in lane.sampler.param_groups:
-                        group["lr"], group["temperature"] = chain_lr[i], chain_temperature[i]
-                if several:
-                    loss, hits = step(xs, ys)
-                else:
-                    loss, hits = step(xs[0], ys[0], world_size / loaders[0].global_batch_size(b) if world_size > 1 else None)
-                for lane in lanes:
-                    if lane.interaction is not None:
-                        lane.interaction.after_update(k, current_temperature)
-                    if lane.on_step is not None:
-                        lane.on_step(k)
-                    if k == started_at and lane.check_state is not None:
-                        lane.check_state()
-                size = ys[0].shape[0]
-                loss_sum += loss * size
-                correct += hits
-                for state in states:
-                    state.seen += size
-                k += 1
-                bar.update()
-                if k % log_every_n_steps == 0:
-                    _check_finite(loss_sum.tolist(), epoch, epochs, k - 1, lr, states, lanes)
-                    losses = loss.reshape(-1).tolist()
-                    for i, lane in enumerate(lanes):
-                        extra = lane.interaction.log_values() if lane.interaction is not None else {}
-                        logger.log_step(k, {**({"chain": lane.chain} if several else {}), "loss": losses[i],
-                                            "lr": chain_lr[i], "temperature": chain_temperature[i], "stage": stage,
-                                            **extra})
-                if hooks.should_stop is not None and hooks.should_stop():
-                    _sync(states, epoch, b + 1, k, loss_sum, correct, clock)
-                    for lane, state in zip(lanes, states):
-                        if lane.checkpoint is not None:
-                            lane.checkpoint(state)
-                    raise hooks.stop_error()
-            _check_finite(loss_sum.tolist(), epoch, epochs, k - 1, lr, states, lanes)
-            _sync(states, epoch, batches, k, loss_sum, correct, clock)
-            for i, (lane, state) in enumerate(zip(lanes, states)):
-                values = {
-                    **({"chain": lane.chain} if several else {}),
-                    "epoch": epoch, "cycle": schedule.cycle(k - 1), "stage": stage, "lr": chain_lr[i],
-                    "temperature": chain_temperature[i], "train_loss": state.loss_sum / max(state.seen, 1),
-                    "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
-                }
-                if (epoch + 1) % log_every_n_epochs == 0 or epoch + 1 == epochs:
-                    log.info(
-                        "%sepoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%",
-                        f"chain {lane.chain + 1}  " if several else "", epoch + 1, epochs, values["cycle"], stage,
-                        chain_lr[i], chain_temperature[i], values["train_loss"], values["train_acc_pct"],
-                    )
-                if not bar.disable and i == 0:
-                    bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=stage, samples=len(state.samples))
-                logger.log_epoch(epoch, values)
-                if epoch in collect_at:
-                    _collect(lane, state, collect_at[epoch], epoch, values, chain_lr[i], chain_temperature[i], logger)
-                state.epoch, state.batch = epoch + 1, 0
+class _LockStepLoop:
+    """The loop of :func:`train_chains` in the phases of the algorithm: an epoch starts (:meth:`start_epoch`),
+    steps its batches (:meth:`step_batch`), polled for a stop after each (:meth:`stop_if_asked`), and ends
+    (:meth:`end_epoch`). Its state beside each chain's :class:`LoopState`: the iteration ``k``, the step size
+    and stage of the last iteration, each chain's step size and temperature, the epoch's sums on the device."""
+
+    def __init__(self, lanes: Sequence[Lane], schedule: Schedule, step: Callable, settings: LoopSettings):
+        from csg.engine.loggers import NullLogger
+
+        self.lanes, self.schedule, self.step, self.settings = list(lanes), schedule, step, settings
+        self.precision = settings.precision or Precision("32", settings.device)
+        self.logger: Logger = settings.logger or NullLogger()
+        self.hooks = settings.hooks or Hooks()
+        if self.hooks.on_step is not None or self.hooks.checkpoint is not None:
+            raise ValueError("train_chains: on_step and checkpoint are each Lane's, not the shared Hooks'")
+        self.several = len(lanes) > 1
+        self.collect_at = {point.epoch: point for point in settings.plan}
+        self.states = [lane.state or LoopState() for lane in lanes]
+        if len({(s.epoch, s.batch, s.iteration) for s in self.states}) > 1:
+            raise ValueError("chains stepped together must start at the same epoch and batch")
+        self.first = self.states[0]
+        self.loaders = [lane.loader for lane in lanes]
+        self.batches = len(self.loaders[0])
+        self.clock = _Clock([s.seconds for s in self.states])
+        self.k = self.started_at = self.first.iteration
+        self.lr, self.stage = schedule.lr(self.k), "exploration"
+        # each chain's step size and temperature: the schedule's, times its interaction's scales
+        self.chain_lr, self.chain_temperature = [self.lr] * len(lanes), [0.0] * len(lanes)
+        self.loss_sum: Tensor | None = None  # the epoch's loss and hit sums of every chain, on the device
+        self.correct: Tensor | None = None
+
+    def run(self) -> list[TrainResult]:
+        from tqdm.auto import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        epochs = self.settings.epochs
+        self.bar = tqdm(total=epochs * self.batches, initial=self.k, unit="it",
+                        disable=None if self.settings.progress in (None, True) else True, dynamic_ncols=True)
+        with self.bar, logging_redirect_tqdm():
+            for epoch in range(self.first.epoch, epochs):
+                start_batch = self.start_epoch(epoch)
+                for b, batch in enumerate(zip(*self.loaders), start=start_batch):
+                    self.step_batch(epoch, b, batch)
+                    self.stop_if_asked(epoch, b)
+                self.end_epoch(epoch)
+        return [TrainResult(iterations=self.k, epochs=epochs, seconds=seconds, samples=state.samples, state=state)
+                for seconds, state in zip(self.clock.shares(), self.states)]
+
+    def start_epoch(self, epoch: int) -> int:
+        """Tell the loaders and interactions the epoch starts; reset its sums (kept in a resumed epoch). Returns
+        the batch it starts at."""
+        start_batch = self.first.batch if epoch == self.first.epoch else 0
+        for lane, state in zip(self.lanes, self.states):
+            if lane.interaction is not None:
+                lane.interaction.on_epoch_start(epoch, start_batch, lane.model, lane.loader, self.precision.autocast)
+            if hasattr(lane.loader, "set_epoch"):
+                lane.loader.set_epoch(epoch, start_batch)
+            if start_batch == 0:
                 state.loss_sum, state.correct, state.seen = 0.0, 0, 0
-                if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
+            lane.model.train()
+        self.loss_sum = torch.tensor([s.loss_sum for s in self.states], device=self.settings.device)
+        self.correct = torch.tensor([s.correct for s in self.states], device=self.settings.device)
+        return start_batch
+
+    def set_hyperparameters(self) -> float:
+        """Every chain's step size and temperature for iteration k; returns the schedule's temperature."""
+        self.lr = self.schedule.lr(self.k)
+        self.stage = "sampling" if self.schedule.sampling(self.k) else "exploration"
+        temperature = self.settings.temperature if self.stage == "sampling" else 0.0
+        for i, lane in enumerate(self.lanes):
+            lr_scale, temperature_scale = lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)
+            self.chain_lr[i], self.chain_temperature[i] = self.lr * lr_scale, temperature * temperature_scale
+            for group in lane.sampler.param_groups:
+                group["lr"], group["temperature"] = self.chain_lr[i], self.chain_temperature[i]
+        return temperature
+
+    def step_batch(self, epoch: int, b: int, batch) -> None:
+        """Iteration k: its hyper-parameters, the step of every chain, their callbacks, the epoch's sums; every
+        ``log_every_n_steps`` iterations the NaN check and a logged row per chain."""
+        device, world_size = self.settings.device, self.settings.world_size
+        xs = [x.to(device, non_blocking=True) for x, _ in batch]
+        ys = [y.to(device, non_blocking=True) for _, y in batch]
+        temperature = self.set_hyperparameters()
+        if self.several:
+            loss, hits = self.step(xs, ys)
+        else:
+            loss, hits = self.step(xs[0], ys[0],
+                                   world_size / self.loaders[0].global_batch_size(b) if world_size > 1 else None)
+        for lane in self.lanes:
+            if lane.interaction is not None:
+                lane.interaction.after_update(self.k, temperature)
+            if lane.on_step is not None:
+                lane.on_step(self.k)
+            if self.k == self.started_at and lane.check_state is not None:
+                lane.check_state()
+        size = ys[0].shape[0]
+        self.loss_sum += loss * size
+        self.correct += hits
+        for state in self.states:
+            state.seen += size
+        self.k += 1
+        self.bar.update()
+        if self.k % self.settings.log_every_n_steps == 0:
+            self.check_finite(epoch)
+            losses = loss.reshape(-1).tolist()
+            for i, lane in enumerate(self.lanes):
+                extra = lane.interaction.log_values() if lane.interaction is not None else {}
+                self.logger.log_step(self.k, {**({"chain": lane.chain} if self.several else {}), "loss": losses[i],
+                                              "lr": self.chain_lr[i], "temperature": self.chain_temperature[i],
+                                              "stage": self.stage, **extra})
+
+    def check_finite(self, epoch: int) -> None:
+        _check_finite(self.loss_sum.tolist(), epoch, self.settings.epochs, self.k - 1, self.lr, self.states,
+                      self.lanes)
+
+    def stop_if_asked(self, epoch: int, b: int) -> None:
+        """A stop asked for (``hooks.should_stop``): every chain's checkpoint after batch ``b``, then the stop
+        error."""
+        if self.hooks.should_stop is not None and self.hooks.should_stop():
+            _sync(self.states, epoch, b + 1, self.k, self.loss_sum, self.correct, self.clock)
+            for lane, state in zip(self.lanes, self.states):
+                if lane.checkpoint is not None:
                     lane.checkpoint(state)
-    elapsed = clock.shares()
-    return [TrainResult(iterations=k, epochs=epochs, seconds=seconds, samples=state.samples, state=state)
-            for seconds, state in zip(elapsed, states)]
+            raise self.hooks.stop_error()
+
+    def end_epoch(self, epoch: int) -> None:
+        """The NaN check; each chain's epoch numbers (log line, progress bar, logged row); its sample at a
+        collection point; its position moved to the next epoch; its checkpoint every ``checkpoint_every``."""
+        epochs, hooks = self.settings.epochs, self.hooks
+        self.check_finite(epoch)
+        _sync(self.states, epoch, self.batches, self.k, self.loss_sum, self.correct, self.clock)
+        for i, (lane, state) in enumerate(zip(self.lanes, self.states)):
+            values = {
+                **({"chain": lane.chain} if self.several else {}),
+                "epoch": epoch, "cycle": self.schedule.cycle(self.k - 1), "stage": self.stage, "lr": self.chain_lr[i],
+                "temperature": self.chain_temperature[i], "train_loss": state.loss_sum / max(state.seen, 1),
+                "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
+            }
+            if (epoch + 1) % self.settings.log_every_n_epochs == 0 or epoch + 1 == epochs:
+                log.info(
+                    "%sepoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%",
+                    f"chain {lane.chain + 1}  " if self.several else "", epoch + 1, epochs, values["cycle"],
+                    self.stage, self.chain_lr[i], self.chain_temperature[i], values["train_loss"],
+                    values["train_acc_pct"],
+                )
+            if not self.bar.disable and i == 0:
+                self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))
+            self.logger.log_epoch(epoch, values)
+            if epoch in self.collect_at:
+                _collect(lane, state, self.collect_at[epoch], epoch, values, self.chain_lr[i],
+                         self.chain_temperature[i], self.logger)
+            state.epoch, state.batch = epoch + 1, 0
+            state.loss_sum, state.correct, state.seen = 0.0, 0, 0
+            if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
+                lane.checkpoint(state)
 
 
 def _collect(lane: Lane, state: LoopState, point: CollectionPoint, epoch: int, values: dict[str, Any], lr: float,

@@ -1,7 +1,8 @@
 """Whether a run's chains fit in memory: an estimate made before any model is allocated.
 
 :func:`meta_model` builds the run's model on PyTorch's ``meta`` device (shapes and dtypes, no storage, no random
-number drawn), so a model of billions of parameters is counted in milliseconds. :func:`check_memory` compares
+number drawn), so a model of billions of parameters is counted in milliseconds.
+:func:`csg.engine.limits.check_memory` compares
 what the chains of one process need at least with what the device has free, and refuses in one line (key
 ``sampler.chains`` or the model's key) where it cannot fit: a run that would otherwise be accepted and then
 killed by the kernel's out-of-memory killer, or stop in CUDA's out-of-memory error after its data were built.

@@ -44,7 +44,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from csg.errors import ConfigError
+from csg.errors import ConfigError, ended_before_start
 
 PENDING = ".hydra.pending"  # + "-<pid>": where Hydra writes this command's record (configs/config.yaml)
 LOCK = ".lock"  # the lock file of the run directory's one writer (RunLock)
@@ -235,7 +235,9 @@ class RunDirectory:
     ``leader``: the process that writes the directory (global rank 0), its log and its lock; the others hold
     nothing. Use as a context manager around everything the command does, and call :meth:`lock` first thing;
     leaving it before :meth:`accept` undoes what the command wrote (see the module's docstring), and leaving
-    it gives the lock back.
+    it gives the lock back. An error that leaves it before :meth:`accept` ended the command before the run started:
+    it is recorded so (:func:`csg.errors.ended_before_start`: :attr:`csg.errors.EndsRun.before_start`, Ctrl-C as
+    :class:`csg.errors.Interrupted`, a file-system error as :class:`csg.errors.FileSystemFailure`).
     """
 
     def __init__(self, path: str | Path, *, leader: bool = True):
@@ -258,14 +260,18 @@ class RunDirectory:
 
     def __exit__(self, kind, error, traceback) -> None:
         if not self.accepted:
-            if error is not None:
-                error.refused = True  # nothing was written: csg.launch.cli says so, and keeps it out of the log
             self._release(write=False)
         if self._lock is not None:
             self._lock.release(remove=self.accepted)
             self._lock = None
         if not self.accepted and self.leader:
             self._discard()
+        if not self.accepted and error is not None:
+            # it ended the command before the run started, with nothing written: recorded on the error's type
+            # (csg.errors.EndsRun.before_start), which csg.launch.messages reads (no log line, how to go on)
+            stop = ended_before_start(error)
+            if stop is not error:
+                raise stop from error
 
     def lock(self, layout=None) -> None:
         """Become the directory's one writer (:class:`RunLock`), before anything is checked or written: the

@@ -9,13 +9,14 @@
   :mod:`csg.evaluation.ess`: effective sample size; :mod:`csg.evaluation.ood`: entropy and AUROC.
 """
 
-from csg.evaluation.ensemble import EnsembleResult, evaluate_samples, predict_probs
+from csg.evaluation.ensemble import EnsembleResult, batch_probs, evaluate_samples, predict_probs
 from csg.evaluation.metrics import METRIC_NAMES, classification_metrics
 from csg.evaluation.weights import equal_weights, harmonic_mean_weights
 
 __all__ = [
     "METRIC_NAMES",
     "EnsembleResult",
+    "batch_probs",
     "classification_metrics",
     "equal_weights",
     "evaluate_samples",

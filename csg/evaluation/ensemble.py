@@ -27,14 +27,21 @@ def predict_probs(
     model.eval()
     probs, targets = [], []
     for x, y in loader:
-        x = x.to(device, non_blocking=True)
-        with (autocast or contextlib.nullcontext)():
-            logits = model(x)
-        if autocast is not None and not bool(torch.isfinite(logits).all()):
-            logits = model(x)
-        probs.append(torch.softmax(logits.float(), dim=1).cpu())
+        probs.append(batch_probs(model, x.to(device, non_blocking=True), autocast).cpu())
         targets.append(y.cpu())
     return torch.cat(probs), torch.cat(targets)
+
+
+def batch_probs(model: nn.Module, x: Tensor,
+                autocast: Callable[[], contextlib.AbstractContextManager] | None = None) -> Tensor:
+    """Softmax probabilities (float32) of ``model`` on one batch ``x``, where ``x`` is. Under ``autocast`` a batch
+    whose logits overflow (float16 ends at 65504) is computed again in float32 (:func:`predict_probs`,
+    :meth:`csg.Posterior.predict`)."""
+    with (autocast or contextlib.nullcontext)():
+        logits = model(x)
+    if autocast is not None and not bool(torch.isfinite(logits).all()):
+        logits = model(x)
+    return torch.softmax(logits.float(), dim=1)
 
 
 @dataclass

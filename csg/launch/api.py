@@ -1,6 +1,6 @@
 """``csg.train``: what ``python train.py <overrides>`` runs, from Python or a notebook, returning the posterior.
 
-The command is checked as train.py checks it (:func:`csg.launch.cli.check_group_choices`, :func:`csg.checks.preflight.check_command`),
+The command is checked as train.py checks it (:func:`csg.checks.check_train_command`),
 composed by Hydra from the repository's ``configs/`` with the same overrides, and run by :func:`csg.launch.run.run` in this
 process, so a ``_target_`` importable here (the caller's own modules) works. The run directory, its ``.hydra/``,
 ``train.log`` and ``metrics.json`` are those train.py writes. Errors are raised, not ``SystemExit``: a
@@ -17,21 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from csg.errors import ConfigError, CsgError
+from csg.errors import CommandRefused, ConfigError, CsgError, Preempted
 
 if TYPE_CHECKING:
     from csg.posterior import Posterior
 
 from csg.paths import CONFIGS, ROOT  # noqa: E402
-
-
-class CommandRefused(ConfigError):
-    """A command train.py would refuse before starting: the message is train.py's line (without ``error:``)."""
-
-    def __init__(self, message: str):
-        self.key = message.partition(" is not allowed")[0].partition("=")[0].lstrip("+~")
-        self.value, self.allowed = None, message
-        CsgError.__init__(self, message)
 
 
 class RunStopped(CsgError):
@@ -48,9 +39,10 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
     ``overrides``: train.py's ``key=value`` arguments, e.g. ``["trainer.epochs=20", "sampler=csgld", "seed=1"]``
     (``hydra.run.dir=<path>`` picks the run directory; else ``runs/<date>/<time>_<sampler>_<data>_seed<seed>``
     under the current directory, as train.py). Every check of train.py happens first, and a refused command
-    raises :class:`~csg.launch.api.CommandRefused` (a :class:`~csg.errors.ConfigError`) with train.py's one-line message before
-    any run directory is made; a refusal found once the data are known leaves no run directory either. Other
-    stops raise what train.py reports: a :class:`~csg.errors.CsgError` (a diverged chain, a refused checkpoint),
+    raises :class:`~csg.errors.CommandRefused` (a :class:`~csg.errors.ConfigError`) with train.py's one-line
+    message before any run directory is made; a refusal found once the data are known leaves no run directory
+    either. Other stops raise what train.py reports (:func:`csg.launch.messages.report`): a
+    :class:`~csg.errors.CsgError` (a diverged chain, a damaged checkpoint: :class:`~csg.errors.DamagedFileError`),
     :class:`~csg.launch.api.RunStopped` (a full disk; a preemption signal, after its checkpoint in training, at once
     elsewhere), ``KeyboardInterrupt``.
     One job only: ``-m`` (multirun), Hydra's other flags and ``synthetic=`` studies are refused; under
@@ -60,15 +52,14 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
     Hydra configures logging for the run (its console and ``train.log`` handlers); the root logger's handlers
     and level, and Hydra's global state, are put back as they were when the call returns.
     """
-    from csg.launch.cli import check_group_choices
     from csg.posterior import Posterior
-    from csg.checks.preflight import check_command
+    from csg.checks import check_train_command
 
     overrides = _checked_overrides(overrides)
     _fresh_stamp(overrides)
-    message = check_group_choices(overrides, CONFIGS) or check_command(overrides, CONFIGS)
+    message = check_train_command(overrides, CONFIGS)
     if message is not None:
-        raise CommandRefused(message)
+        raise CommandRefused(message, key="overrides", value=overrides)
     outcome = _run_under_hydra(overrides)
     error = outcome.get("error")
     if error is not None:
@@ -103,13 +94,15 @@ def _checked_overrides(overrides: Sequence[str]) -> list[str]:
         if item.startswith("-"):
             what = "multirun" if item in ("-m", "--multirun") else "Hydra's command-line flags"
             raise CommandRefused(f"{item} is not allowed: csg.train runs one job and returns its posterior ({what} "
-                                 "is train.py's: call csg.train once per job, or run `python train.py -m ...`)")
+                                 "is train.py's: call csg.train once per job, or run `python train.py -m ...`)",
+                                 key=key, value=item)
         if key == "hydra.mode":
             raise CommandRefused(f"{item} is not allowed: csg.train runs one job (RUN); for a sweep run "
-                                 "`python train.py -m ...`")
+                                 "`python train.py -m ...`", key=key, value=item.partition("=")[2])
         if key == "synthetic" or key.startswith("synthetic."):
             raise CommandRefused(f"{item} is not allowed: csg.train trains a network and returns its posterior; a "
-                                 f"study on analytic targets runs as `python train.py {item}`")
+                                 f"study on analytic targets runs as `python train.py {item}`", key=key,
+                                 value=item.partition("=")[2])
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ConfigError("WORLD_SIZE", os.environ["WORLD_SIZE"], "1: csg.train runs in one process; under "
                           "torchrun or SLURM tasks launch train.py")
@@ -132,9 +125,10 @@ def _run_under_hydra(overrides: list[str]) -> dict[str, Any]:
         try:
             if cfg.get("synthetic"):  # an experiment preset that chose a study: refused, leaving nothing
                 with RunDirectory(run_dir):
-                    raise CommandRefused(f"synthetic={cfg.synthetic.get('name', '?')} is not allowed: csg.train "
-                                         "trains a network and returns its posterior; a study on analytic targets "
-                                         "runs with train.py")
+                    name = cfg.synthetic.get("name", "?")
+                    raise CommandRefused(f"synthetic={name} is not allowed: csg.train trains a network and returns "
+                                         "its posterior; a study on analytic targets runs with train.py",
+                                         key="synthetic", value=name)
             outcome["metrics"] = run(cfg)
         except BaseException as error:  # noqa: BLE001 - reported by csg.train once Hydra is done
             outcome["error"] = error
@@ -164,45 +158,28 @@ def _run_under_hydra(overrides: list[str]) -> dict[str, Any]:
     return outcome
 
 
-def _message(error: BaseException, run_dir: Path | None) -> str | None:
-    """The line train.py prints after ``error:`` (or in full for Ctrl-C and preemption), as csg.launch.cli.run_or_exit."""
-    from csg.engine.checkpoint import Preempted
-    from csg.launch.cli import _how_to_go_on, _phase, stop_line
-
-    if isinstance(error, CsgError):
-        return str(error)
-    if isinstance(error, OSError):
-        what = f"{error.strerror or type(error).__name__}: {error.filename}" if error.filename else str(error)
-        return f"{what}; {_how_to_go_on(error, run_dir)}"
-    if isinstance(error, KeyboardInterrupt):
-        return f"interrupted (Ctrl-C){_phase(error)}; {_how_to_go_on(error, run_dir)}"
-    if isinstance(error, Preempted):
-        return stop_line(error, run_dir)
-    return None
-
-
 def _log_error(error: BaseException, run_dir: Path | None) -> None:
-    """Into train.log, as train.py writes it (not for a refusal, which leaves no log)."""
-    from csg.engine.checkpoint import Preempted
-    from csg.launch.cli import _to_log_files
+    """Into train.log, as train.py writes it (:func:`csg.launch.messages.report`: not for a command that ended
+    before its run started, which leaves no log)."""
+    from csg.launch.messages import report, to_log_files
 
-    message = _message(error, run_dir)
-    if message is None or getattr(error, "refused", False):
-        return
-    _to_log_files(message if isinstance(error, (KeyboardInterrupt, Preempted)) else f"error: {message}")
+    ended = report(error, run_dir)
+    if ended is not None and ended.logged:
+        to_log_files(ended.line)
 
 
 def _raise(error: BaseException, run_dir: Path | None) -> None:
     """Raise what ended the run: a CsgError as it is, a file-system error or a preemption as RunStopped (the
     signal handed back to its previous owner first, as train.py does), anything else unchanged."""
-    from csg.engine.checkpoint import Preempted
+    from csg.launch.messages import report
 
     if isinstance(error, OSError):
-        raise RunStopped(_message(error, run_dir)) from error
+        raise RunStopped(report(error, run_dir).message) from error
     if isinstance(error, Preempted):
         handler = error.previous_handler
         if handler is not signal.default_int_handler:  # (that one would raise KeyboardInterrupt over the message)
             signal.signal(error.signum, handler if handler is not None else signal.SIG_DFL)
             os.kill(os.getpid(), error.signum)  # SIGTERM's default ends the process here, as it ends train.py
-        raise RunStopped(_message(error, run_dir), exit_code=128 + error.signum) from error
+        ended = report(error, run_dir)
+        raise RunStopped(ended.message, exit_code=ended.exit_code) from error
     raise error

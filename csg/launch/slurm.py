@@ -88,21 +88,6 @@ def call_recording_exit(function: Callable[..., Any], *args: Any, **kwargs: Any)
 
 
 # -- in the driver ---------------------------------------------------------------------------------------------------
-SLURM_CLIENTS = ("sbatch", "srun")  # what submitit's SLURM executor runs on the driver's machine
-
-
-def no_slurm(choice: str = "slurm") -> str | None:
-    """The one-line refusal of ``hydra/launcher=<choice>`` on a machine without SLURM's clients on PATH (submitit
-    itself stops with a RuntimeError traceback once Hydra has started), else None."""
-    import shutil
-
-    missing = [command for command in SLURM_CLIENTS if shutil.which(command) is None]
-    if not missing:
-        return None
-    return (f"hydra/launcher={choice} is not allowed: a machine with SLURM's {' and '.join(missing)} on PATH (this "
-            "one has none); leave hydra/launcher out to run the sweep's jobs here, one after another")
-
-
 @dataclass
 class Outcome:
     """How one job ended: ``result`` (what its task 0 returned) or ``problem`` (one line: why there is none)."""

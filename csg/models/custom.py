@@ -3,7 +3,7 @@
 The callable returns a :class:`torch.nn.Module` that maps a batch of inputs to one logit per class. Its
 keyword arguments are the model group's other keys (``+model.width=64``), and ``num_classes`` and
 ``input_shape`` (the data's, without the batch dimension) when it accepts them (by name, or through
-``**kwargs``). :func:`csg.engine.build.check_model_fits` then checks the module against the data, as for the
+``**kwargs``). :func:`csg.engine.limits.check_model_fits` then checks the module against the data, as for the
 built-in models.
 """
 

@@ -1,5 +1,6 @@
-"""A finished run as a posterior: :class:`~csg.posterior.posterior.Posterior` (``csg.Posterior``), and loading
-and evaluating a run directory's samples (:mod:`csg.posterior.store`)."""
+"""A finished run as a posterior: :class:`~csg.posterior.posterior.Posterior` (``csg.Posterior``); reading a run
+directory, its saved config and the samples it recorded (:mod:`csg.posterior.store`); evaluating them
+(:mod:`csg.posterior.evaluate`)."""
 
 from csg.posterior.posterior import Posterior
 

@@ -5,15 +5,14 @@ average of its samples,
 
 .. math:: p(y \\mid x) \\approx \\sum_i w_i\\, p(y \\mid x, \\theta_i), \\qquad \\sum_i w_i = 1,
 
-over exactly the members and weights the run's own evaluation averaged (:func:`csg.posterior.store.ensemble_members`):
-every chain's samples, equal, harmonic (Appendix F) or contour importance weights, only the lowest temperature's
+over exactly the members and weights the run's own evaluation averaged
+(:func:`csg.posterior.evaluate.ensemble_members`): every chain's samples, equal, harmonic (Appendix F) or contour importance weights, only the lowest temperature's
 samples under replica exchange, cyclical-SWAG draws where the run made them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,9 +24,6 @@ from omegaconf.errors import OmegaConfBaseException
 from torch import Tensor, nn
 
 from csg.errors import ConfigError, describe
-
-MAX_METRICS_BYTES = 256 << 20  # metrics.json of a run of thousands of samples is a few MB
-
 
 class Posterior:
     """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``evaluate``.
@@ -92,18 +88,19 @@ class Posterior:
         loader, harmonic weights, or a run whose metrics.json predates those keys). The model's initial weights are
         drawn from a forked random state: torch's global random state stays as the caller had it.
         """
-        from csg.engine.collection import SampleStore
+        from csg.engine.samples import SampleStore
         from csg.engine.devices import resolve_device
-        from csg.posterior.store import _sample_paths, ensemble_members, load_run_config
-        from csg.engine.loop import Precision
+        from csg.posterior.evaluate import ensemble_members
+        from csg.posterior.store import finished_metrics, load_run_config, sample_paths
+        from csg.engine.devices import Precision
 
         run_dir = Path(run_dir)
         cfg = load_run_config(run_dir, trust_code=trust_code)
-        metrics = _finished_metrics(run_dir, cfg)
+        metrics = finished_metrics(run_dir, cfg)
         device = _device(device, resolve_device)
         store = SampleStore(run_dir / "samples")
         # the samples the run recorded (its manifests), each checked, before the model or the data is built
-        store.verify(_sample_paths(store, int(cfg.sampler.get("chains", 1))))
+        store.verify(sample_paths(store, int(cfg.sampler.get("chains", 1))))
         precision = Precision(str(cfg.trainer.precision), device)
         recorded = metrics.get("num_classes"), metrics.get("input_shape")
         with _own_random_state(device):
@@ -213,13 +210,11 @@ class Posterior:
         return average.float().to(self.device)
 
     def _probs(self, model: nn.Module, x: Tensor) -> Tensor:
-        """softmax of one member's logits, float32; as :func:`csg.evaluation.predict_probs` computes them (under
-        autocast, a batch whose logits overflow is computed again in float32)."""
-        with self.precision.autocast():
-            logits = model(x)
-        if self.precision.dtype is not None and not bool(torch.isfinite(logits).all()):
-            logits = model(x)
-        return torch.softmax(logits.float(), dim=1)
+        """softmax of one member's logits, float32, on the device: :func:`csg.evaluation.batch_probs`, as the run's
+        evaluation computes them (under autocast, a batch whose logits overflow is computed again in float32)."""
+        from csg.evaluation import batch_probs
+
+        return batch_probs(model, x, self.precision.autocast if self.precision.dtype is not None else None)
 
     def _inputs(self, batch: Any, name: str) -> Tensor:
         """The inputs of a batch (``x``, or the first item of ``(x, y)``), checked against the run's input shape and
@@ -266,35 +261,6 @@ class Posterior:
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
-def _finished_metrics(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
-    """metrics.json of a finished training run; a one-line ConfigError for anything else."""
-
-    def refuse(why: str) -> ConfigError:
-        return ConfigError("run_dir", str(run_dir), f"a finished run directory of train.py (with metrics.json): {why}")
-
-    if cfg.get("synthetic"):
-        raise refuse(f"it is a study on analytic targets (synthetic={cfg.synthetic.get('name', '?')}), which has "
-                     "no posterior of a network")
-    from csg.io.trust import UntrustedFile, not_a_regular_file, read_bytes
-
-    path = run_dir / "metrics.json"
-    special = not_a_regular_file(path)
-    if special == "it does not exist":
-        raise refuse("it has none: the run has not finished (the same train.py command resumes it from its "
-                     "checkpoint)" if any(run_dir.glob("checkpoint*.pt")) else "it has none: the run has not finished")
-    if special is not None:
-        raise refuse(f"its metrics.json cannot be read: {special}")
-    try:
-        metrics = json.loads(read_bytes(path, MAX_METRICS_BYTES).decode("utf-8"))
-    except UntrustedFile as error:
-        raise refuse(f"its metrics.json cannot be read: {error.reason}") from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise refuse(f"its metrics.json cannot be read ({describe(error, limit=120)})") from None
-    if not isinstance(metrics, dict) or "ensemble" not in metrics:
-        raise refuse("its metrics.json is not one of a finished run (no ensemble)")
-    return metrics
-
-
 def _device(device: str | torch.device, resolve) -> torch.device:
     """``device`` as a torch.device; a one-line ConfigError (key ``device``) for one this machine lacks."""
     try:

@@ -11,7 +11,7 @@ self-adapting vector :math:`\theta` (one value per partition, summing to 1) flat
   :math:`\log\theta(J+1) - \log\theta(J)` instead, as the authors' script of the ICSGLD paper's Appendix
   D.5 does: the backward difference divides by :math:`\theta` of the partition below the lowest one the
   chain can reach, which vanishes, and :math:`\theta` then collapses onto that lowest partition
-  (tests/test_contour_and_replica.py);
+  (tests/samplers/test_contour_and_replica.py);
 - :math:`\theta` follows stochastic approximation with the random field
   :math:`H_i(\theta, x) = \theta(J(x))\,(1\{i = J(x)\} - \theta(i))` (ICSGLD Eq. 8) and step sizes
   :math:`\omega_k`; its fixed point is :math:`\theta(i) \propto \pi(X_i)^{1/\zeta}`, the partition

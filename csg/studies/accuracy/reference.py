@@ -70,7 +70,7 @@ class ReferenceRejected(CsgError):
     exit_code = 1
 
 
-def _require_numpyro():
+def require_numpyro():
     """Import JAX in double precision (the samplers' traces are float64 too), or say what to install."""
     try:
         import jax
@@ -113,7 +113,7 @@ def numpyro_model(target: Target):
 
 def run_nuts(model, settings: NutsSettings, *args, **kwargs) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """NUTS draws of ``model(*args, **kwargs)``: {site: array (chains, samples, ...)} and run facts."""
-    _require_numpyro()
+    require_numpyro()
     import jax
     from numpyro.infer import MCMC, NUTS
 
@@ -202,7 +202,7 @@ def build_reference(target: Target, settings: NutsSettings, root: str = "data/uc
     Logistic regression is checked on every parameter. The network's parameters are not identified
     (its hidden units can be permuted), so it is checked, as Izmailov et al. do, on its predictions:
     p(y = 1 | x) at every evaluation row."""
-    _require_numpyro()
+    require_numpyro()
     import jax.numpy as jnp
 
     x, y, source = load_data(target, root)

@@ -5,5 +5,6 @@
   Dropout, pSGLD, pCSGLD, pICSGLD), each an update rule of :mod:`csg.samplers` around the same network;
 - :mod:`csg.studies.bandit.run`: the online loop and cumulative regret;
 - :mod:`csg.studies.bandit.settings`: every setting beside the paper's and the authors' code's;
-- :mod:`csg.studies.bandit.report`: every agent over its seeds, the regret table, the contour agents' traces and the figures.
+- :mod:`csg.studies.bandit.results`: every agent over its seeds (or a previous call's runs);
+- :mod:`csg.studies.bandit.report`: the regret table, the comparisons, the contour agents' traces and the figures.
 """

@@ -64,7 +64,7 @@ def settings_rows(cfg: DictConfig, source: str) -> list[str]:
          "J, averaged over the chains whose new J is below the top partition; a chain leaving the top adds the field "
          "it computed before entering it", "same, with the J the step read, over the chains where that J is below the "
          "top partition", "every field counts once in both; theirs counts one a step later when its chain enters the "
-         "top partition (tests/test_bandit.py replays their recurrence)"),
+         "top partition (tests/studies/test_bandit.py replays their recurrence)"),
         ("importance weights", "\"a proper regularizer for the low importance weights\"", "theta(J)^zeta + 1e-3 with "
          "this iteration's J and theta before its update; 1e-3 in the top partition",
          f"theta(J)^zeta + {c.reg:g}, same J and theta; {c.reg:g} in the top partition", ""),

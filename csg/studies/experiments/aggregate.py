@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from csg.errors import ConfigError
+from csg.errors import ConfigError, DamagedFileError
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -77,15 +77,16 @@ def read_metrics(run_dir: str | Path) -> dict[str, Any]:
     return metrics
 
 
-def _damaged(run_dir: Path, name: str, what: str, error: Exception) -> ConfigError:
+def _damaged(run_dir: Path, name: str, what: str, error: Exception) -> DamagedFileError:
     from csg.io.trust import UntrustedFile
 
     if isinstance(error, UntrustedFile):
-        return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {name} is refused: "
-                           f"{error.reason}")
+        return DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its {name} is refused: "
+                                f"{error.reason}", path=Path(run_dir) / name)
     lines = str(error).strip().splitlines()
     detail = f"{type(error).__name__}: {lines[0][:120]}" if lines else type(error).__name__
-    return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {name} {what} ({detail})")
+    return DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its {name} {what} ({detail})",
+                            path=Path(run_dir) / name)
 
 
 def runs_to_report(root: str | Path, target: str) -> pd.DataFrame:

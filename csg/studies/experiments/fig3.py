@@ -24,7 +24,8 @@ from csg.io.atomic import atomic_write_text
 from csg.studies.experiments import comparisons
 from csg.studies.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
 from csg.studies.experiments.comparisons import Claim
-from csg.studies.experiments.tables import ERROR, TableSpec, expand, expected_runs, missing_runs
+from csg.studies.experiments.sweeps import TableSpec, expand, expected_runs, missing_runs
+from csg.studies.experiments.tables import ERROR
 
 CYCLES = "1,2,4,5"  # each divides both budgets (200 and 80 epochs)
 SPEC = TableSpec(
@@ -100,11 +101,11 @@ def _samples(run_dir: Path) -> list[tuple[dict, dict[str, Tensor]]]:
     """(metadata, state_dict) of each sample a run recorded (its manifest, never a listing of its folder: stray
     copies join no panel), in collection order; each checked before any is used (weights only; a damaged file, or a
     run that has not finished, is a one-line error naming it)."""
-    from csg.engine.collection import SampleStore
-    from csg.posterior.store import _sample_paths, load_run_config
+    from csg.engine.samples import SampleStore
+    from csg.posterior.store import load_run_config, sample_paths
 
     store = SampleStore(run_dir / "samples")
-    paths = _sample_paths(store, int(load_run_config(run_dir).sampler.get("chains", 1)))
+    paths = sample_paths(store, int(load_run_config(run_dir).sampler.get("chains", 1)))
     store.verify(paths)
     loaded = [store.load(path) for path in paths]
     return [({k: v for k, v in s.items() if k != "state_dict"}, s["state_dict"]) for s in loaded]

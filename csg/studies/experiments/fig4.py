@@ -10,7 +10,7 @@ from csg.io.atomic import atomic_write_text
 from csg.studies.experiments import comparisons
 from csg.studies.experiments.aggregate import read_metrics, refuse_runs, runs_to_report
 from csg.studies.experiments.comparisons import Claim
-from csg.studies.experiments.tables import Metric, SweepPlan
+from csg.studies.experiments.sweeps import Metric, SweepPlan
 
 METHODS = {"sgd": "SGD", "sgdm": "SGDM", "snapshot_sgdm": "Snapshot", "sgld": "SGLD", "sghmc": "SGHMC",
            "csgld": "cSGLD", "csghmc": "cSGHMC"}

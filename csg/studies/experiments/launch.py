@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from csg.errors import CsgError, first_line
-from csg.studies.experiments.tables import expected_runs
+from csg.studies.experiments.sweeps import expected_runs
 
 from csg.paths import CONFIGS, ROOT  # noqa: E402
 from csg.paths import TRAIN_PY as TRAIN  # noqa: E402
@@ -23,7 +23,7 @@ class LaunchFailed(CsgError):
     """A ``train.py`` child process failed; its own error is already on the console."""
 
 
-def _without_launcher(overrides: list[str]) -> list[str]:
+def without_launcher(overrides: list[str]) -> list[str]:
     """``overrides`` less the launcher's settings (``hydra.launcher.*``: they exist only under ``hydra/launcher=slurm``,
     which the sweeps add; train.py checks them when it starts each sweep, before any job is submitted)."""
     return [override for override in overrides if not override.lstrip("+~").startswith("hydra.launcher.")]
@@ -47,7 +47,7 @@ def preset_epochs(preset: str | None, overrides: list[str]) -> int:
     try:
         with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
             base = [f"experiment={preset}"] if preset else []
-            cfg = compose("config", overrides=[*base, *_without_launcher(overrides)])
+            cfg = compose("config", overrides=[*base, *without_launcher(overrides)])
         epochs = cfg.trainer.epochs
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError("overrides", " ".join(overrides), f"overrides train.py takes ({first_line(error)})") from None
@@ -61,7 +61,7 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
     """One ``--add``: its overrides (``text`` split on spaces) and the method's name (its ``sampler.name``).
 
     The added method's sweep (``protocol``, the added overrides, the user's ``overrides``) is checked as train.py
-    checks a multirun (every job composed and validated, :func:`csg.checks.preflight.check_command`), so that a key or a
+    checks a multirun (every job composed and validated, :func:`csg.checks.check_train_command`), so that a key or a
     value train.py would refuse is a one-line :class:`~csg.errors.ConfigError` (``--add``) before anything runs.
     Refused too: no override, a sweep (one ``--add`` is one method), ``experiment=`` (that is ``--preset``), a
     ``hydra`` key, a key in ``fixed`` (the protocol's: the same for every method of the table), or a key of the
@@ -69,9 +69,9 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from csg.launch.cli import check_group_choices
     from csg.errors import ConfigError
-    from csg.checks.preflight import check_command
+    from csg.checks import check_train_command
+    from csg.studies import STUDY_CHECKS
 
     added = text.split()
     if not added:
@@ -94,12 +94,12 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
         if why is not None:
             raise ConfigError("--add", text, f"overrides of the method, not of {key} ({why})")
     base = [f"experiment={preset}"] if preset else []
-    argv = ["-m", *base, *protocol, *added, *_without_launcher(overrides), f"hydra.sweep.dir={runs}"]
-    message = check_group_choices(argv, CONFIGS) or check_command(argv, CONFIGS)  # as train.py
+    argv = ["-m", *base, *protocol, *added, *without_launcher(overrides), f"hydra.sweep.dir={runs}"]
+    message = check_train_command(argv, CONFIGS, study_checks=STUDY_CHECKS)  # as train.py
     if message is not None:
         raise ConfigError("--add", text, f"overrides train.py takes ({message})")
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        name = compose("config", overrides=[*base, *added, *_without_launcher(overrides)]).sampler.name
+        name = compose("config", overrides=[*base, *added, *without_launcher(overrides)]).sampler.name
     return added, str(name)
 
 

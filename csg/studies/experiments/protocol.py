@@ -2,7 +2,7 @@
 
 A committed table (``results/<paper>[/smoke]/``) says "preset ``experiment=table1_smoke``, seeds 0, 1, 2"; a
 report may replace it only with runs made that way. The protocol of a table at a scale is every run of its sweeps
-(:func:`csg.studies.experiments.tables.expand` with the preset's own budget and the table's seeds), each composed as
+(:func:`csg.studies.experiments.sweeps.expand` with the preset's own budget and the table's seeds), each composed as
 ``train.py`` composes it (the preset, then the run's sweep overrides). A run matches when its saved config
 (``.hydra/config.yaml``, read as data: :func:`csg.io.trust.read_yaml`) has the composed config's value at every key
 but those of :data:`NOT_PROTOCOL` (where and how a run is computed and logged, not what) and ``seed``, and its
@@ -180,12 +180,13 @@ def _candidates(plan, scale: str, epochs: int, preset: str | None, composer: Com
                 added: dict[str, list[str]]) -> tuple[list[tuple[tuple, dict, Any]], list[str]]:
     """(method key, sweep point, composed leaves or why not) of every run of the protocol, less its seed; and the
     table's seeds. An added method's points are its recorded overrides under the protocol."""
-    from csg.studies.experiments import tables
+    from csg.studies.experiments.added import added_runs
+    from csg.studies.experiments.sweeps import expand, expected_runs
 
     seeds = plan.seeds[scale]
     base = [f"experiment={preset}"] if preset else []
     out, seen = [], set()
-    points = tables.expected_runs(tables.expand(plan, scale, epochs, seeds))
+    points = expected_runs(expand(plan, scale, epochs, seeds))
     for point in points:
         rest = {k: v for k, v in point.items() if k != "seed"}
         key = tuple(rest.items())
@@ -202,7 +203,7 @@ def _candidates(plan, scale: str, epochs: int, preset: str | None, composer: Com
         out.append((method, point, composed))
     if added and getattr(plan, "add_sweep", None) is not None:
         for name, overrides in added.items():
-            for point in tables.added_runs(plan, scale, epochs, seeds.split(",")[0], [name]):
+            for point in added_runs(plan, scale, epochs, seeds.split(",")[0], [name]):
                 rest = [f"{k}={v}" for k, v in point.items() if k != "sampler.name"]
                 out.append(((("added", name),), point, composer.leaves([*base, *overrides, *rest])))
     return out, seeds.split(",")
@@ -262,7 +263,7 @@ def check_command(plan, scale: str, epochs: int, table_preset: str | None, *, pr
     """How a command differs from the protocol: another preset (``--preset``), other seeds (``--seeds``), and, with
     ``compose`` (before it runs), the protocol keys that the preset and its ``overrides`` change in any run of the
     sweeps (each point composed with and without them)."""
-    from csg.studies.experiments.launch import _without_launcher
+    from csg.studies.experiments.launch import without_launcher
 
     check = Check(table_preset)
     if preset is not None and preset != table_preset:
@@ -273,7 +274,7 @@ def check_command(plan, scale: str, epochs: int, table_preset: str | None, *, pr
         if sorted(set(seeds.split(",")), key=int) != sorted(set(table_seeds), key=int):
             check.items.append(f"--seeds {seeds} (the table's: {', '.join(table_seeds)})")
             check.flag = check.flag or ("--seeds", seeds)
-    overrides = _without_launcher(overrides)
+    overrides = without_launcher(overrides)
     if not compose or (not overrides and (preset is None or preset == table_preset)):
         return check
     composer = Composer(configs)

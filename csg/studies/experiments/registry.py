@@ -11,9 +11,9 @@ The committed results of a sweep target are written only from runs of its protoc
 (:mod:`csg.studies.experiments.protocol`); other runs, or a command that would make them, need ``--out``.
 
 ``--add "OVERRIDES"`` (Tables 1 and 3) runs a user's method beside the paper's: the table's protocol sweep
-(:attr:`~csg.studies.experiments.tables.TableSpec.add_sweep`) with its ``sampler=`` choice replaced by the overrides,
+(:attr:`~csg.studies.experiments.sweeps.TableSpec.add_sweep`) with its ``sampler=`` choice replaced by the overrides,
 under the same preset, data, seeds, budget and ``KEY=VALUE`` overrides, into ``<runs>/add_<sampler.name>``;
-the table shows it as one more row (:mod:`csg.studies.experiments.tables`).
+the table shows it as one more row (:mod:`csg.studies.experiments.table_report`).
 """
 
 from __future__ import annotations
@@ -25,31 +25,18 @@ from pathlib import Path
 
 from csg.errors import ConfigError
 from csg.studies.experiments import fig3, fig4, protocol, table5, tables
+from csg.studies.experiments.added import added_label, added_protocol, read_added, record_added
 from csg.studies.experiments.aggregate import load_runs, runs_to_report
+from csg.studies.experiments.in_process import (checked_options, run_accuracy, run_accuracy_multimodal, run_bandit,
+                                                run_fig1, run_reference, run_reference_multimodal, simulation_report,
+                                                variance_report)
+from csg.studies.experiments.job import FLAGS, Job
 from csg.studies.experiments.launch import ROOT, added_method, newest_runs, preset_epochs, run_study, run_sweeps
+from csg.studies.experiments.sweeps import expand, expected_runs
+from csg.studies.experiments.table_report import report as table_report
 
 LETTERS = Path("data") / "generated_notmnist"  # the notMNIST-style letters of the smoke-scale OOD targets
 
-
-@dataclass(frozen=True)
-class Job:
-    """One call of the driver: the target and its flags (``None``: the target's default)."""
-
-    target: str
-    out: Path                       # where the tables and figures go
-    out_given: bool = False         # --out typed by the user (else results/<paper>[/smoke])
-    scale: str = "full"
-    launcher: str = "local"
-    seeds: str | None = None
-    report_only: bool = False
-    runs: Path | None = None
-    preset: str | None = None
-    overrides: tuple[str, ...] = ()
-    stamp: str = ""                 # <date>_<time>: the folder of this call's runs
-    add: tuple[str, ...] = ()       # --add: each a user's method (space-separated train.py overrides)
-
-
-FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": ()}
 
 
 @dataclass(frozen=True)
@@ -113,7 +100,7 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
             check = protocol.check_command(plan, job.scale, protocol_epochs, own, preset=job.preset, seeds=job.seeds,
                                            overrides=list(job.overrides), configs=ROOT / "configs", compose=before)
             if frame is not None:
-                added = tables.read_added(runs, plan.name) if getattr(plan, "add_sweep", None) is not None else {}
+                added = read_added(runs, plan.name) if getattr(plan, "add_sweep", None) is not None else {}
                 found = protocol.check_runs(plan, job.scale, protocol_epochs, own, frame, ROOT / "configs", added)
                 check.items += found.items
                 check.coverage = found.coverage
@@ -131,10 +118,10 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
             if prepare is not None:
                 prepare(job)
             if added:  # first: a user's method that fails, fails before the paper's runs
-                tables.record_added(runs, plan.name, {name: overrides for name, overrides, _ in added})
+                record_added(runs, plan.name, {name: overrides for name, overrides, _ in added})
                 run_sweeps(preset, [sweep for _, _, sweep in added], runs, job.launcher, list(job.overrides),
                            folders=[f"add_{name}" for name, _, _ in added])
-            run_sweeps(preset, tables.expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
+            run_sweeps(preset, expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
                        list(job.overrides), plan.processes)
             check = compare(runs, load_runs(runs), before=False)
         lines = report(job, runs, epochs, preset)
@@ -188,18 +175,18 @@ def _added(spec, job: Job, preset: str | None, epochs: int, runs: Path) -> list[
     would take every run of its sweep, and its name is its own (not one of the table's methods, nor another's)."""
     if not job.add:
         return []
-    tables.read_added(runs, spec.name)  # a damaged record in --runs: refused now, not after the runs
-    protocol = tables.added_protocol(spec, job.scale, epochs, job.seeds)
+    read_added(runs, spec.name)  # a damaged record in --runs: refused now, not after the runs
+    protocol = added_protocol(spec, job.scale, epochs, job.seeds)
     fixed = {override.split("=", 1)[0] for override in protocol} | {"trainer.epochs"}  # the same for every method
-    own = {run["sampler"] for run in tables.expected_runs(tables.expand(spec, job.scale, epochs, job.seeds))}
-    taken = {tables.added_label(name): f"{spec.name}'s {tables.added_label(name)}" for name in own}
+    own = {run["sampler"] for run in expected_runs(expand(spec, job.scale, epochs, job.seeds))}
+    taken = {added_label(name): f"{spec.name}'s {added_label(name)}" for name in own}
     added = []
     for text in job.add:
         overrides, name = added_method(text, preset, protocol, list(job.overrides), runs, fixed)
         if not NAME.fullmatch(name):
             raise ConfigError("--add", text, f"a method whose sampler.name is a row and a folder name (letters, "
                               f"digits, _ . + -): it is {name!r}; name it with sampler.name=<name>")
-        label = tables.added_label(name)
+        label = added_label(name)
         if label in taken:
             raise ConfigError("--add", text, f"a method of its own name: sampler.name={name} is {taken[label]} "
                               "already; name it with sampler.name=<name>")
@@ -214,7 +201,7 @@ def _missing(lines: list[str], missing: list[dict[str, str]]) -> list[str]:
 
 def _table_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
     name = tables.TABLES[job.target.replace("-", "_")].name
-    _, missing = tables.report(name, runs, job.out, job.scale, epochs=epochs, seeds=job.seeds, preset=preset)
+    _, missing = table_report(name, runs, job.out, job.scale, epochs=epochs, seeds=job.seeds, preset=preset)
     return _missing([f"{job.target}: wrote {job.out / (name + '.md')} from {runs}"], missing)
 
 
@@ -239,186 +226,13 @@ def _studies(*studies: str, report: Callable[[Path], Path] | None = None) -> Cal
 
     def make(job: Job) -> list[str]:
         if job.report_only:
-            _options(job, {})
+            checked_options(job, {})
             return [f"{job.target}: wrote {report(job.out)}"]
         for study in studies:
             run_study(study, job.out, Path("runs") / study / job.stamp, list(job.overrides))
         return [f"{job.target}: wrote {', '.join(studies)} into {job.out}"]
 
     return make
-
-
-def _simulation_report(out: Path) -> Path:
-    from csg.studies.synthetic import icsgld_simulation_report
-
-    return icsgld_simulation_report.rewrite(out)
-
-
-def _variance_report(out: Path) -> Path:
-    from csg.studies.synthetic import icsgld_variance
-
-    return icsgld_variance.rewrite(out)
-
-
-def _fig1(job: Job) -> list[str]:
-    from csg.studies.experiments import fig1
-
-    return [f"fig1: wrote {fig1.render(job.out)}"]
-
-
-def _options(job: Job, allowed: dict[str, str]) -> dict[str, str]:
-    """``KEY=VALUE`` overrides of an in-process target, checked against its keys (key -> what it takes)."""
-    options = {}
-    for override in job.overrides:
-        key, _, value = override.partition("=")
-        if key not in allowed:
-            keys = "; ".join(f"{k}=<{v}>" for k, v in allowed.items()) or "none"
-            raise ConfigError(key, value, f"overrides of {job.target}: {keys}")
-        options[key] = value
-    return options
-
-
-def _bandit(job: Job) -> list[str]:
-    import logging
-
-    from omegaconf import OmegaConf
-
-    from csg.studies.bandit.report import combine, load_results, report, run_all
-
-    ours = ("agents=", "extend=")  # a subset of the agents; add the runs to those already in --out
-    agents = [o.split("=", 1)[1].split(",") for o in job.overrides if o.startswith("agents=")]
-    extend = [o.split("=", 1)[1].lower() for o in job.overrides if o.startswith("extend=")]
-    if any(value not in ("true", "false") for value in extend):
-        raise ConfigError("extend", extend[-1], "true (add the runs to those in --out) or false")
-    extend = bool(extend) and extend[-1] == "true"
-    yaml = [o for o in job.overrides if not o.startswith(ours)]
-    cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
-    if job.seeds is not None:
-        OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
-    scale = job.scale
-    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the agents' progress
-    if job.report_only:
-        results = load_results(job.out, cfg)
-        scale = str(results.curves.scale.iloc[0])
-    else:
-        previous = load_results(job.out, cfg) if extend else None  # no previous run: refused before running
-        results = run_all(cfg, scale, agents[-1] if agents else None)
-        if previous is not None:
-            results = combine(previous, results)
-    return [f"icsgld-bandit: wrote {report(results, cfg, job.out, scale)}"]
-
-
-def _names(text: str | None, allowed: list[str], key: str) -> tuple[str, ...]:
-    names = tuple(allowed if text is None else text.split(","))
-    for name in names:
-        if name not in allowed:
-            raise ConfigError(key, name, f"one of {', '.join(allowed)}")
-    return names
-
-
-def _references(job: Job) -> Path:
-    return (job.out if job.out_given else Path("results") / "csgmcmc") / "reference"
-
-
-def _reference(job: Job) -> list[str]:
-    from csg.studies.accuracy.reference import TARGETS, NutsSettings, build_reference
-
-    options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
-                             "warmup": "NUTS warm-up iterations per chain", "samples": "NUTS draws per chain"})
-    for key in ("warmup", "samples"):
-        if not options.get(key, "1").isdigit() or int(options.get(key, "1")) < 1:
-            raise ConfigError(key, options[key], "a whole number >= 1")
-    settings = NutsSettings(warmup=int(options.get("warmup", 1000)), samples=int(options.get("samples", 5000)))
-    lines = []
-    for name in _names(options.get("targets"), list(TARGETS), "targets"):
-        print(f"{name}: NUTS, {settings.chains} chains x ({settings.warmup} + {settings.samples}) ...", flush=True)
-        result = build_reference(TARGETS[name], settings)
-        path = _references(job) / f"{name}.json"
-        result.save(path)
-        lines.append(f"{name}: R-hat {result.rhat_max:.4f}, ESS bulk {result.ess_bulk_min:.0f} / tail "
-                     f"{result.ess_tail_min:.0f}, {result.divergences} divergences, {result.seconds:.0f} s -> {path}")
-        print(lines[-1], flush=True)
-    return [f"reference: wrote {len(lines)} reference(s) into {_references(job)}"]
-
-
-def _previous_runs(runs_csv: Path, target: str, study_of: Callable):
-    """--report-only's study: ``study_of`` the per-chain CSV of a previous ``make <target>``, or a one-line error."""
-    import pandas as pd
-
-    if not runs_csv.exists():
-        raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make {target}` first")
-    try:
-        runs = pd.read_csv(runs_csv)
-        result = study_of(runs)
-    except Exception as error:  # not a CSV, or not the study's columns
-        detail = (str(error).strip().splitlines() or [""])[0][:120]
-        raise ConfigError("--report-only", True, f"a readable {runs_csv} of a previous `make {target}`: "
-                          f"it is not ({type(error).__name__}: {detail})") from None
-    if runs.empty:
-        raise ConfigError("--report-only", True, f"a {runs_csv} of a previous `make {target}`: it holds no run")
-    return result
-
-
-def _accuracy(job: Job) -> list[str]:
-    from csg.studies.accuracy import report, study
-    from csg.studies.accuracy.reference import TARGETS
-
-    options = _options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}"})
-    targets = _names(options.get("targets"), list(TARGETS), "targets")
-    references = _references(job)
-    missing = [name for name in targets if not (references / f"{name}.json").exists()]
-    if missing:
-        raise ConfigError("targets", ",".join(missing), f"targets with a reference in {references}: run "
-                          "`make reference` first")
-    if job.report_only:
-        result = _previous_runs(job.out / "accuracy_runs.csv", "accuracy",
-                                lambda runs: study.Study(runs, study.summarise(runs), float("nan")))
-    else:
-        seeds = tuple(int(s) for s in (job.seeds or "0,1,2").split(","))
-        smoke = {"factors": (0.5, 1.0), "overrides": study.SMOKE} if job.scale == "smoke" else {}
-        result = study.run_study(references, targets, seeds, **smoke, log=lambda line: print(line, flush=True))
-    report.write(result, job.out, references, job.scale)
-    return [f"accuracy: wrote {job.out / 'accuracy.md'}"]
-
-
-def _reference_multimodal(job: Job) -> list[str]:
-    from csg.studies.accuracy.multimodal import reference, study
-
-    _options(job, {})
-    result = reference.build(log=lambda line: print(line, flush=True))
-    stem = _references(job) / study.REFERENCE
-    result.save(stem)
-    return [f"reference-multimodal: wrote {stem}.json and {stem}.npz"]
-
-
-def _accuracy_multimodal(job: Job) -> list[str]:
-    from csg.studies.accuracy.multimodal import report, study
-    from csg.studies.accuracy.multimodal.targets import TARGETS as MULTIMODAL
-
-    options = _options(job, {"targets": f"comma-separated subset of {','.join(MULTIMODAL)}"})
-    targets = _names(options.get("targets"), list(MULTIMODAL), "targets")
-    references = _references(job)
-    if "network" in targets and not job.report_only and not (references / f"{study.REFERENCE}.npz").exists():
-        raise ConfigError("targets", ",".join(targets), f"targets with a reference in {references}: run "
-                          "`make reference-multimodal` first (or targets=mixture2d,mixture10d)")
-    if job.report_only:
-
-        def study_of(runs):
-            study.summarise(runs)  # the study's columns
-            seconds = float(runs.study_seconds.iloc[0]) if "study_seconds" in runs else float("nan")
-            return study.Study(runs, seconds, study.PROTOCOLS[job.scale], {})
-
-        result = _previous_runs(job.out / "accuracy_multimodal_runs.csv", "accuracy-multimodal", study_of)
-    else:
-        from csg.studies.accuracy.multimodal.chains import MAX_SEED
-
-        seeds = tuple(int(seed) for seed in (job.seeds or "0,1,2,3,4").split(","))  # the seeds, as seeds
-        if max(seeds) > MAX_SEED:
-            raise ConfigError("--seeds", job.seeds, f"seeds from 0 to {MAX_SEED} for accuracy-multimodal (seed s "
-                              "starts at row s of one draw per target)")
-        result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
-                                 log=lambda line: print(line, flush=True))
-    return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]
 
 
 SWEEP_FLAGS = frozenset(FLAGS) - {"add"}
@@ -437,29 +251,29 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("table5", "cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, minutes)", "csgmcmc",
            _sweeps(table5.SWEEPS, _own_report(table5.report, "table5")),
            flags=frozenset({"launcher", "seeds", "report_only", "runs"})),
-    Target("fig1", "cSG-MCMC Figure 1: the two step-size schedules (seconds)", "csgmcmc", _fig1),
+    Target("fig1", "cSG-MCMC Figure 1: the two step-size schedules (seconds)", "csgmcmc", run_fig1),
     Target("fig3", "cSG-MCMC Figure 3: MDS, interpolation between samples, error against cycles", "csgmcmc",
            _sweeps(fig3.SPEC, _fig3_report), BOTH, SWEEP_FLAGS),
     Target("fig4", "cSG-MCMC Figure 4: entropy on notMNIST (smoke: letters drawn from fonts)", "csgmcmc",
            _sweeps(fig4.SWEEPS, _own_report(fig4.report, "fig4"), prepare=_letters), BOTH, SWEEP_FLAGS),
-    Target("reference", "NUTS reference posteriors (NumPyro; the reference extra)", "csgmcmc", _reference),
-    Target("accuracy", "Table 5's samplers against the NUTS references (CPU, ~20 min)", "csgmcmc", _accuracy,
+    Target("reference", "NUTS reference posteriors (NumPyro; the reference extra)", "csgmcmc", run_reference),
+    Target("accuracy", "Table 5's samplers against the NUTS references (CPU, ~20 min)", "csgmcmc", run_accuracy,
            BOTH, frozenset({"seeds", "report_only"})),
     Target("reference-multimodal", "the multimodal network's reference: NUTS chains checked by parallel tempering "
-           "(NumPyro; the reference extra)", "csgmcmc", _reference_multimodal),
+           "(NumPyro; the reference extra)", "csgmcmc", run_reference_multimodal),
     Target("accuracy-multimodal", "Do cycles pay on multimodal posteriors? 11 samplers against exact and tempered "
-           "references (CPU, ~10 min)", "csgmcmc", _accuracy_multimodal, BOTH, frozenset({"seeds", "report_only"})),
+           "references (CPU, ~10 min)", "csgmcmc", run_accuracy_multimodal, BOTH, frozenset({"seeds", "report_only"})),
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
            _studies("wang_mixture1d", "wang_mog25")),
     Target("icsgld-sim", "ICSGLD Section 5.2: 5 samplers on the 25-mode landscape, KL curves", "icsgld",
-           _studies("icsgld_sim", report=_simulation_report), flags=frozenset({"report_only"})),
+           _studies("icsgld_sim", report=simulation_report), flags=frozenset({"report_only"})),
     Target("icsgld-variance", "ICSGLD Appendix D.5: variance of theta, ICSGLD x P10 against CSGLD x T10", "icsgld",
-           _studies("icsgld_variance", report=_variance_report), flags=frozenset({"report_only"})),
+           _studies("icsgld_variance", report=variance_report), flags=frozenset({"report_only"})),
     Target("icsgld-mnist", "ICSGLD Section 5.1: loss of SGD, SGLD and ICSGLD on MNIST digits 0-4", "icsgld",
            _studies("icsgld_mnist")),
     Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",
            _sweeps(tables.TABLES["icsgld_table1"], _table_report, prepare=_letters), BOTH, SWEEP_FLAGS),
     Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset; "
            "extend=true: add to the runs in --out)",
-           "icsgld", _bandit, BOTH, frozenset({"seeds", "report_only"})),
+           "icsgld", run_bandit, BOTH, frozenset({"seeds", "report_only"})),
 )}

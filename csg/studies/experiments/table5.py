@@ -9,7 +9,7 @@ import pandas as pd
 
 from csg.io.atomic import atomic_write_text
 from csg.studies.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
-from csg.studies.experiments.tables import SweepPlan
+from csg.studies.experiments.sweeps import SweepPlan
 from csg.studies.paper import paper_value
 
 DATASETS = ("australian", "german", "heart")

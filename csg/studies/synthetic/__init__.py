@@ -24,12 +24,13 @@ log = logging.getLogger(__name__)
 
 
 def _modules():
-    from csg.studies.synthetic import icsgld_mnist, icsgld_simulation, icsgld_variance, mode_coverage, tempering_bias
+    from csg.studies.synthetic import (icsgld_mnist, icsgld_simulation_report, icsgld_variance, mode_coverage,
+                                       tempering_bias)
 
     return {"table4": (mode_coverage, "run", "validate"),
             "wang_mixture1d": (tempering_bias, "run_mixture1d", "validate_mixture1d"),
             "wang_mog25": (tempering_bias, "run_mog25", "validate_mog25"),
-            "icsgld_sim": (icsgld_simulation, "run", "validate"),
+            "icsgld_sim": (icsgld_simulation_report, "run", "validate"),
             "icsgld_variance": (icsgld_variance, "run", "validate"),
             "icsgld_mnist": (icsgld_mnist, "run", "validate")}
 

@@ -137,7 +137,8 @@ def run_method(method: str, x: torch.Tensor, y: torch.Tensor, study, seed: int) 
         if not torch.isfinite(loss):
             raise DivergenceError(f"{method} diverged at iteration {k} (loss {loss.item()}): lower synthetic.eta="
                                   f"{float(study.eta):g}, synthetic.temperature={float(study.temperature):g} or "
-                                  f"synthetic.prior_precision={float(study.prior_precision):g}")
+                                  f"synthetic.prior_precision={float(study.prior_precision):g}",
+                                  loss=loss.item(), iteration=k, lr=float(study.eta))
         loss.backward()
         energy = scale * loss.detach()
         row = {"method": method, "iteration": k, "loss": loss.item(), "energy": energy.item()}

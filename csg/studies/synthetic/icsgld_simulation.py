@@ -19,19 +19,16 @@ leave [-2.5, 2.5]^2 and leave the multiplier unclipped. P5 chains start at (0, -
 (1, 0); cycSGLD at (0, 0), CSGLD at (2, 2). Every 20th iteration after a warm-up (1000 iterations for P5,
 5000 for T5) is a sample. Gradients and energies carry the authors' noise: + 0.25 N(0, I) and + 0.25 N(0, 1).
 
-The distance to the target is the notebooks' k-nearest-neighbour estimate of KL(p || q) (Perez-Cruz 2008)
-between 50,000 exact draws from the target on [-2.5, 2.5]^2 and the samples, the contour samples weighted by
-their importance weights theta(J)^zeta (:class:`KNNDivergence`); beside it, KL(q_hat || p)
-of the weighted sample histogram against exact bin masses, and the masses of the 25 modes.
+How the samples are measured against the target (the notebooks' k-nearest-neighbour KL, the histogram KL, the
+masses of the 25 modes): :mod:`csg.studies.synthetic.icsgld_measures`. The study ``train.py synthetic=icsgld_sim``
+and its report: :mod:`csg.studies.synthetic.icsgld_simulation_report`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
@@ -40,10 +37,10 @@ from csg.samplers import SGLD
 from csg.samplers.contour import ContourSGLD, EnergyPartition
 from csg.samplers.replica import bias_correction, swap_log_ratio
 from csg.schedules import Cyclical
+from csg.studies.synthetic.icsgld_measures import (BINS, DOMAIN, KNNDivergence, bin_index, exact_density_of_states,
+                                                   exact_draws, kl_divergence, mode_masses, true_bin_masses)
 from csg.studies.targets import ICSGLDLandscape
 
-LIMIT, BINS = 3.0, 60  # histogram on [-3, 3]^2, 0.1-wide bins
-DOMAIN = 2.5  # the contour chains stay in [-2.5, 2.5]^2; the exact draws for the KL come from there
 GRAD_NOISE = ENERGY_NOISE = 0.25
 METHODS = ("SGLD x P5", "cycSGLD x T5", "reSGLD x P5", "CSGLD x T5", "ICSGLD x P5")
 P5_STARTS = ((0.0, -1.0), (0.0, 0.0), (-1.0, 0.0), (0.0, 1.0), (1.0, 0.0))
@@ -69,96 +66,6 @@ class SimulationResult:
     curves: pd.DataFrame  # method, gradient_evaluations, kl, kl_stderr, hist_kl, hist_kl_stderr
     modes: pd.DataFrame   # method, mode_x, mode_y, mass, true_mass
     repeats: pd.DataFrame = None  # method, repeat, kl, hist_kl, mode_tv, weight_ess (each repeat at the end)
-
-
-def true_bin_masses(target: ICSGLDLandscape, refine: int = 10) -> Tensor:
-    """Exact probability of each histogram bin (flattened BINS x BINS), from the density on a refined grid."""
-    fine = BINS * refine
-    half_cell = LIMIT / fine
-    _, _, p = target.grid_density(-LIMIT + half_cell, LIMIT - half_cell, fine)  # cell centres; p[y, x]
-    return p.T.reshape(BINS, refine, BINS, refine).sum((1, 3)).flatten()
-
-
-def exact_draws(target: ICSGLDLandscape, n: int, generator: torch.Generator) -> Tensor:
-    """``n`` exact draws from the target restricted to [-2.5, 2.5]^2, by rejection from the uniform
-    (acceptance exp(-(U - U_min)), U_min = -4 at the origin)."""
-    accepted = []
-    while sum(len(a) for a in accepted) < n:
-        x = (torch.rand(200_000, 2, generator=generator, dtype=torch.float64) * 2 - 1) * DOMAIN
-        keep = torch.rand(len(x), generator=generator, dtype=torch.float64) < torch.exp(-(target.energy(x) + 4.0))
-        accepted.append(x[keep])
-    return torch.cat(accepted)[:n]
-
-
-def exact_density_of_states(target: ICSGLDLandscape, partition: EnergyPartition, points: int = 1000) -> Tensor:
-    r"""The exact :math:`\theta_\star(i)`: the target's mass (on the chains' square) whose noisy energy
-    :math:`U(x) + \sigma\xi` falls in partition i, as the samplers index it (the ends absorb the tails), from a
-    ``points`` x ``points`` grid of cell centres and the normal CDF of the energy noise."""
-    h = 2 * DOMAIN / points
-    axis = torch.linspace(-DOMAIN + h / 2, DOMAIN - h / 2, points, dtype=torch.float64)
-    u = target.energy(torch.cartesian_prod(axis, axis))
-    mass = torch.exp(-(u - u.min()))
-    edges = partition.low + partition.width * torch.arange(1, partition.partitions, dtype=torch.float64)
-    sigma = max(target.energy_noise, 1e-12)
-    theta = torch.zeros(partition.partitions, dtype=torch.float64)
-    for block in range(0, len(u), 50_000):
-        v, m = u[block:block + 50_000, None], mass[block:block + 50_000, None]
-        below = torch.special.ndtr((edges[None, :] - v) / sigma)  # P(noisy U < each inner edge)
-        theta += (m * torch.cat([torch.zeros_like(v), below, torch.ones_like(v)], 1).diff(dim=1)).sum(0)
-    return theta / theta.sum()
-
-
-class KNNDivergence:
-    r"""KL(p || q) from samples (Perez-Cruz 2008, the authors' estimator):
-    :math:`\frac{d}{n}\sum_i \log(s_i / r_i) + \log\frac{m}{n - 1}`, with :math:`r_i` the distance from
-    the i-th of n draws of p to its nearest other draw and :math:`s_i` to its nearest of the m samples of q.
-    Weighted samples (importance weights :math:`w_j`, total W) put the nearest sample's share of the mass in
-    the last term: :math:`\frac{1}{n}\sum_i \log\frac{W}{(n - 1) w_{j(i)}}`, which is the unweighted term
-    when every weight is 1. scipy's k-d tree (scipy comes with ArviZ) finds the neighbours."""
-
-    def __init__(self, p_samples: Tensor):
-        from scipy.spatial import cKDTree
-
-        self.p = p_samples.numpy()
-        self.r = cKDTree(self.p).query(self.p, k=2)[0][:, 1]
-
-    def __call__(self, q_samples: Tensor, weights: Tensor | None = None) -> float:
-        from scipy.spatial import cKDTree
-
-        if len(q_samples) < 2:
-            return float("nan")
-        s, nearest = cKDTree(q_samples.numpy()).query(self.p, k=1)
-        n, d = self.p.shape
-        if weights is None:
-            mass = math.log(len(q_samples) / (n - 1.0))
-        else:
-            w = weights.numpy()
-            mass = float(np.mean(np.log(w.sum() / ((n - 1.0) * w[nearest]))))
-        return float(d * np.mean(np.log(s / self.r)) + mass)
-
-
-def bin_index(x: Tensor) -> tuple[Tensor, Tensor]:
-    """(flat bin of each point, inside mask) for points of shape (..., 2)."""
-    ij = torch.floor((x + LIMIT) / (2 * LIMIT / BINS)).long()
-    inside = ((ij >= 0) & (ij < BINS)).all(-1)
-    return ij[..., 0].clamp(0, BINS - 1) * BINS + ij[..., 1].clamp(0, BINS - 1), inside
-
-
-def kl_divergence(histograms: Tensor, truth: Tensor) -> Tensor:
-    """KL(p_hat || p) of each row of ``histograms`` (unnormalised) against ``truth``."""
-    p_hat = histograms / histograms.sum(-1, keepdim=True).clamp_min(1e-300)
-    terms = torch.where(p_hat > 0, p_hat * (p_hat.clamp_min(1e-300).log() - truth.log()), torch.zeros_like(p_hat))
-    return terms.sum(-1)
-
-
-def mode_masses(histograms: Tensor) -> Tensor:
-    """Mass of each of the 25 modes (bins nearest to each integer point of [-2, 2]^2): (rows, 25)."""
-    centres = -LIMIT + (torch.arange(BINS, dtype=torch.float64) + 0.5) * (2 * LIMIT / BINS)
-    nearest = centres.round().clamp(-2, 2).long() + 2  # 0..4
-    owner = (nearest[:, None] * 5 + nearest[None, :]).flatten()  # bin -> mode
-    p = histograms / histograms.sum(-1, keepdim=True).clamp_min(1e-300)
-    out = torch.zeros(p.shape[0], 25, dtype=p.dtype)
-    return out.index_add_(1, owner, p)
 
 
 class _Recorder:
@@ -357,58 +264,3 @@ def run_simulation(steps: int = 80_000, repeats: int = 20, checkpoints: int = 10
             modes.append({"method": method, "mode_x": index // 5 - 2, "mode_y": index % 5 - 2,
                           "mass": mean_masses[index].item(), "true_mass": true_modes[index].item()})
     return SimulationResult(pd.DataFrame(finals), pd.DataFrame(curves), pd.DataFrame(modes), pd.DataFrame(per_repeat))
-
-
-KEYS = ("name", "output_dir", "steps", "repeats", "checkpoints", "pilot_steps")
-
-
-def validate(cfg) -> None:
-    """Check every key of ``synthetic=icsgld_sim`` (``cfg`` is the run config) before any work; raise ConfigError."""
-    from csg.errors import ConfigError
-    from csg.studies.synthetic import checks
-
-    checks.mapping(cfg, "synthetic", KEYS)
-    steps = checks.integer(cfg, "synthetic.steps")
-    repeats = checks.integer(cfg, "synthetic.repeats")
-    checkpoints = checks.integer(cfg, "synthetic.checkpoints")
-    pilot_steps = checks.integer(cfg, "synthetic.pilot_steps", optional=f"the notebooks' {Protocol.pilot_steps}")
-    protocol = Protocol()
-    if steps <= protocol.warm_up_p5 + protocol.thin:
-        raise ConfigError("synthetic.steps", steps, f"an integer above {protocol.warm_up_p5 + protocol.thin} "
-                          f"(the P5 chains' warm-up, then every {protocol.thin}th iteration is a sample)")
-    if checkpoints > steps:
-        raise ConfigError("synthetic.checkpoints", checkpoints, f"at most synthetic.steps={steps} (points of the KL "
-                          "curve, at least one iteration apart)")
-    if pilot_steps is not None and pilot_steps <= protocol.pilot_warm_up + protocol.thin:
-        raise ConfigError("synthetic.pilot_steps", pilot_steps,
-                          f"an integer above {protocol.pilot_warm_up + protocol.thin} (the pilot's warm-up, then "
-                          f"every {protocol.thin}th iteration)")
-    # each method's kept points and weights (twice: the k-NN KL joins them), the k-NN trees, the histograms
-    checks.fits_in_memory({"synthetic.steps": steps, "synthetic.repeats": repeats},
-                          lambda s: 30 * s["synthetic.steps"] * s["synthetic.repeats"] + 30_000 * s["synthetic.repeats"],
-                          "the kept samples")
-
-
-def run(study, output_dir, seed: int) -> dict:
-    """``python train.py synthetic=icsgld_sim``: the simulation, its CSVs, Markdown and figure."""
-    import time
-
-    from csg.io.atomic import atomic_write_text
-    from csg.studies.synthetic import icsgld_simulation_report as report
-
-    started = time.perf_counter()
-    protocol = Protocol(pilot_steps=int(study.get("pilot_steps", Protocol.pilot_steps)))
-    result = run_simulation(steps=int(study.steps), repeats=int(study.repeats), checkpoints=int(study.checkpoints),
-                            seed=seed, protocol=protocol)
-    output_dir = Path(output_dir)
-    seconds = time.perf_counter() - started
-    # the run's seed, time and pilot go with the table: `icsgld-sim --report-only` rebuilds the report from the CSVs
-    final = result.final.assign(seed=seed, seconds=seconds, pilot_steps=protocol.pilot_steps)
-    atomic_write_text(output_dir / "simulation.csv", final.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation.md", report.markdown(result, study, seed, seconds, protocol))
-    report.figure(result, output_dir / "simulation.png")
-    final = result.final.set_index("method")
-    return {"seconds": seconds, "kl": final.kl.to_dict(), "mode_tv": final.mode_tv.to_dict()}

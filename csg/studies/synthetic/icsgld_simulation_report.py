@@ -1,5 +1,6 @@
-"""The ICSGLD simulation's report: results/icsgld/simulation.md (the table and every setting beside the paper's
-and the authors' notebooks') and its figure."""
+"""The ICSGLD simulation as a study, ``train.py synthetic=icsgld_sim`` (:func:`validate` its keys, :func:`run`
+it), and its report: results/icsgld/simulation.md (the table and every setting beside the paper's and the authors'
+notebooks') and its figure; :func:`rewrite` rebuilds the report from the CSVs a run left."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, tally
-from csg.studies.synthetic.icsgld_simulation import BINS, LIMIT, Protocol, SimulationResult
+from csg.studies.synthetic.icsgld_measures import BINS, LIMIT
+from csg.studies.synthetic.icsgld_simulation import Protocol, SimulationResult, run_simulation
 
 FOCUS = "ICSGLD x P5"  # the paper's method: each other method is compared with it
 METRICS = {"kl": "final KL (k-NN)", "hist_kl": "histogram KL", "mode_tv": "mode TV"}  # each: lower is better
@@ -233,3 +235,57 @@ def figure(result: SimulationResult, path: Path) -> None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     plots.save_png_pdf(fig, path)
+
+
+KEYS = ("name", "output_dir", "steps", "repeats", "checkpoints", "pilot_steps")
+
+
+def validate(cfg) -> None:
+    """Check every key of ``synthetic=icsgld_sim`` (``cfg`` is the run config) before any work; raise ConfigError."""
+    from csg.errors import ConfigError
+    from csg.studies.synthetic import checks
+
+    checks.mapping(cfg, "synthetic", KEYS)
+    steps = checks.integer(cfg, "synthetic.steps")
+    repeats = checks.integer(cfg, "synthetic.repeats")
+    checkpoints = checks.integer(cfg, "synthetic.checkpoints")
+    pilot_steps = checks.integer(cfg, "synthetic.pilot_steps", optional=f"the notebooks' {Protocol.pilot_steps}")
+    protocol = Protocol()
+    if steps <= protocol.warm_up_p5 + protocol.thin:
+        raise ConfigError("synthetic.steps", steps, f"an integer above {protocol.warm_up_p5 + protocol.thin} "
+                          f"(the P5 chains' warm-up, then every {protocol.thin}th iteration is a sample)")
+    if checkpoints > steps:
+        raise ConfigError("synthetic.checkpoints", checkpoints, f"at most synthetic.steps={steps} (points of the KL "
+                          "curve, at least one iteration apart)")
+    if pilot_steps is not None and pilot_steps <= protocol.pilot_warm_up + protocol.thin:
+        raise ConfigError("synthetic.pilot_steps", pilot_steps,
+                          f"an integer above {protocol.pilot_warm_up + protocol.thin} (the pilot's warm-up, then "
+                          f"every {protocol.thin}th iteration)")
+    # each method's kept points and weights (twice: the k-NN KL joins them), the k-NN trees, the histograms
+    checks.fits_in_memory({"synthetic.steps": steps, "synthetic.repeats": repeats},
+                          lambda s: 30 * s["synthetic.steps"] * s["synthetic.repeats"] + 30_000 * s["synthetic.repeats"],
+                          "the kept samples")
+
+
+def run(study, output_dir, seed: int) -> dict:
+    """``python train.py synthetic=icsgld_sim``: the simulation, its CSVs, Markdown and figure."""
+    import time
+
+    from csg.io.atomic import atomic_write_text
+
+    started = time.perf_counter()
+    protocol = Protocol(pilot_steps=int(study.get("pilot_steps", Protocol.pilot_steps)))
+    result = run_simulation(steps=int(study.steps), repeats=int(study.repeats), checkpoints=int(study.checkpoints),
+                            seed=seed, protocol=protocol)
+    output_dir = Path(output_dir)
+    seconds = time.perf_counter() - started
+    # the run's seed, time and pilot go with the table: `icsgld-sim --report-only` rebuilds the report from the CSVs
+    final = result.final.assign(seed=seed, seconds=seconds, pilot_steps=protocol.pilot_steps)
+    atomic_write_text(output_dir / "simulation.csv", final.to_csv(index=False))
+    atomic_write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
+    atomic_write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
+    atomic_write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
+    atomic_write_text(output_dir / "simulation.md", markdown(result, study, seed, seconds, protocol))
+    figure(result, output_dir / "simulation.png")
+    final = result.final.set_index("method")
+    return {"seconds": seconds, "kl": final.kl.to_dict(), "mode_tv": final.mode_tv.to_dict()}

@@ -21,7 +21,7 @@ authors' script (``simulations/validation_of_reduced_variance.r`` in their repos
 
 Why a loop of its own instead of :class:`csg.samplers.contour.ContourSGLD`: CSGLD x T10 is :math:`10^7`
 sequential steps of 10 one-dimensional chains, and the torch sampler spends about 0.7 ms a step on such
-tiny tensors (two hours). This loop takes the same rules (tests/test_synthetic.py checks its multiplier and
+tiny tensors (two hours). This loop takes the same rules (tests/studies/test_synthetic.py checks its multiplier and
 :math:`\theta` update against :class:`EnergyPartition`'s) in NumPy, with the noise drawn in blocks.
 """
 

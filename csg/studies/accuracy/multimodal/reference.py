@@ -199,9 +199,9 @@ def _diagnostics(theta: np.ndarray, indicators: np.ndarray) -> dict[str, float]:
 def build(settings: Settings = Settings(), log=print) -> NetworkReference:
     """NUTS from dispersed starts, the modes, the tempering check; raises :class:`ReferenceRejected`."""
     from csg.studies.accuracy.multimodal.metrics import predictive_tv
-    from csg.studies.accuracy.reference import _require_numpyro
+    from csg.studies.accuracy.reference import require_numpyro
 
-    _require_numpyro()
+    require_numpyro()
     import jax.numpy as jnp
 
     target = StepNetwork()

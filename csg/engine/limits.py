@@ -1,0 +1,199 @@
+"""The limits a run must fit, checked before training: the labels, memory, the model against the data, the step.
+
+Each check takes the run's ``DictConfig`` and raises a one-line :class:`~csg.errors.ConfigError` naming the key to
+change: labels outside the model's classes (:func:`check_labels`), chains that cannot fit in memory
+(:func:`check_memory`), a model that does not take the data or cannot train on its batches
+(:func:`check_model_fits`), numbers of the sampler's step that overflow its dtype (:func:`check_step_values`).
+:mod:`csg.engine.build` makes them as it builds a run's objects, and :func:`csg.engine.build.check_job` for a
+sweep's jobs before the first trains.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from csg.components import has_target
+from csg.errors import ConfigError, describe
+from csg.schedules import STEP_FACTOR, STEP_MILESTONES
+
+__all__ = ["check_labels", "check_memory", "check_model_fits", "check_step_values", "smallest_batch"]
+
+
+def check_labels(cfg: DictConfig, data) -> None:
+    """The labels of data held as tensors lie in [0, num_classes): read from the tensors, no pass over items (a
+    user's data set has every item checked in :mod:`csg.data.custom`; a built-in one is checked here, cheaply)."""
+    from torch.utils.data import TensorDataset
+
+    for split in ("train", "test"):
+        dataset = getattr(getattr(data, split, None), "dataset", None)
+        if not isinstance(dataset, TensorDataset) or len(dataset.tensors) != 2 or not len(dataset):
+            continue
+        labels = dataset.tensors[1]
+        low, high = int(labels.min()), int(labels.max())
+        if low < 0 or high >= data.num_classes:
+            raise ConfigError("data.name", str(cfg.data.name), f"a data set whose labels are 0..{data.num_classes - 1}:"
+                              f" its {split} set has labels in [{low}, {high}]")
+
+
+def _model_key(cfg: DictConfig) -> tuple[str, str]:
+    return ("model._target_", str(cfg.model._target_)) if has_target(cfg.model) else ("model.name", str(cfg.model.name))
+
+
+def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.device, chains: int,
+                 available=None) -> None:
+    """Refuse ``chains`` chains of the run's model that cannot fit in ``device``'s free memory
+    (:mod:`csg.engine.memory`): ``sampler.chains`` when one chain would fit, else the model's key. ``model``: the
+    run's model built on the meta device (:func:`csg.engine.memory.meta_model`); None (it cannot be built there)
+    refuses nothing, nor does an unknown free memory."""
+    from csg.engine.memory import available_bytes, chain_bytes, memory_problem
+
+    if model is None:
+        return
+    available = available or available_bytes
+    copies = 1 if cfg.sampler.get("update_rule") == "sghmc" and cfg.sampler.get("optimizer") is None else 0
+    draws = int(cfg.trace.samples) if cfg.get("trace") is not None and cfg.trace.get("enabled") else 0
+    problem = memory_problem(model, device, chains=chains, sampler_copies=copies, trace_draws=draws,
+                             available=available)
+    if problem is None:
+        return
+    if chains > 1 and memory_problem(model, device, chains=1, sampler_copies=copies, trace_draws=draws,
+                                     available=available) is None:
+        on_device, on_host = chain_bytes(model, sampler_copies=copies, trace_draws=draws)
+        fits = [(available(device) or 0) // on_device if on_device else chains]
+        if on_host:
+            fits.append((available(torch.device("cpu")) or 0) // on_host)
+        raise ConfigError("sampler.chains", chains, f"at most {max(1, min(fits))} on this machine: {problem}")
+    key, name = _model_key(cfg)
+    raise ConfigError(key, name, f"a model that fits in memory: {problem}")
+
+
+def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes: int = 1,
+                     sync_batchnorm: bool = False) -> None:
+    """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
+    number drawn): the model has trainable parameters and none empty, takes the data and gives ``num_classes``
+    floating-point outputs; a model with batch norm meets no training batch it cannot take.
+
+    Batch norm cannot train on one value per channel: where a batch-norm layer sees one value per channel and
+    example (``BatchNorm1d`` on features), a training batch of one example (per process, over ``processes``
+    processes without ``sync_batchnorm``) raises in torch. Such a batch (the last one, ``num_train`` =
+    k x ``batch_size`` + 1) is refused with a batch size that avoids it, rather than dropped: dropping would
+    change the iterations per epoch the schedule and the collection plan are built on, silently. Checked where
+    ``data`` tells ``num_train`` and ``batch_size`` (a built data bundle)."""
+    shape = tuple(data.input_shape)
+    key, name = _model_key(cfg)
+    empty = [label for label, parameter in model.named_parameters() if parameter.numel() == 0]
+    if empty:
+        raise ConfigError(key, name, f"a model without empty parameters: {empty[0]} has shape "
+                          f"{tuple(model.get_parameter(empty[0]).shape)} (a layer of width 0)")
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        count = sum(parameter.numel() for parameter in model.parameters())
+        raise ConfigError(key, name, "a model with trainable parameters (the sampler moves them): " + (
+            f"all its {count:,} parameters are frozen (requires_grad=False)" if count else "it has none"))
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    training = model.training
+    per_channel: list[tuple[str, int]] = []  # (batch-norm layer, values per channel and example)
+    hooks = [module.register_forward_pre_hook(
+        lambda module, args, label=label: per_channel.append((label, math.prod(args[0].shape[2:]))))
+        for label, module in model.named_modules() if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)]
+    model.eval()
+    try:
+        with torch.no_grad():
+            output = model(torch.zeros((1, *shape), device=device))
+    except Exception as error:  # noqa: BLE001 - whatever the architecture raises, the answer is the same
+        raise ConfigError(key, name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
+                          f"{describe(error)}") from None
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
+        got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
+                          f"data={cfg.data.name}) per example: it gives {got}")
+    if not output.is_floating_point():
+        raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
+    single = [label for label, values in per_channel if values == 1]
+    if single and getattr(data, "num_train", None) and getattr(data, "batch_size", None):
+        _check_batchnorm_batches(single[0], int(data.num_train), int(data.batch_size),
+                                 1 if sync_batchnorm else processes)
+
+
+def smallest_batch(num_train: int, batch_size: int, processes: int = 1) -> int:
+    """The fewest examples a process gets in a training batch: the last global batch may be partial, and a
+    global batch is split over ``processes`` into parts of floor or ceil of its share (``tensor_split``)."""
+    last = num_train - (-(-num_train // batch_size) - 1) * batch_size  # the smallest global batch
+    return last // processes
+
+
+def _check_batchnorm_batches(layer: str, num_train: int, batch_size: int, processes: int) -> None:
+    if smallest_batch(num_train, batch_size, processes) >= 2:
+        return
+    last = num_train - (-(-num_train // batch_size) - 1) * batch_size
+    near = sorted(range(max(2, batch_size - 1000), min(num_train, batch_size + 1000) + 1),
+                  key=lambda size: (abs(size - batch_size), -size))
+    better = next((size for size in near if smallest_batch(num_train, size, processes) >= 2), None)
+    shards = f", {processes} processes each taking a part of every batch" if processes > 1 else ""
+    raise ConfigError("data.batch_size", batch_size,
+                      f"a batch size whose training batches give every process at least 2 examples: the model's "
+                      f"batch norm ({layer}) sees one value per channel and example, and torch cannot train it "
+                      f"on one example; {num_train} training examples in batches of {batch_size} leave a last "
+                      f"batch of {last}{shards}" + (f"; e.g. data.batch_size={better}" if better else ""))
+
+
+def _largest_lr(cfg: DictConfig) -> float:
+    """The largest step size of the schedule: lr0, or lr0 x lr_factor^milestones for a rising step schedule."""
+    lr0 = float(cfg.sampler.lr0)
+    if cfg.sampler.schedule != "step":
+        return lr0
+    factor = float(cfg.sampler.get("lr_factor", STEP_FACTOR))
+    milestones = len(cfg.sampler.get("lr_milestones", STEP_MILESTONES) or ())
+    try:
+        return lr0 * max(1.0, factor) ** milestones
+    except OverflowError:
+        return math.inf
+
+
+def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) -> None:
+    """Refuse settings whose numbers in the sampler's step overflow the step's dtype, before any training.
+
+    A finite ``sampler.lr0=1e308`` is a float64, but the step multiplies float32 parameters (bf16 numbers under
+    ``bf16-mixed``) by it: torch then raises "value cannot be converted to type float without overflow"
+    mid-run. Checked, as the samplers compute them: the largest step size, the temperature, the weight decay,
+    the product lr x weight decay, the noise scale sqrt(2 lr T / N) (SGLD) or sqrt(2 lr (1 - momentum) T / N)
+    (SGHMC), and replica exchange's step sizes and temperatures; for a user's sampler, the values it is given."""
+    from csg.samplers import functional
+
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()} or {torch.float32}
+    if str(cfg.trainer.get("precision", "32")) == "bf16-mixed":
+        dtypes.add(torch.bfloat16)
+    dtype = min(dtypes, key=lambda d: torch.finfo(d).max)
+    limit = torch.finfo(dtype).max
+    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), float(cfg.sampler.weight_decay)
+    rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != cfg.sampler.lr0
+                                                        else ""), lr),
+            ("sampler.temperature", "the temperature", temperature),
+            ("sampler.weight_decay", "the weight decay", decay)]
+    if cfg.sampler.get("optimizer") is None:
+        momentum = float(cfg.sampler.momentum)
+        rows.append(("sampler.weight_decay", "lr0 x weight_decay", lr * decay))
+        if cfg.sampler.update_rule == "sghmc":
+            rows.append(("sampler.temperature",
+                         f"the SGHMC noise scale sqrt(2 lr0 (1 - momentum) T / N), N={num_data},",
+                         functional.sghmc_noise_std(lr, momentum, temperature, num_data)))
+        else:
+            rows.append(("sampler.temperature", f"the SGLD noise scale sqrt(2 lr0 T / N), N={num_data},",
+                         functional.sgld_noise_std(lr, temperature, num_data)))
+    replica = cfg.sampler.get("replica")
+    if replica is not None:
+        rows.append(("sampler.replica.step_sizes", "lr0 x the largest step-size factor",
+                     lr * max(float(v) for v in replica.step_sizes)))
+        rows.append(("sampler.replica.temperatures", "temperature x the largest temperature factor",
+                     temperature * max(float(v) for v in replica.temperatures)))
+    for key, what, amount in rows:
+        if not math.isfinite(amount) or abs(amount) > limit:
+            raise ConfigError(key, OmegaConf.select(cfg, key), f"a value for which {what} fits the step's "
+                              f"{str(dtype).removeprefix('torch.')} (at most {limit:.3g}); it is {amount:.3g}")

@@ -1,0 +1,187 @@
+"""The paper targets that run in this process rather than as ``train.py`` runs: Figure 1, the NUTS references,
+the accuracy studies against them and the Mushroom bandit; and the ``--report-only`` rewrites of two studies'
+reports. Each target takes the driver's :class:`~csg.studies.experiments.job.Job` and returns the lines to print;
+:func:`checked_options` checks the ``KEY=VALUE`` overrides such a target takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from csg.errors import ConfigError
+from csg.studies.experiments.job import Job
+from csg.studies.experiments.launch import ROOT
+
+
+def simulation_report(out: Path) -> Path:
+    from csg.studies.synthetic import icsgld_simulation_report
+
+    return icsgld_simulation_report.rewrite(out)
+
+
+def variance_report(out: Path) -> Path:
+    from csg.studies.synthetic import icsgld_variance
+
+    return icsgld_variance.rewrite(out)
+
+
+def run_fig1(job: Job) -> list[str]:
+    from csg.studies.experiments import fig1
+
+    return [f"fig1: wrote {fig1.render(job.out)}"]
+
+
+def checked_options(job: Job, allowed: dict[str, str]) -> dict[str, str]:
+    """``KEY=VALUE`` overrides of an in-process target, checked against its keys (key -> what it takes)."""
+    options = {}
+    for override in job.overrides:
+        key, _, value = override.partition("=")
+        if key not in allowed:
+            keys = "; ".join(f"{k}=<{v}>" for k, v in allowed.items()) or "none"
+            raise ConfigError(key, value, f"overrides of {job.target}: {keys}")
+        options[key] = value
+    return options
+
+
+def run_bandit(job: Job) -> list[str]:
+    import logging
+
+    from omegaconf import OmegaConf
+
+    from csg.studies.bandit.report import report
+    from csg.studies.bandit.results import combine, load_results, run_all
+
+    ours = ("agents=", "extend=")  # a subset of the agents; add the runs to those already in --out
+    agents = [o.split("=", 1)[1].split(",") for o in job.overrides if o.startswith("agents=")]
+    extend = [o.split("=", 1)[1].lower() for o in job.overrides if o.startswith("extend=")]
+    if any(value not in ("true", "false") for value in extend):
+        raise ConfigError("extend", extend[-1], "true (add the runs to those in --out) or false")
+    extend = bool(extend) and extend[-1] == "true"
+    yaml = [o for o in job.overrides if not o.startswith(ours)]
+    cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
+    if job.seeds is not None:
+        OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
+    scale = job.scale
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the agents' progress
+    if job.report_only:
+        results = load_results(job.out, cfg)
+        scale = str(results.curves.scale.iloc[0])
+    else:
+        previous = load_results(job.out, cfg) if extend else None  # no previous run: refused before running
+        results = run_all(cfg, scale, agents[-1] if agents else None)
+        if previous is not None:
+            results = combine(previous, results)
+    return [f"icsgld-bandit: wrote {report(results, cfg, job.out, scale)}"]
+
+
+def _names(text: str | None, allowed: list[str], key: str) -> tuple[str, ...]:
+    names = tuple(allowed if text is None else text.split(","))
+    for name in names:
+        if name not in allowed:
+            raise ConfigError(key, name, f"one of {', '.join(allowed)}")
+    return names
+
+
+def _references(job: Job) -> Path:
+    return (job.out if job.out_given else Path("results") / "csgmcmc") / "reference"
+
+
+def run_reference(job: Job) -> list[str]:
+    from csg.studies.accuracy.reference import TARGETS, NutsSettings, build_reference
+
+    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
+                             "warmup": "NUTS warm-up iterations per chain", "samples": "NUTS draws per chain"})
+    for key in ("warmup", "samples"):
+        if not options.get(key, "1").isdigit() or int(options.get(key, "1")) < 1:
+            raise ConfigError(key, options[key], "a whole number >= 1")
+    settings = NutsSettings(warmup=int(options.get("warmup", 1000)), samples=int(options.get("samples", 5000)))
+    lines = []
+    for name in _names(options.get("targets"), list(TARGETS), "targets"):
+        print(f"{name}: NUTS, {settings.chains} chains x ({settings.warmup} + {settings.samples}) ...", flush=True)
+        result = build_reference(TARGETS[name], settings)
+        path = _references(job) / f"{name}.json"
+        result.save(path)
+        lines.append(f"{name}: R-hat {result.rhat_max:.4f}, ESS bulk {result.ess_bulk_min:.0f} / tail "
+                     f"{result.ess_tail_min:.0f}, {result.divergences} divergences, {result.seconds:.0f} s -> {path}")
+        print(lines[-1], flush=True)
+    return [f"reference: wrote {len(lines)} reference(s) into {_references(job)}"]
+
+
+def _previous_runs(runs_csv: Path, target: str, study_of: Callable):
+    """--report-only's study: ``study_of`` the per-chain CSV of a previous ``make <target>``, or a one-line error."""
+    import pandas as pd
+
+    if not runs_csv.exists():
+        raise ConfigError("--report-only", True, f"a previous run's {runs_csv}: run `make {target}` first")
+    try:
+        runs = pd.read_csv(runs_csv)
+        result = study_of(runs)
+    except Exception as error:  # not a CSV, or not the study's columns
+        detail = (str(error).strip().splitlines() or [""])[0][:120]
+        raise ConfigError("--report-only", True, f"a readable {runs_csv} of a previous `make {target}`: "
+                          f"it is not ({type(error).__name__}: {detail})") from None
+    if runs.empty:
+        raise ConfigError("--report-only", True, f"a {runs_csv} of a previous `make {target}`: it holds no run")
+    return result
+
+
+def run_accuracy(job: Job) -> list[str]:
+    from csg.studies.accuracy import report, study
+    from csg.studies.accuracy.reference import TARGETS
+
+    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}"})
+    targets = _names(options.get("targets"), list(TARGETS), "targets")
+    references = _references(job)
+    missing = [name for name in targets if not (references / f"{name}.json").exists()]
+    if missing:
+        raise ConfigError("targets", ",".join(missing), f"targets with a reference in {references}: run "
+                          "`make reference` first")
+    if job.report_only:
+        result = _previous_runs(job.out / "accuracy_runs.csv", "accuracy",
+                                lambda runs: study.Study(runs, study.summarise(runs), float("nan")))
+    else:
+        seeds = tuple(int(s) for s in (job.seeds or "0,1,2").split(","))
+        smoke = {"factors": (0.5, 1.0), "overrides": study.SMOKE} if job.scale == "smoke" else {}
+        result = study.run_study(references, targets, seeds, **smoke, log=lambda line: print(line, flush=True))
+    report.write(result, job.out, references, job.scale)
+    return [f"accuracy: wrote {job.out / 'accuracy.md'}"]
+
+
+def run_reference_multimodal(job: Job) -> list[str]:
+    from csg.studies.accuracy.multimodal import reference, study
+
+    checked_options(job, {})
+    result = reference.build(log=lambda line: print(line, flush=True))
+    stem = _references(job) / study.REFERENCE
+    result.save(stem)
+    return [f"reference-multimodal: wrote {stem}.json and {stem}.npz"]
+
+
+def run_accuracy_multimodal(job: Job) -> list[str]:
+    from csg.studies.accuracy.multimodal import report, study
+    from csg.studies.accuracy.multimodal.targets import TARGETS as MULTIMODAL
+
+    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(MULTIMODAL)}"})
+    targets = _names(options.get("targets"), list(MULTIMODAL), "targets")
+    references = _references(job)
+    if "network" in targets and not job.report_only and not (references / f"{study.REFERENCE}.npz").exists():
+        raise ConfigError("targets", ",".join(targets), f"targets with a reference in {references}: run "
+                          "`make reference-multimodal` first (or targets=mixture2d,mixture10d)")
+    if job.report_only:
+
+        def study_of(runs):
+            study.summarise(runs)  # the study's columns
+            seconds = float(runs.study_seconds.iloc[0]) if "study_seconds" in runs else float("nan")
+            return study.Study(runs, seconds, study.PROTOCOLS[job.scale], {})
+
+        result = _previous_runs(job.out / "accuracy_multimodal_runs.csv", "accuracy-multimodal", study_of)
+    else:
+        from csg.studies.accuracy.multimodal.chains import MAX_SEED
+
+        seeds = tuple(int(seed) for seed in (job.seeds or "0,1,2,3,4").split(","))  # the seeds, as seeds
+        if max(seeds) > MAX_SEED:
+            raise ConfigError("--seeds", job.seeds, f"seeds from 0 to {MAX_SEED} for accuracy-multimodal (seed s "
+                              "starts at row s of one draw per target)")
+        result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
+                                 log=lambda line: print(line, flush=True))
+    return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]

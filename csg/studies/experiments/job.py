@@ -1,0 +1,28 @@
+"""One call of the driver (``scripts/reproduce.py <target>``): the target and its flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Job:
+    """One call of the driver: the target and its flags (``None``: the target's default)."""
+
+    target: str
+    out: Path                       # where the tables and figures go
+    out_given: bool = False         # --out typed by the user (else results/<paper>[/smoke])
+    scale: str = "full"
+    launcher: str = "local"
+    seeds: str | None = None
+    report_only: bool = False
+    runs: Path | None = None
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()
+    stamp: str = ""                 # <date>_<time>: the folder of this call's runs
+    add: tuple[str, ...] = ()       # --add: each a user's method (space-separated train.py overrides)
+
+
+# every flag a target may take, with its default: Target.flags names those a target takes
+FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": ()}

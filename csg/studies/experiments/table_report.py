@@ -1,0 +1,232 @@
+"""A paper table from the runs under a directory: paper-vs-reproduced, in CSV and Markdown.
+
+:func:`report` aggregates the runs of a :class:`~csg.studies.experiments.sweeps.TableSpec` with pandas: mean,
+standard error and number of seeds per (data set, method, metric), the paper's value and the difference, the
+preset, the paper's comparisons; every run of the sweeps that is absent or unfinished is listed, never silently
+dropped. A method added with ``--add`` (:mod:`csg.studies.experiments.added`) is one more row, after the paper's.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from csg.io.atomic import atomic_write_text
+from csg.studies.experiments import comparisons
+from csg.studies.experiments.added import added_label, added_protocol, added_runs, read_added
+from csg.studies.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
+from csg.studies.experiments.sweeps import Metric, TableSpec, expand, expected_runs, missing_runs
+from csg.studies.experiments.tables import TABLES
+from csg.studies.paper import paper_tables
+
+
+def _paper_values(spec: TableSpec) -> pd.DataFrame:
+    frame = paper_tables()
+    return frame[(frame.paper == spec.paper) & (frame.table == spec.name.removeprefix("icsgld_"))]
+
+
+def labelled(spec: TableSpec, runs: pd.DataFrame, budget: int, added=()) -> tuple[pd.DataFrame, list[str]]:
+    """The finished runs that are rows of ``spec`` (a ``method`` column: their row label), and the run
+    directories of the other finished runs (a method the table does not have, a key its label needs missing).
+
+    A run of a method the driver added (its ``sampler.name`` in ``added``) is a row: :func:`added_label`."""
+    done = runs[runs.status == "done"].copy() if not runs.empty else pd.DataFrame()
+    labels = []
+    for _, run in done.iterrows():
+        name = run.get("sampler.name")
+        if isinstance(name, str) and name in added:
+            labels.append(added_label(name))
+            continue
+        try:
+            labels.append(spec.label(run, budget))
+        except (KeyError, ValueError, TypeError):
+            labels.append(None)
+    if done.empty:
+        return done, []
+    done["method"] = labels
+    return done[done.method.notna()].copy(), sorted(done[done.method.isna()].run_dir)
+
+
+def _read(metric: Metric, done: pd.DataFrame) -> pd.Series:
+    """A metric of each run; NaN where the runs did not record it (an OOD metric of runs without an OOD set)."""
+    try:
+        return metric.read(done)
+    except KeyError:
+        return pd.Series(float("nan"), index=done.index)
+
+
+def per_run(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, added=()) -> pd.DataFrame:
+    """One row per finished run that is a row of ``spec``: table, scale, data, model, method, seed, num_test, one
+    column per metric (its ``paper_name``) and run_dir, ordered by data, method and seed (``<table>_runs.csv``:
+    what the table's means and its comparisons are computed from)."""
+    done, _ = labelled(spec, runs, budget, added)
+    if done.empty:
+        return pd.DataFrame()
+    frame = pd.DataFrame({"table": spec.name, "scale": scale, "data": done["data.name"],
+                          "model": done.get("model.name", pd.Series("", index=done.index)), "method": done.method,
+                          "seed": done.seed.astype(int),
+                          "num_test": done.get("metrics.num_test", pd.Series(float("nan"), index=done.index))})
+    for metric in spec.metrics:
+        frame[metric.paper_name] = _read(metric, done)
+    frame["run_dir"] = done.run_dir
+    return frame.sort_values(["data", "method", "seed"], kind="stable").reset_index(drop=True)
+
+
+def compare_methods(spec: TableSpec, frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons section's rows (:func:`csg.studies.experiments.comparisons.compare`): the paper's claims of
+    ``spec`` on the runs of :func:`per_run`, one Holm family for the whole table."""
+    if frame.empty or not spec.claims:
+        return pd.DataFrame()
+    return comparisons.compare(frame, spec.claims, spec.metrics)
+
+
+def aggregate(spec: TableSpec, runs: pd.DataFrame, scale: str, budget: int, preset: str, added=()) -> pd.DataFrame:
+    """One row per (data set, method, metric): ours (mean, stderr, seeds) beside the paper's value.
+
+    Finished runs that are not rows of the table (see :func:`labelled`) are left out. The methods in ``added``
+    (names) follow the table's own, in their order, and have no paper value."""
+    done, _ = labelled(spec, runs, budget, added)
+    added_labels = list(dict.fromkeys(added_label(name) for name in added))
+    paper = _paper_values(spec)
+    if done.empty:
+        return pd.DataFrame()
+    rows = []
+    for metric in spec.metrics:
+        done["value"] = _read(metric, done)
+        summary = mean_and_stderr(done, ["data.name", "method"], "value")
+        for row in summary.itertuples():
+            same = done[(done["data.name"] == row[1]) & (done.method == row[2])]
+            seeds = sorted(int(s) for s in same.seed)
+            paper_method, note = spec.paper_method(row[2])
+            paper_rows = paper[(paper.method == paper_method) & (paper.metric == metric.paper_name)]
+            if note is not None:
+                paper_rows = paper_rows[paper_rows.note.str.contains(note, regex=False)]
+            if spec.paper_model is not None:
+                model = spec.paper_model if scale == "smoke" else str(same["model.name"].iloc[0])
+                paper_rows = paper_rows[paper_rows.model == model]
+            if row[2] in added_labels:
+                paper_rows = paper_rows.iloc[0:0]  # not the paper's method, whatever its name
+            for paper_data in (spec.paper_data if scale == "smoke" else (row[1],)):
+                match = paper_rows[paper_rows.dataset == (metric.paper_dataset or paper_data)]
+                value = float(match.value.iloc[0]) if len(match) else float("nan")
+                rows.append({
+                    "table": spec.name, "scale": scale, "preset": preset, "data": row[1], "paper_data": paper_data,
+                    "method": row[2], "metric": metric.paper_name, "mean": row.mean, "stderr": row.stderr,
+                    "seeds": int(row.n), "seed_list": " ".join(map(str, seeds)), "paper": value,
+                    # a difference only where the setting is the paper's (full scale, same data set)
+                    "difference": row.mean - value if scale == "full" else float("nan"),
+                })
+    # the paper's row order; methods it does not have follow, in the order their runs were made; then the added ones
+    paper_order = list(dict.fromkeys(paper.method))
+    seen = {label: i for i, label in enumerate(dict.fromkeys(done.sort_values("run_dir").method))}
+
+    def position(method: str) -> tuple[int, int, str]:
+        if method in added_labels:
+            return (2, added_labels.index(method), method)
+        base = spec.paper_method(method)[0]
+        return (0, paper_order.index(base), method) if base in paper_order else (1, seen[method], method)
+
+    table = pd.DataFrame(rows)
+    table["_order"] = table.method.map(position)
+    return table.sort_values(["data", "paper_data", "metric", "_order"], kind="stable").drop(columns="_order")
+
+
+def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int,
+           seeds: str | None = None, preset: str | None = None) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """Write ``out_dir/<name>.csv`` and ``.md`` from the runs under ``runs_dir``; returns (table, missing runs).
+
+    A folder that does not exist, or holds no finished run of the table, is a :class:`~csg.errors.ConfigError`
+    (``--runs``) and nothing is written."""
+    spec = TABLES[name]
+    runs = runs_to_report(runs_dir, name)
+    added = read_added(runs_dir, name) if spec.add_sweep is not None else {}
+    preset = preset or spec.presets[scale]
+    expected = expected_runs(expand(spec, scale, epochs, seeds)) + added_runs(spec, scale, epochs, seeds, added)
+    missing = missing_runs(runs, expected)
+    table = aggregate(spec, runs, scale, epochs, preset, added)
+    _, others = labelled(spec, runs, epochs, added)
+    if table.empty:
+        finished = int((runs.status == "done").sum())
+        raise refuse_runs(runs_dir, name, f"none of its {finished} finished runs is a run of {name}'s methods")
+    unfinished = sorted(runs[runs.status != "done"].run_dir)
+    out_dir = Path(out_dir)
+    protocol = " ".join(added_protocol(spec, scale, epochs, seeds)) if added else ""
+    frame = per_run(spec, runs, scale, epochs, added)
+    verdicts = compare_methods(spec, frame)
+    text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others, added, protocol, verdicts)
+    atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
+    atomic_write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
+    if spec.claims:
+        atomic_write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
+    atomic_write_text(out_dir / f"{name}.md", text)
+    return table, missing
+
+
+def _cell(mean: float, stderr: float, digits: int) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.{digits}f}" + (f" +- {stderr:.{digits}f}" if not math.isnan(stderr) else "")
+
+
+def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs_dir, missing, unfinished,
+             others=(), added=None, protocol: str = "", verdicts: pd.DataFrame | None = None) -> str:
+    command = f"make {spec.name.replace('_', '-')}" + (" SCALE=smoke" if scale == "smoke" else "")
+    lines = [f"# {spec.title}" + (" (SMOKE SCALE)" if scale == "smoke" else ""), ""]
+    if scale == "smoke":
+        lines.append(
+            f"Scale: **smoke**: the paper's methods, schedules and sweep on data these CPU machines hold (the 5000 "
+            f"shipped MNIST digits, MLP 784-200-200-200-10, preset `experiment={preset}`), not the paper's data and "
+            "model: our numbers prove the pipeline and compare the methods with each other; beside them stands the "
+            "paper's number on each of its data sets, for reading the ranking, not for a difference.")
+    else:
+        lines.append(f"Scale: **full** (preset `experiment={preset}`): the paper's data, model and budget.")
+    seeds = sorted({s for cell in table.get("seed_list", pd.Series(dtype=str)) for s in cell.split()}, key=int)
+    lines += ["", f"Seeds: {', '.join(seeds) or 'none'}; mean +- standard error over seeds (one seed: no error), the "
+              "number of seeds in brackets; the paper's columns appear for the metrics it publishes. "
+              f"Runs: `{runs_dir}`. Command: `{command}`." + (f" {spec.note}" if spec.note else ""), ""]
+    if added:
+        lines += ["Added methods (`--add`; not the paper's, no paper value), each run with the table's preset, budget "
+                  f"and `{protocol}`: "
+                  + "; ".join(f"{added_label(name)}: `{' '.join(overrides)}`" for name, overrides in added.items()), ""]
+    if table.empty:
+        lines.append("No finished runs.")
+    for data, block in (table.groupby("data", sort=False) if not table.empty else []):
+        paper_sets = list(dict.fromkeys(block.paper_data))
+        published = {m.paper_name: bool(block[block.metric == m.paper_name].paper.notna().any()) for m in spec.metrics}
+        header = ["method"]
+        for metric in spec.metrics:
+            header.append(f"{metric.label}, ours")
+            if published[metric.paper_name]:  # the paper's columns only where it published the metric
+                header += [f"{metric.label}, paper ({metric.paper_dataset or p})" for p in paper_sets]
+                if scale == "full":
+                    header.append(f"{metric.label}, difference")
+        lines += [f"## {data}", "", "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+        for method in dict.fromkeys(block.method):
+            cells = [method]
+            for metric in spec.metrics:
+                rows = block[(block.method == method) & (block.metric == metric.paper_name)]
+                first = rows.iloc[0]
+                cells.append(_cell(first["mean"], first["stderr"], metric.digits) + f" ({int(first.seeds)})")
+                if not published[metric.paper_name]:
+                    continue
+                cells += [_cell(rows[rows.paper_data == p]["paper"].iloc[0], float("nan"), metric.digits)
+                          if (rows.paper_data == p).any() else "-" for p in paper_sets]
+                if scale == "full":
+                    cells.append(_cell(first["difference"], float("nan"), metric.digits))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    if spec.claims and not table.empty:
+        lines += comparisons.markdown(verdicts if verdicts is not None else pd.DataFrame(), spec.metrics,
+                                      spec.claims_text + f" Per run: `{spec.name}_runs.csv`; the comparisons: "
+                                      f"`{spec.name}_comparisons.csv`.")
+    if missing:
+        lines += [f"Missing runs ({len(missing)} of the sweep have no metrics.json):", ""]
+        lines += ["- " + " ".join(f"{k}={v}" for k, v in run.items()) for run in missing]
+        lines.append("")
+    if unfinished:
+        lines += ["Unfinished run directories (no metrics.json): " + ", ".join(f"`{d}`" for d in unfinished), ""]
+    if others:
+        lines += ["Finished runs left out (not of this table's methods): " + ", ".join(f"`{d}`" for d in others), ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,147 @@
+"""The package's layout is its architecture (docs/architecture.md): layers, no import circles, short modules.
+
+Layers, low to high: the shared rooms (errors, paths, io, components, schedules, samplers, data, models,
+evaluation) < engine < checks < posterior < launch < studies. A module imports only from its own layer or lower
+ones, at module level or inside a function alike; ``csg/__init__.py`` (the facade: ``csg.train``,
+``csg.Posterior``) is the one exemption. Checked on the source's syntax trees, so that the rules cover every
+import, not only those a test happens to run (import-linter would check the layers only; the sizes, the
+private names and the loose modules are ours).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "studies": 5}  # every other room is layer 0
+MAX_LINES = 400
+MAX_LOOSE_MODULES = 6
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def _imports(module: str, path: Path, modules: set[str], package: str) -> list[tuple[str, str | None]]:
+    """(imported module, name imported from it or None) for every import of ``package`` in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own_package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names if alias.name.split(".")[0] == package]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = own_package.split(".")[: len(own_package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != package:
+                continue
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                found.append((submodule, None) if submodule in modules else (source, alias.name))
+    return found
+
+
+def layout_problems(root: Path, package: str = "csg") -> list[str]:
+    """Every breach of the layout rules in ``root/package``, one line each (empty: the layout holds)."""
+    files = {_module_name(path, root): path for path in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = defaultdict(set)
+    problems = []
+    for module, path in files.items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            problems.append(f"{module}: {lines} lines (at most {MAX_LINES})")
+        for imported, name in _imports(module, path, set(files), package):
+            if imported == module or imported not in files:
+                continue
+            graph[module].add(imported)
+            if module != package and _layer(imported) > _layer(module):
+                problems.append(f"{module} imports {imported}: a lower layer imports a higher one")
+            if name and name.startswith("_"):
+                problems.append(f"{module} imports the private name {name} from {imported}")
+    loose = [module for module, path in files.items() if module.count(".") == 1 and path.name != "__init__.py"]
+    if len(loose) > MAX_LOOSE_MODULES:
+        problems.append(f"{package}/ has {len(loose)} loose modules (at most {MAX_LOOSE_MODULES}): {', '.join(loose)}")
+    problems += [f"an import circle: {' -> '.join(circle)}" for circle in _circles(graph)]
+    return problems
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+    return circles
+
+
+def test_the_package_keeps_its_layers_and_sizes():
+    assert layout_problems(ROOT) == []
+
+
+def test_each_rule_is_caught_on_a_constructed_package(tmp_path):
+    package = tmp_path / "pkg"
+    for folder in ("engine", "launch", "data"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from pkg.launch import run\n")  # the facade may import any layer
+    (package / "engine" / "loop.py").write_text("def f():\n    from pkg.launch.api import go\n")  # upward, lazy
+    (package / "launch" / "api.py").write_text("def go():\n    pass\n")
+    (package / "launch" / "run.py").write_text("from pkg.engine import loop\nfrom .cli import _private\n"
+                                               "def go():\n    pass\n")
+    (package / "launch" / "cli.py").write_text("import pkg.launch.run\n_private = 1\n")  # run <-> cli
+    (package / "data" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    for number in range(MAX_LOOSE_MODULES + 1):
+        (package / f"loose{number}.py").write_text("")
+
+    problems = layout_problems(tmp_path, "pkg")
+
+    assert "pkg.engine.loop imports pkg.launch.api: a lower layer imports a higher one" in problems
+    assert "pkg.launch.run imports the private name _private from pkg.launch.cli" in problems
+    assert f"pkg.data.big: {MAX_LINES + 1} lines (at most {MAX_LINES})" in problems
+    assert any(problem.startswith(f"pkg/ has {MAX_LOOSE_MODULES + 1} loose modules") for problem in problems)
+    assert "an import circle: pkg.launch.cli -> pkg.launch.run" in problems
+    assert len(problems) == 5  # the facade's import of launch and launch's import of engine are allowed
