@@ -104,3 +104,13 @@ def run_train(tmp_path):
         return train(args, run_dir, tmp_path, timeout), run_dir
 
     return _run
+
+
+def assert_one_line(process: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    """``process`` exited with ``code`` and printed one line on stderr, no traceback, holding every fragment."""
+    lines = [line for line in process.stderr.splitlines() if line.strip()]
+    assert process.returncode == code and len(lines) == 1, process.stderr
+    assert "Traceback" not in process.stderr + process.stdout
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]

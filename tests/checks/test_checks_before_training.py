@@ -19,7 +19,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from csg.errors import ConfigError
-from tests.conftest import ROOT, train
+from tests.conftest import ROOT, assert_one_line, train
 
 CONFIGS = ROOT / "configs"
 DATA = ["data=custom", "data._target_=tests.own_components.blobs", "data.batch_size=20", "data.eval_batch_size=30"]
@@ -46,15 +46,6 @@ def _refused(tmp_path, *overrides: str) -> ConfigError:
     return refused.value
 
 
-def _one_line(process, code: int, *fragments: str) -> str:
-    lines = [line for line in process.stderr.splitlines() if line.strip()]
-    assert process.returncode == code and len(lines) == 1, process.stderr
-    assert "Traceback" not in process.stderr + process.stdout
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
-
-
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
     return {**env, **extra}
@@ -68,7 +59,7 @@ def test_a_sweep_whose_later_job_does_not_fit_its_data_trains_no_job(tmp_path):
     process = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", *SMALL, "sampler.samples_per_cycle=1,5",
                               f"hydra.sweep.dir={sweep}"], cwd=tmp_path, capture_output=True, text=True, env=_env(),
                              timeout=170)
-    _one_line(process, 2, "sampler.samples_per_cycle=5 is not allowed: 1..1", "job 1 of the sweep")
+    assert_one_line(process, 2, "sampler.samples_per_cycle=5 is not allowed: 1..1", "job 1 of the sweep")
     assert not sweep.exists()  # job 0 did not train: no samples, no epochs.csv
 
 
@@ -203,7 +194,7 @@ def test_the_noise_scale_is_checked_as_the_samplers_compute_it():
 @pytest.mark.timeout(180)
 def test_lr0_1e308_is_one_line_and_leaves_no_run_directory(tmp_path):
     process = train([*SMALL, "sampler.lr0=1e308"], tmp_path / "run", tmp_path, timeout=170)
-    _one_line(process, 2, "error: sampler.lr0=1e+308 is not allowed", "float32")
+    assert_one_line(process, 2, "error: sampler.lr0=1e+308 is not allowed", "float32")
     assert not (tmp_path / "run").exists()
 
 
@@ -355,5 +346,5 @@ def test_the_slurm_launcher_without_slurm_is_one_line_before_hydra_starts(tmp_pa
     process = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", "hydra/launcher=slurm", *SMALL,
                               f"hydra.sweep.dir={sweep}"], cwd=tmp_path, capture_output=True, text=True,
                              env=_env(PATH=path), timeout=110)
-    _one_line(process, 2, "error: hydra/launcher=slurm is not allowed: a machine with SLURM's sbatch")
+    assert_one_line(process, 2, "error: hydra/launcher=slurm is not allowed: a machine with SLURM's sbatch")
     assert not sweep.exists()

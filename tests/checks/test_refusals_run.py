@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from csg.errors import ConfigError
-from tests.conftest import ROOT, train
+from tests.conftest import ROOT, assert_one_line, train
 
 SMALL = ["model.hidden=[16]", "trainer.epochs=4", "sampler.cycles=2", "sampler.explore=0.5",
          "sampler.samples_per_cycle=1", "trainer.device=cpu"]
@@ -42,15 +42,6 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
 def _snapshot(run_dir: Path) -> dict[str, tuple[bytes, int]]:
     return {str(p.relative_to(run_dir)): (p.read_bytes(), p.stat().st_mtime_ns) for p in run_dir.rglob("*")
             if p.is_file()}
-
-
-def _one_line(process, code: int, *fragments: str) -> str:
-    lines = [line for line in process.stderr.splitlines() if line.strip()]
-    assert process.returncode == code and len(lines) == 1, process.stderr
-    assert "Traceback" not in process.stderr + process.stdout
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def compose(*overrides: str):
@@ -76,7 +67,7 @@ def test_a_planted_checkpoint_or_sample_runs_nothing(finished, tmp_path):
     marker = tmp_path / "pwned"
     torch.save({"model": _Payload(marker)}, run_dir / "checkpoint.pt")
     process = train(SMALL, run_dir, tmp_path)
-    _one_line(process, 2, str(run_dir / "checkpoint.pt"), "nothing of it was run")
+    assert_one_line(process, 2, str(run_dir / "checkpoint.pt"), "nothing of it was run")
     assert not marker.exists()
 
     from csg.engine.samples import SampleStore
@@ -99,11 +90,11 @@ def test_no_refusal_changes_a_file_of_an_existing_run(finished, tmp_path):
         "a key the model group does not have": (["model=resnet18"], "model.hidden is not a key of the config"),
     }
     for args, fragment in refusals.values():
-        _one_line(train([*SMALL, *args], run_dir, tmp_path), 2, fragment)
+        assert_one_line(train([*SMALL, *args], run_dir, tmp_path), 2, fragment)
     assert _snapshot(run_dir) == before  # Hydra's record, the log, the samples: all as they were
 
     fresh = tmp_path / "fresh"
-    _one_line(train(["data=heart", "model=resnet18", "trainer.epochs=2"], fresh, tmp_path), 2,
+    assert_one_line(train(["data=heart", "model=resnet18", "trainer.epochs=2"], fresh, tmp_path), 2,
               "model.name='resnet18'", "inputs of shape (13,)")
     assert not fresh.exists()  # a refused command leaves no run directory behind
 
@@ -112,7 +103,7 @@ def test_an_earlier_runs_results_never_join_the_ensemble(finished, tmp_path):
     run_dir = _copy(finished, tmp_path)
     (run_dir / "checkpoint.pt").unlink()  # resume=true, but nothing to resume the samples from
     before = _snapshot(run_dir)
-    _one_line(train(SMALL, run_dir, tmp_path), 2, f"hydra.run.dir='{run_dir}'", "samples/", "metrics.json",
+    assert_one_line(train(SMALL, run_dir, tmp_path), 2, f"hydra.run.dir='{run_dir}'", "samples/", "metrics.json",
               "no checkpoint", "trainer.checkpoint.resume=false")
     assert _snapshot(run_dir) == before
 
@@ -130,7 +121,7 @@ def test_an_earlier_runs_results_never_join_the_ensemble(finished, tmp_path):
     # a resumed run's folder with a sample its checkpoint does not record (another run's, copied in)
     run_dir = _copy(finished, tmp_path / "second")
     shutil.copy(next((run_dir / "samples").glob("*.pt")), run_dir / "samples" / "sample_0009_cycle07_epoch0099.pt")
-    _one_line(train(SMALL, run_dir, tmp_path), 2, "samples/sample_0009_cycle07_epoch0099.pt",
+    assert_one_line(train(SMALL, run_dir, tmp_path), 2, "samples/sample_0009_cycle07_epoch0099.pt",
               "checkpoint.pt does not record")
 
 
@@ -195,7 +186,7 @@ def test_a_sweep_with_a_bad_point_starts_no_job(tmp_path):
     process = subprocess.run([sys.executable, str(ROOT / "train.py"), "-m", *SMALL, "sampler.lr0=0.1,-1",
                               f"hydra.sweep.dir={sweep}"], cwd=tmp_path, capture_output=True, text=True, env=env,
                              timeout=120)
-    _one_line(process, 2, "sampler.lr0=-1", "job 1 of the sweep")
+    assert_one_line(process, 2, "sampler.lr0=-1", "job 1 of the sweep")
     assert not sweep.exists()
 
 
@@ -241,7 +232,7 @@ def test_ctrl_c_ends_in_one_line_and_the_same_command_resumes(tmp_path):
     gate.signal_when_waiting(process, tmp_path / "barrier", signal.SIGINT)  # not in trainer.checkpoint.signals
     _, stderr = process.communicate(timeout=60)
     completed = subprocess.CompletedProcess(process.args, process.returncode, "", stderr)
-    _one_line(completed, 130, "interrupted (Ctrl-C)", "the same command resumes the run from checkpoint.pt")
+    assert_one_line(completed, 130, "interrupted (Ctrl-C)", "the same command resumes the run from checkpoint.pt")
     resumed = train(args, run_dir, tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed chain 0" in (run_dir / "train.log").read_text()
