@@ -126,6 +126,26 @@ def test_uncertainty_of_a_batch_and_the_means_evaluate_reports(posterior):
     assert ("top5_error_pct" in metrics) == (posterior.num_classes > 5)  # 10 digits, 3 blobs
 
 
+def test_evaluate_adds_the_runs_out_of_distribution_set_as_metrics_json_has_it(tmp_path):
+    from csg.data.notmnist import render_letters
+
+    render_letters(tmp_path / "letters", per_letter=10)
+    posterior = csg.train(["trainer.epochs=2", "sampler.cycles=2", "sampler.samples_per_cycle=1", "model.hidden=[32]",
+                           "data.batch_size=1000", "data.test_per_class=20", "logger=none", "trainer.progress=false",
+                           "ood=notmnist", f"ood.root={tmp_path / 'letters'}", f"hydra.run.dir={tmp_path / 'run'}"])
+    saved = posterior.metrics["ood"]["ensemble"]
+    assert saved["mutual_information_in_distribution"] == posterior.metrics["ensemble"]["mutual_information"]
+    metrics = posterior.evaluate()
+    assert metrics["ood_mutual_information"] == pytest.approx(saved["mutual_information"], abs=1e-9)
+    assert metrics["ood_auroc"] == pytest.approx(saved["auroc"]) and metrics["ood_brier"] == pytest.approx(
+        saved["brier_ood"])
+    assert metrics["ood_entropy_mean"] == pytest.approx(saved["entropy_mean"])
+    assert not any(key.startswith("ood_") for key in posterior.evaluate(ood_loader=False))
+    letters = [x for x, _ in posterior._run_ood_loader()]
+    own = posterior.evaluate(_test_batches(posterior), ood_loader=letters)  # your data and your OOD inputs
+    assert own["ood_mutual_information"] == pytest.approx(saved["mutual_information"], abs=1e-9)
+
+
 # ------------------------------------------------------------------------------------------- diagnostics
 def test_the_runs_evaluation_writes_the_diagnostics_that_diagnostics_shows(posterior):
     saved = posterior.metrics["diagnostics"]
