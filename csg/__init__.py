@@ -13,7 +13,9 @@ Rooms of the package:
   calls); :mod:`csg.posterior.evaluate`: the finished run's samples -> metrics;
 - :mod:`csg.studies.experiments`: paper tables from runs, and the registry of every paper target;
 - ``csg.train([...])`` (:mod:`csg.launch.api`): what ``train.py`` runs, from Python, returning the run's
-  ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict`` and ``evaluate``.
+  ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict``, ``uncertainty``, ``evaluate``,
+  ``diagnostics``, ``save`` and ``to_inference_data``; ``csg.compare([...])`` (:mod:`csg.posterior.compare`): runs
+  side by side, with the shared statistics' verdicts.
 """
 
 __version__ = "0.1.0"
@@ -69,12 +71,13 @@ def _run_stamp() -> str:
 _STAMP: str | None = None
 
 
-_LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.launch.api", "train")}
+_LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.launch.api", "train"),
+         "compare": ("csg.posterior.compare", "compare")}
 
 
 def __getattr__(name: str):
-    """``csg.Posterior`` (:mod:`csg.posterior`) and ``csg.train`` (:mod:`csg.launch.api`), imported at first use: importing
-    ``csg`` stays light (no Hydra, no models)."""
+    """``csg.Posterior`` (:mod:`csg.posterior`), ``csg.train`` (:mod:`csg.launch.api`) and ``csg.compare``
+    (:mod:`csg.posterior.compare`), imported at first use: importing ``csg`` stays light (no Hydra, no models)."""
     if name in _LAZY:
         import importlib
 

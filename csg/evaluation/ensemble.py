@@ -50,6 +50,9 @@ class EnsembleResult:
 
     With an OOD loader, ``ood`` holds the ensemble's OOD metrics and ``ood_per_sample`` each sample's;
     with ``groups``, ``group_ensembles`` maps each group (a chain) to the metrics of its own average.
+    ``log_likelihoods`` and ``predicted`` hold every sample's log p(y_j | x_j, theta_i) (float64) and arg-max
+    class (int64) of every test example, ``(samples, examples)``: the function-space draws that
+    :mod:`csg.evaluation.diagnostics` diagnoses.
     """
 
     ensemble: dict[str, float]
@@ -58,6 +61,8 @@ class EnsembleResult:
     ood: dict[str, object] | None = None
     ood_per_sample: list[dict[str, object]] = field(default_factory=list)
     group_ensembles: dict[int, dict[str, float]] = field(default_factory=dict)
+    log_likelihoods: Tensor | None = None
+    predicted: Tensor | None = None
 
 
 def evaluate_samples(
@@ -81,8 +86,13 @@ def evaluate_samples(
     one model and the running averages. ``groups`` (one label per sample, e.g.
     its chain) adds the average of each group alone. Under DDP every process
     evaluates its shard of the loaders and ``gather`` joins the shards.
+
+    The ensemble's metrics are :func:`~csg.evaluation.metrics.classification_metrics` of the average, its
+    ``num_samples``, and the mean over the test examples of its ``predictive_entropy`` H[p̄] and
+    ``mutual_information`` H[p̄] - sum_i w_i H[p_i] (nats; :mod:`csg.evaluation.uncertainty`); the OOD
+    metrics add the mean ``mutual_information`` on the OOD inputs (and ``mutual_information_in_distribution``).
     """
-    from csg.evaluation.ood import ood_metrics
+    from csg.evaluation.ood import entropy, ood_metrics
 
     gather = gather or (lambda t: t)
 
@@ -97,29 +107,42 @@ def evaluate_samples(
     average: Tensor | None = None
     ood_average: Tensor | None = None
     group_averages: dict[int, Tensor] = {}
+    expected_entropy: Tensor | None = None  # sum_i w_i H[p_i] per example
+    ood_expected_entropy: Tensor | None = None
+    log_likelihoods, predicted = [], []
     targets: Tensor | None = None
     result = EnsembleResult(ensemble={})
     for state_dict, weight, group in zip(state_dicts, weights, groups, strict=True):
         model.load_state_dict(state_dict)
         probs, targets = predict(loader)
         result.per_sample.append(classification_metrics(probs, targets, n_bins))
+        log_likelihoods.append(probs.gather(1, targets[:, None].long()).squeeze(1).double().clamp_min(1e-300).log())
+        predicted.append(probs.argmax(1))
         average = _accumulate(average, probs, weight / total)
+        expected_entropy = _accumulate(expected_entropy, entropy(probs), weight / total)
         if len(group_totals) > 1:
             group_averages[group] = _accumulate(group_averages.get(group), probs, weight / group_totals[group])
         if ood_loader is not None:
             ood_probs, _ = predict(ood_loader)
             result.ood_per_sample.append(ood_metrics(probs, ood_probs))
             ood_average = _accumulate(ood_average, ood_probs, weight / total)
+            ood_expected_entropy = _accumulate(ood_expected_entropy, entropy(ood_probs), weight / total)
     if average is None:
         raise ValueError("no samples to evaluate")
-    result.ensemble = {**classification_metrics(average, targets, n_bins), "num_samples": len(result.per_sample)}
+    total_entropy = entropy(average)
+    mutual_information = (total_entropy - expected_entropy).clamp_min(0.0).mean().item()
+    result.ensemble = {**classification_metrics(average, targets, n_bins), "num_samples": len(result.per_sample),
+                       "predictive_entropy": total_entropy.mean().item(), "mutual_information": mutual_information}
     result.probs = average
+    result.log_likelihoods, result.predicted = torch.stack(log_likelihoods), torch.stack(predicted)
     result.group_ensembles = {
         g: {**classification_metrics(a, targets, n_bins), "num_samples": groups.count(g)}
         for g, a in sorted(group_averages.items())
     }
     if ood_average is not None:
-        result.ood = ood_metrics(average, ood_average)
+        result.ood = {**ood_metrics(average, ood_average), "mutual_information": (
+            entropy(ood_average) - ood_expected_entropy).clamp_min(0.0).mean().item(),
+            "mutual_information_in_distribution": mutual_information}
     return result
 
 

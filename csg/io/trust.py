@@ -100,7 +100,14 @@ def read_yaml(path: str | Path) -> Any:
 
     Raises :class:`UntrustedFile` for a file beyond the limits, and what ``OmegaConf.load`` raises (a
     ``yaml.YAMLError``, ``UnicodeDecodeError``) for one that is not YAML."""
-    text = read_bytes(path, MAX_YAML_BYTES).decode("utf-8")
+    return parse_yaml(read_bytes(path, MAX_YAML_BYTES).decode("utf-8"))
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text (a run's config carried in a posterior file) as :func:`read_yaml` reads a file: at most
+    :data:`MAX_YAML_BYTES` and :data:`MAX_YAML_NODES` nodes with its aliases expanded, else :class:`UntrustedFile`."""
+    if len(text.encode("utf-8")) > MAX_YAML_BYTES:
+        raise UntrustedFile(f"it is larger than the {MAX_YAML_BYTES / 2**20:g} MiB csg reads of a config")
     nodes = expanded_nodes(text)
     if nodes > MAX_YAML_NODES:
         raise UntrustedFile(f"it expands to more than {MAX_YAML_NODES} YAML nodes through its aliases (*name): a "

@@ -97,7 +97,9 @@ def evaluate_store(
     """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
 
     The members and weights are :func:`ensemble_members`' (``partial``: an unfinished run's samples so far).
-    One sample is loaded at a time. Under DDP every process evaluates its shard of the test set.
+    One sample is loaded at a time. Under DDP every process evaluates its shard of the test set. With more than
+    one chain, ``diagnostics``: do the chains agree (:func:`csg.evaluation.diagnostics.chain_diagnostics` of the
+    members' test log-likelihoods).
     """
     layout = layout or distributed.Layout()
     members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)
@@ -122,6 +124,10 @@ def evaluate_store(
                **members.extra}
     if result.group_ensembles:
         metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
+    if len(set(chains)) > 1:  # do the chains agree? (ArviZ, imported for multi-chain runs only)
+        from csg.evaluation.diagnostics import chain_diagnostics
+
+        metrics["diagnostics"] = chain_diagnostics(result.log_likelihoods, chains, result.predicted).to_dict()
     if result.ood is not None:
         from csg.evaluation.ood import entropy_grid
 
@@ -297,6 +303,8 @@ def format_metrics(metrics: dict[str, Any]) -> str:
                     f"AUROC {ood['ensemble']['auroc']:.3f}; single samples: entropy "
                     f"{sum(s['entropy_mean'] for s in ood['per_sample']) / len(ood['per_sample']):.3f}, AUROC "
                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
+    if "diagnostics" in metrics:
+        rows.append(f"chains: {metrics['diagnostics']['reading']}")
     title = f"{metrics['method']} on {metrics['data']} ({metrics['model']}), seed {metrics['seed']}"
     if "partial" in metrics:  # evaluate_run(partial=True) of a run that has not finished
         partial = metrics["partial"]

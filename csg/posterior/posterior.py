@@ -1,58 +1,65 @@
-"""A finished run's posterior as a Python object: its samples, their weights, and the model average.
+"""A finished run's posterior as a Python object: its samples, their weights, the model average and what it says.
 
-:class:`Posterior` reads a run directory of ``train.py`` (or of :func:`csg.train`) and gives the Bayesian model
-average of its samples,
+:class:`Posterior` reads a run directory of ``train.py`` (or of :func:`csg.train`), or the one file
+:meth:`Posterior.save` wrote (:mod:`csg.posterior.export`), and gives the Bayesian model average of its samples,
 
 .. math:: p(y \\mid x) \\approx \\sum_i w_i\\, p(y \\mid x, \\theta_i), \\qquad \\sum_i w_i = 1,
 
 over exactly the members and weights the run's own evaluation averaged
-(:func:`csg.posterior.evaluate.ensemble_members`): every chain's samples, equal, harmonic (Appendix F) or contour importance weights, only the lowest temperature's
-samples under replica exchange, cyclical-SWAG draws where the run made them.
+(:func:`csg.posterior.evaluate.ensemble_members`): every chain's samples, equal, harmonic (Appendix F) or contour
+importance weights, only the lowest temperature's samples under replica exchange, cyclical-SWAG draws where the
+run made them; each member's own predictions (:meth:`~Posterior.predict_members`), their uncertainty
+(:mod:`csg.evaluation.uncertainty`), the diagnostics across chains (:mod:`csg.evaluation.diagnostics`) and ArviZ's
+``InferenceData`` of them (:mod:`csg.posterior.draws`).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
-from csg.errors import ConfigError, describe
+from csg.errors import ConfigError
+from csg.posterior.inputs import (CheckedInputs, CheckedPairs, accumulate, build_run, checked_inputs, device_of,
+                                  own_random_state, repeatable)
+
 
 class Posterior:
-    """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``evaluate``.
+    """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``predict_members``,
+    ``uncertainty``, ``evaluate``, ``diagnostics``, ``save``, ``to_inference_data``.
 
     Build one with :meth:`load` (or :func:`csg.train`). Its members: :attr:`names` (each member's sample file, or
     SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
     ``importance``).
 
-    Memory: by default one model is held, and the samples are read from the run directory one at a time whenever
-    they are needed (every :meth:`predict` call reads them all again); ``keep_on_device=True`` holds every
-    member's state dict on the device for repeated prediction, at the memory of ``len(posterior)`` models.
-    Predictions use the run's ``trainer.precision`` (autocast), as its evaluation did.
+    Memory: by default one model is held, and the samples are read from the run directory (or posterior file) one
+    at a time whenever they are needed (every :meth:`predict` call reads them all again); ``keep_on_device=True``
+    holds every member's state dict on the device for repeated prediction, at the memory of ``len(posterior)``
+    models. Predictions use the run's ``trainer.precision`` (autocast), as its evaluation did.
 
     Attributes:
         model: the one module every sample is loaded into.
         device: where the model (and, with ``keep_on_device``, every sample) lives.
         cfg: the run's saved config (``.hydra/config.yaml``).
         metrics: the run's ``metrics.json``.
-        run_dir: the run directory.
+        run_dir: the run directory (None for a posterior loaded from a file).
+        source: where it was loaded from: the run directory, or the posterior file.
         num_classes: the number of classes (from ``metrics.json``).
         input_shape: the shape of one input (from ``metrics.json``).
         keep_on_device: whether every sample's state dict is held on the device.
         precision: the run's ``trainer.precision``, under which :meth:`predict` runs.
     """
 
-    def __init__(self, *, run_dir: Path, cfg: DictConfig, metrics: dict[str, Any], model: nn.Module, members,
+    def __init__(self, *, run_dir: Path | None, cfg: DictConfig, metrics: dict[str, Any], model: nn.Module, members,
                  device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
-                 keep_on_device: bool = False, trust_code: bool = False):
+                 keep_on_device: bool = False, trust_code: bool = False, source: Path | None = None):
         self.run_dir, self.cfg, self.metrics, self.model, self.device = run_dir, cfg, metrics, model, device
+        self.source = Path(source if source is not None else run_dir)
         self.trust_code = bool(trust_code)
         self.precision, self.num_classes, self.input_shape = precision, int(num_classes), tuple(input_shape)
         self._members, self._data = members, data
@@ -65,7 +72,8 @@ class Posterior:
     @classmethod
     def load(cls, run_dir: str | Path, device: str | torch.device = "auto",
              keep_on_device: bool = False, trust_code: bool = False) -> "Posterior":
-        """The posterior of the finished run in ``run_dir`` (a directory with ``metrics.json``), on ``device``.
+        """The posterior of the finished run in ``run_dir`` (a directory with ``metrics.json``), or of the posterior
+        file ``run_dir`` (``.safetensors`` or ``.pt``, written by :meth:`save`), on ``device``.
 
         ``device``: ``auto`` (the GPU if CUDA is present, else the CPU), ``cpu``, ``cuda``, ``cuda:1``, ``mps`` or a
         ``torch.device``. ``keep_on_device``: hold every member's state dict on the device (see the class).
@@ -74,48 +82,52 @@ class Posterior:
         ``scripts/evaluate_run.py`` checks it, and every sample file is checked (complete, the file its manifest
         records, a sample of the run's model) before anything is computed; anything else (no such
         directory, a run that has not finished, a study on analytic targets, a damaged sample) is a one-line
-        :class:`~csg.errors.ConfigError` naming ``run_dir`` (or the sample file) and what is allowed.
+        :class:`~csg.errors.ConfigError` naming ``run_dir`` (or the sample file) and what is allowed. A posterior
+        file is checked the same way (:func:`csg.posterior.export.read_posterior`: its config, and every member
+        a state dict of its model), refusals naming ``path``; it needs nothing else of the run.
 
-        The run directory is read as data (:mod:`csg.io.trust`): weights-only tensors, YAML within limits, and only
-        csg's own components; a config naming a ``_target_`` (a custom model, data set or sampler) is refused
-        before anything is imported or called, and the run's data (for :meth:`evaluate` without a loader, harmonic
-        weights) are not read from inside the run directory nor, for CIFAR's pickled batches, at all.
-        ``trust_code=True`` (as Hugging Face's ``trust_remote_code``) builds what the run names: pass it for
-        your own runs of your own components, and for run directories whose author you trust.
+        The run directory (or file) is read as data (:mod:`csg.io.trust`): weights-only tensors, YAML within
+        limits, and only csg's own components; a config naming a ``_target_`` (a custom model, data set or
+        sampler) is refused before anything is imported or called, and the run's data (for :meth:`evaluate`
+        without a loader, harmonic weights) are not read from inside the run directory nor, for CIFAR's pickled
+        batches, at all. ``trust_code=True`` (as Hugging Face's ``trust_remote_code``) builds what the run names:
+        pass it for your own runs of your own components, and for run directories whose author you trust.
 
         The model is built from the run's config and the ``num_classes`` and ``input_shape`` its metrics.json
         records, without reading the data; the data set is built only when needed (:meth:`evaluate` without a
         loader, harmonic weights, or a run whose metrics.json predates those keys). The model's initial weights are
         drawn from a forked random state: torch's global random state stays as the caller had it.
         """
-        from csg.engine.samples import SampleStore
-        from csg.engine.devices import resolve_device
-        from csg.posterior.evaluate import ensemble_members
-        from csg.posterior.store import finished_metrics, load_run_config, sample_paths
         from csg.engine.devices import Precision
+        from csg.engine.samples import SampleStore
+        from csg.posterior.evaluate import ensemble_members
+        from csg.posterior.export import SUFFIXES
+        from csg.posterior.store import finished_metrics, load_run_config, sample_paths
 
         run_dir = Path(run_dir)
+        if run_dir.suffix in SUFFIXES and not run_dir.is_dir():
+            return cls._load_file(run_dir, device, keep_on_device, trust_code)
         cfg = load_run_config(run_dir, trust_code=trust_code)
         metrics = finished_metrics(run_dir, cfg)
-        device = _device(device, resolve_device)
+        device = device_of(device)
         store = SampleStore(run_dir / "samples")
         # the samples the run recorded (its manifests), each checked, before the model or the data is built
         store.verify(sample_paths(store, int(cfg.sampler.get("chains", 1))))
         precision = Precision(str(cfg.trainer.precision), device)
         recorded = metrics.get("num_classes"), metrics.get("input_shape")
-        with _own_random_state(device):
-            if None in recorded:  # a run from before metrics.json recorded them: the data tells
-                data, model = _build(cfg, device, run_dir, trust_code)
+        with own_random_state(device):
+            if None in recorded:  # a run from before metrics.json recorded them: the data tell
+                data, model = build_run(cfg, device, run_dir, trust_code)
                 recorded = data.num_classes, tuple(data.input_shape)
             else:
                 data = None
-                _, model = _build(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
+                _, model = build_run(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
                     num_classes=int(recorded[0]), input_shape=tuple(recorded[1])))
             holder: dict[str, Any] = {"data": data}
 
             def training_data():
                 if holder["data"] is None:
-                    holder["data"], _ = _build(cfg, device, run_dir, trust_code)
+                    holder["data"], _ = build_run(cfg, device, run_dir, trust_code)
                 return holder["data"]
 
             members = ensemble_members(cfg, model, store, training_data, device, precision)
@@ -123,6 +135,28 @@ class Posterior:
         return cls(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model, members=members, device=device,
                    precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],
                    keep_on_device=keep_on_device, trust_code=trust_code)
+
+    @classmethod
+    def _load_file(cls, path: Path, device, keep_on_device: bool, trust_code: bool) -> "Posterior":
+        """:meth:`load` of a posterior file (:func:`csg.posterior.export.posterior_from_file`)."""
+        from csg.posterior.export import posterior_from_file
+
+        return cls(**posterior_from_file(path, device_of(device), trust_code), keep_on_device=keep_on_device)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the posterior to the one file ``path``, which :meth:`load` reads back without the run directory:
+        ``.safetensors`` (safetensors) or ``.pt`` (``torch.save``, read back weights-only); never a pickle of code.
+
+        It holds every member's state dict, the names, chains and weights, the run's config (the model's
+        architecture: a built-in model is rebuilt from it by name, a ``_target_`` model needs ``trust_code=True``
+        to load, as the run directory does) and its ``metrics.json`` (:mod:`csg.posterior.export`). Written
+        atomically; memory: every member's tensors at once. Returns ``path``; a file name with another suffix is a
+        one-line :class:`~csg.errors.ConfigError`."""
+        from csg.posterior.export import write_posterior
+
+        return write_posterior(path, config=OmegaConf.to_yaml(self.cfg), metrics=self.metrics, names=self.names,
+                               chains=self.chains, weights=self.weights, weighting=self.weighting,
+                               states=self._state_dicts(), source=str(self.source))
 
     # ------------------------------------------------------------------------------------------------ members
     def __len__(self) -> int:
@@ -183,7 +217,7 @@ class Posterior:
         total = float(sum(self._members.weights))
         average: Tensor | None = None
         for model, weight in self:
-            average = _accumulate(average, self._probs(model, x), weight / total)
+            average = accumulate(average, self._probs(model, x), weight / total)
         return average.float().to(self.device)
 
     @torch.no_grad()
@@ -197,7 +231,7 @@ class Posterior:
         of batches; a one-pass iterator is first read into a list). Every batch is checked as :meth:`predict`
         checks ``x``; a loader that yields no batch is refused the same way.
         """
-        batches = _repeatable(loader)
+        batches = repeatable(loader)
         total = float(sum(self._members.weights))
         average: Tensor | None = None
         for model, weight in self:
@@ -206,8 +240,33 @@ class Posterior:
             if not probs:
                 raise ConfigError("loader", type(loader).__name__, "a loader that yields at least one batch (it yielded "
                                   "none)")
-            average = _accumulate(average, torch.cat(probs), weight / total)
+            average = accumulate(average, torch.cat(probs), weight / total)
         return average.float().to(self.device)
+
+    @torch.no_grad()
+    def predict_members(self, x: Tensor) -> Tensor:
+        """Every member's p(y | x, theta_i) = softmax(f(x; theta_i)) of one batch, in the order of :attr:`names`:
+        float32 ``(members, batch, classes)`` on the posterior's device, without gradients (eval mode, the run's
+        precision); ``x`` checked as :meth:`predict` checks it. Their average with :attr:`weights` is
+        :meth:`predict`'s. Memory: members x batch x classes floats."""
+        x = self._inputs(x, "x")
+        return torch.stack([self._probs(model, x) for model, _ in self])
+
+    def uncertainty(self, x: Tensor):
+        """What the members say about one batch ``x``, per input: a
+        :class:`~csg.evaluation.uncertainty.Uncertainty` of float64 ``(batch,)`` tensors, with w_i the
+        :attr:`weights` and p_i = p(y | x, theta_i) (:meth:`predict_members`), p̄ = sum_i w_i p_i:
+
+        - ``predictive_entropy`` H[p̄] = -sum_c p̄_c log p̄_c (total uncertainty, nats);
+        - ``expected_entropy`` sum_i w_i H[p_i] (aleatoric);
+        - ``mutual_information`` H[p̄] - sum_i w_i H[p_i] >= 0 (epistemic: the BALD score);
+        - ``disagreement``: the probability that two distinct members drawn by weight predict different classes.
+
+        ``.mean()`` gives each averaged over the batch. The equations: :mod:`csg.evaluation.uncertainty`."""
+        from csg.evaluation.uncertainty import member_uncertainty
+
+        probs = self.predict_members(x)
+        return member_uncertainty(probs.cpu() if probs.device.type == "mps" else probs, self.weights)
 
     def _probs(self, model: nn.Module, x: Tensor) -> Tensor:
         """softmax of one member's logits, float32, on the device: :func:`csg.evaluation.batch_probs`, as the run's
@@ -218,165 +277,116 @@ class Posterior:
 
     def _inputs(self, batch: Any, name: str) -> Tensor:
         """The inputs of a batch (``x``, or the first item of ``(x, y)``), checked against the run's input shape and
-        moved to the posterior's device and the model's dtype (:func:`_checked_inputs`)."""
+        moved to the posterior's device and the model's dtype (:func:`csg.posterior.inputs.checked_inputs`)."""
         parameter = next(self.model.parameters(), None)
         dtype = parameter.dtype if parameter is not None and parameter.is_floating_point() else torch.float32
         x = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
-        return _checked_inputs(x, name, self.input_shape, self.device, dtype)
+        return checked_inputs(x, name, self.input_shape, self.device, dtype)
+
+    def _pairs(self, loader: Iterable | None) -> Iterable:
+        """The run's test loader (``loader`` None) or the user's ``(x, y)`` batches, each checked as it is read."""
+        if loader is None:
+            return CheckedPairs(self.data.test, self._inputs, self.num_classes, "the run's test set")
+        return CheckedPairs(repeatable(loader), self._inputs, self.num_classes, type(loader).__name__)
 
     # --------------------------------------------------------------------------------------------- evaluation
-    def evaluate(self, loader: Iterable | None = None) -> dict[str, float]:
-        """Metrics of the model average: ``test_error_pct``, ``nll``, ``ece``, ``brier``, ``num_samples``.
+    def evaluate(self, loader: Iterable | None = None, ood_loader: Iterable | bool | None = None) -> dict[str, float]:
+        """Metrics of the model average, key by key (lower is better for the first four):
+
+        - ``test_error_pct``: 100 x the share of examples whose most probable class is wrong;
+        - ``nll``: the mean negative log-likelihood -1/n sum_j log p̄(y_j | x_j);
+        - ``ece``: the expected calibration error, ``evaluation.ece_bins`` equal-width confidence bins;
+        - ``brier``: 1/n sum_j sum_c (p̄_jc - 1{c = y_j})^2, in [0, 2];
+        - ``top5_error_pct``: 100 x the share whose class is not among the 5 most probable, only with more than
+          5 classes (:func:`csg.evaluation.metrics.classification_metrics`);
+        - ``num_samples``: the members averaged;
+        - ``predictive_entropy``, ``mutual_information``: their means over the examples, in nats
+          (:meth:`uncertainty`);
+        - with an OOD set: ``ood_auroc`` (the predictive entropy as a detector of the OOD inputs),
+          ``ood_entropy_mean``, ``ood_mutual_information`` (means over the OOD inputs) and ``ood_brier``
+          (:func:`csg.evaluation.ood.ood_metrics`).
 
         Without ``loader``: on the run's own test set, with its config (``evaluation.ece_bins``, precision,
-        loader): the numbers of ``metrics.json``'s ``ensemble`` (on the device the run evaluated on). With a
-        ``loader`` of ``(x, y)`` batches (``x`` as the run's loaders yield it, ``y`` integer labels in
-        ``[0, num_classes)``): on those data, read once per member, so in the same order every time (a
-        ``DataLoader`` without shuffling, a list; a one-pass iterator is first read into a list). Each batch is
-        checked as it is read (``x`` as :meth:`predict` checks it; ``y`` one integer label per example, each in
-        range): a bad one is a one-line :class:`~csg.errors.ConfigError` (a ``ValueError``), never a torch error.
-        Computed by :func:`csg.evaluation.evaluate_samples`, one member at a time.
+        loader), and on its OOD set if it has one (``ood=...``): the numbers of ``metrics.json``'s ``ensemble``
+        (and ``ood.ensemble``), on the device the run evaluated on. With a ``loader`` of ``(x, y)`` batches (``x``
+        as the run's loaders yield it, ``y`` integer labels in ``[0, num_classes)``): on those data, read once per
+        member, so in the same order every time (a ``DataLoader`` without shuffling, a list; a one-pass iterator is
+        first read into a list); each batch checked as it is read (``x`` as :meth:`predict` checks it; ``y`` one
+        integer label per example, each in range): a bad one is a one-line :class:`~csg.errors.ConfigError` (a
+        ``ValueError``), never a torch error. ``ood_loader``: batches of OOD inputs (``x`` or ``(x, y)``) to
+        evaluate as well; ``False``: none, not even the run's. Computed by :func:`csg.evaluation.evaluate_samples`,
+        one member at a time.
         """
         from csg.evaluation import evaluate_samples
 
-        if loader is None:
-            loader = self.data.test
+        if ood_loader is None and loader is None:
+            ood = self._run_ood_loader()
+        elif ood_loader is None or ood_loader is False:
+            ood = None
         else:
-            loader = _CheckedPairs(_repeatable(loader), self, type(loader).__name__)
-        result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, loader, self.device,
-                                  n_bins=int(self.cfg.evaluation.ece_bins), autocast=self.precision.autocast)
-        return result.ensemble
+            ood = CheckedInputs(repeatable(ood_loader), self._inputs, type(ood_loader).__name__)
+        data = self.data.test if loader is None else self._pairs(loader)
+        result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, data, self.device,
+                                  n_bins=int(self.cfg.evaluation.ece_bins), autocast=self.precision.autocast,
+                                  ood_loader=ood)
+        metrics = dict(result.ensemble)
+        if result.ood is not None:
+            metrics.update(ood_auroc=result.ood["auroc"], ood_entropy_mean=result.ood["entropy_mean"],
+                           ood_mutual_information=result.ood["mutual_information"], ood_brier=result.ood["brier_ood"])
+        return metrics
+
+    def _run_ood_loader(self):
+        """The loader of the run's OOD set (its ``ood`` config), or None for ``ood=none``."""
+        from csg.engine.build import build_ood_loader
+        from csg.io.trust import check_run_data
+
+        if str(OmegaConf.select(self.cfg, "ood.name", default="none")) == "none":
+            return None
+        check_run_data(self.cfg, self.source, trust_code=self.trust_code, ood=True)
+        return build_ood_loader(self.cfg, self.data)[0]
+
+    def function_draws(self, loader: Iterable | None = None, probabilities: bool = False):
+        """Every member's log-likelihood and predicted class of every example of ``loader`` (``(x, y)`` batches,
+        checked as :meth:`evaluate` checks them; ``None``: the run's test set), and with ``probabilities`` its
+        class probabilities: a :class:`~csg.posterior.draws.FunctionDraws` on the CPU."""
+        from csg.posterior.draws import function_draws
+
+        return function_draws(self, self._probs, self._pairs(loader), chains=self.chains, names=self.names,
+                              keep_probs=probabilities)
+
+    def diagnostics(self, loader: Iterable | None = None):
+        """Do the chains agree? Split-R-hat and ESS of the members' test log-likelihoods across chains, and each
+        chain's autocorrelation of its predictions (:mod:`csg.evaluation.diagnostics`): a
+        :class:`~csg.evaluation.diagnostics.ChainDiagnostics`, whose ``reading`` (and ``str``) says in one line
+        whether the chains agree, disagree, or the draws are too few to tell.
+
+        Without ``loader``: the diagnostics the run's final evaluation wrote to ``metrics.json`` (a run of more than
+        one chain), else computed on the run's test set; with ``loader``, computed on its ``(x, y)`` batches."""
+        from csg.evaluation.diagnostics import ChainDiagnostics
+
+        if loader is None and isinstance(self.metrics.get("diagnostics"), dict):
+            return ChainDiagnostics.from_dict(self.metrics["diagnostics"])
+        return self.function_draws(loader).diagnostics()
+
+    def to_inference_data(self, loader: Iterable | None = None, probabilities: bool = True):
+        """ArviZ's ``InferenceData`` of the function-space draws on ``loader``'s ``(x, y)`` batches (``None``: the
+        run's test set), dimensions ``chain`` and ``draw`` as the run's chains made them:
+        ``log_likelihood["y"]`` (chain, draw, example), ``posterior_predictive["label"]`` and (with
+        ``probabilities``) ``["probs"]`` (chain, draw, example, class), ``observed_data["y"]`` and
+        ``sample_stats["weight"]`` (:meth:`csg.posterior.draws.FunctionDraws.to_inference_data`)."""
+        attrs = {"source": str(self.source), "method": str(self.cfg.sampler.name), "weighting": self.weighting}
+        return self.function_draws(loader, probabilities).to_inference_data(attrs)
 
     @property
     def data(self):
         """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use."""
         if self._data is None:
-            with _own_random_state(self.device):
-                self._data, _ = _build(self.cfg, self.device, self.run_dir, self.trust_code)
+            where = {} if self.run_dir is not None else {
+                "key": "path", "config": "a posterior file written by Posterior.save: its config"}
+            with own_random_state(self.device):
+                self._data, _ = build_run(self.cfg, self.device, self.source, self.trust_code, **where)
         return self._data
 
     def __repr__(self) -> str:
-        return (f"Posterior({str(self.run_dir)!r}: {len(self)} members, {self.weighting} weights, "
+        return (f"Posterior({str(self.source)!r}: {len(self)} members, {self.weighting} weights, "
                 f"{self.cfg.sampler.name} on {self.cfg.data.name}, device {self.device})")
-
-
-# ----------------------------------------------------------------------------------------------------- helpers
-def _device(device: str | torch.device, resolve) -> torch.device:
-    """``device`` as a torch.device; a one-line ConfigError (key ``device``) for one this machine lacks."""
-    try:
-        return resolve(str(device))
-    except ConfigError as error:
-        raise ConfigError("device", str(device), error.allowed) from None
-    except (RuntimeError, ValueError):  # torch.device's own complaint about the name
-        raise ConfigError("device", str(device), "auto, cpu, cuda, cuda:<index> or mps") from None
-
-
-def _build(cfg: DictConfig, device: torch.device, run_dir: Path, trust_code: bool, shape=None):
-    """(data, model) of the run: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data is read.
-    Targets resolve without the current folder on ``sys.path``; the data's root and format are checked first
-    (:func:`csg.io.trust.check_run_data`)."""
-    from csg.engine.build import build_data_and_model
-    from csg.components import run_directory_targets
-    from csg.posterior.store import SAVED_CONFIG
-    from csg.io.trust import check_run_data
-
-    if shape is None:
-        check_run_data(cfg, run_dir, trust_code=trust_code)
-    try:
-        with run_directory_targets():
-            return build_data_and_model(cfg, device, data=shape)
-    except OmegaConfBaseException as error:  # a key the saved config lacks
-        raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
-                          f"train.py config ({describe(error, limit=160)})") from None
-
-
-@contextlib.contextmanager
-def _own_random_state(device: torch.device):
-    """Building a model draws its initial weights: leave torch's global random state as the caller had it."""
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        yield
-
-
-def _checked_inputs(x: Any, name: str, input_shape: tuple[int, ...], device: torch.device,
-                    dtype: torch.dtype) -> Tensor:
-    """``x`` on ``device`` as ``dtype`` once it is a floating tensor of shape ``(batch, *input_shape)`` (batch >= 1);
-    else a one-line ConfigError naming ``name`` (``x``, ``loader[3].x``), what it is and what is allowed."""
-    wanted = f"(batch, {', '.join(map(str, input_shape))})" if input_shape else "(batch,)"
-    if not isinstance(x, Tensor):
-        raise ConfigError(name, type(x).__name__, f"a tensor of inputs of shape {wanted} (or an (x, y) pair of them)")
-    shape = tuple(x.shape)
-    if shape[1:] != tuple(input_shape) or len(shape) != len(input_shape) + 1 or shape[0] == 0:
-        hint = ("; one example: x.unsqueeze(0)" if shape == tuple(input_shape)
-                else "; at least one example" if shape[1:] == tuple(input_shape) else "")
-        raise ConfigError(f"{name}.shape", shape, f"{wanted}: a batch of the run's inputs, whose input_shape is "
-                          f"{tuple(input_shape)}{hint}")
-    if not x.is_floating_point():
-        raise ConfigError(f"{name}.dtype", str(x.dtype).replace("torch.", ""),
-                          "a floating dtype (float32, as the run's loaders yield inputs, normalised; raw integer "
-                          "pixels need the run's normalisation)")
-    try:
-        return x.to(device, dtype, non_blocking=True)
-    except Exception as error:  # noqa: BLE001 - a meta tensor, a device torch cannot copy from
-        raise ConfigError(f"{name}.device", str(x.device), f"a tensor that can be moved to the posterior's device "
-                          f"{device}: {describe(error, limit=120)}") from None
-
-
-def _checked_labels(y: Any, name: str, batch: int, num_classes: int) -> Tensor:
-    """``y`` as a tensor of ``batch`` integer labels in ``[0, num_classes)``; else a one-line ConfigError."""
-    allowed = f"{batch} integer labels in [0, {num_classes}) (the run's {num_classes} classes), one per example"
-    if not isinstance(y, Tensor):
-        try:
-            y = torch.as_tensor(y)
-        except Exception:  # noqa: BLE001 - not numbers
-            raise ConfigError(name, type(y).__name__, allowed) from None
-    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
-        raise ConfigError(f"{name}.dtype", str(y.dtype).replace("torch.", ""), f"{allowed}: an integer dtype (int64)")
-    if tuple(y.shape) != (batch,):
-        raise ConfigError(f"{name}.shape", tuple(y.shape), allowed)
-    low, high = int(y.min()), int(y.max())
-    if low < 0 or high >= num_classes:
-        raise ConfigError(name, low if low < 0 else high, allowed)
-    return y
-
-
-class _CheckedPairs:
-    """A user's ``(x, y)`` batches for :meth:`Posterior.evaluate`, each checked as it is read (every member's pass
-    reads them): inputs by :func:`_checked_inputs`, labels by :func:`_checked_labels`; no batch at all is refused."""
-
-    def __init__(self, batches: Iterable, posterior: Posterior, what: str):
-        self.batches, self.posterior, self.what = batches, posterior, what
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
-        count = 0
-        for index, batch in enumerate(self.batches):
-            if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-                raise ConfigError(f"loader[{index}]", type(batch).__name__, "an (x, y) pair: a batch of inputs and "
-                                  "its integer labels")
-            x = self.posterior._inputs(batch, f"loader[{index}].x")
-            yield x, _checked_labels(batch[1], f"loader[{index}].y", len(x), self.posterior.num_classes)
-            count += 1
-        if not count:
-            raise ConfigError("loader", self.what, "a loader that yields at least one (x, y) batch (it yielded none)")
-
-
-def _repeatable(loader: Iterable) -> Iterable:
-    """``loader`` if it can be read again in the same order; a one-pass iterator as a list; a shuffling
-    DataLoader refused (its batches would not line up member by member)."""
-    from torch.utils.data import RandomSampler
-
-    if isinstance(getattr(loader, "sampler", None), RandomSampler):
-        raise ValueError("predict_loader needs a loader that gives the same batches in the same order on every "
-                         "pass: a DataLoader with shuffle=False")
-    return list(loader) if isinstance(loader, Iterator) else loader
-
-
-def _accumulate(average: Tensor | None, probs: Tensor, weight: float) -> Tensor:
-    """``average + weight * probs`` in float64 (as :func:`csg.evaluation.evaluate_samples` sums); on the CPU for a
-    device without float64 (MPS)."""
-    where = probs.device if probs.device.type != "mps" else torch.device("cpu")
-    contribution = probs.to(where, torch.float64) * weight
-    return contribution if average is None else average.add_(contribution)

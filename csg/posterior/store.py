@@ -12,6 +12,7 @@ import copy
 import difflib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,8 @@ from csg.errors import ConfigError, DamagedFileError, describe
 from csg.io.trust import UntrustedFile, not_a_regular_file, read_bytes
 from csg.paths import CONFIGS
 
-__all__ = ["GROUPS", "MAX_METRICS_BYTES", "OVERRIDABLE", "SAVED_CONFIG", "apply_overrides", "finished_metrics",
-           "load_run_config", "sample_paths"]
+__all__ = ["GROUPS", "MAX_METRICS_BYTES", "OVERRIDABLE", "SAVED_CONFIG", "apply_overrides", "check_saved_config",
+           "finished_metrics", "load_run_config", "sample_paths"]
 
 # What a re-evaluation may change: how the samples are evaluated (evaluation.*), where and in which precision
 # (trainer.device, trainer.precision), how and from where the run's own data is read (data.eval_batch_size,
@@ -45,8 +46,7 @@ def load_run_config(run_dir: Path, *, trust_code: bool = False) -> DictConfig:
     ``trust_code``, a config naming a ``_target_`` (or a resolver that is not OmegaConf's, Hydra's or csg's) is
     refused before anything is imported. With ``trust_code`` its targets are imported by train.py's checks, from
     the Python path (never the current folder: :func:`csg.components.run_directory_targets`)."""
-    from csg.components import run_directory_targets
-    from csg.io.trust import check_no_code, read_yaml
+    from csg.io.trust import read_yaml
 
     def refuse(why: str) -> ConfigError:
         return ConfigError("run_dir", str(run_dir), f"a run directory of train.py: {why}")
@@ -70,19 +70,29 @@ def load_run_config(run_dir: Path, *, trust_code: bool = False) -> DictConfig:
         raise damaged(f"its {SAVED_CONFIG} is refused: {error.reason}") from None
     except Exception as error:  # yaml's errors, a binary file, an unreadable one
         raise damaged(f"its {SAVED_CONFIG} {_unreadable_yaml(error)}") from None
+    return check_saved_config(cfg, lambda why: refuse(f"its {SAVED_CONFIG} {why}"), trust_code=trust_code)
+
+
+def check_saved_config(cfg: Any, refuse: Callable[[str], ConfigError], *, trust_code: bool) -> DictConfig:
+    """``cfg``, a run's saved config read as data, once it is a train.py config that passes train.py's checks
+    and names no code (:func:`csg.io.trust.check_no_code`, unless ``trust_code``); else ``refuse(why)`` raised
+    (``why``: "is not a train.py config (...)", "fails train.py's checks (...)")."""
+    from csg.components import run_directory_targets
+    from csg.io.trust import check_no_code
+
     if not isinstance(cfg, DictConfig):
-        raise refuse(f"its {SAVED_CONFIG} is not a train.py config (a {type(cfg).__name__}, not a mapping)")
+        raise refuse(f"is not a train.py config (a {type(cfg).__name__}, not a mapping)")
     absent = [key for key in ("data", "model", "sampler", "trainer", "evaluation", "ood", "seed") if key not in cfg]
     if absent:
-        raise refuse(f"its {SAVED_CONFIG} is not a train.py config (no {', '.join(absent)})")
+        raise refuse(f"is not a train.py config (no {', '.join(absent)})")
     check_no_code(cfg, trust_code)  # before train.py's checks, which import the targets they are given
     try:
         with run_directory_targets():
             checks.validate(cfg)
     except ConfigError as error:
-        raise refuse(f"its {SAVED_CONFIG} fails train.py's checks ({error})") from None
+        raise refuse(f"fails train.py's checks ({error})") from None
     except Exception as error:  # a section that is not a mapping, an interpolation to nothing, ...
-        raise refuse(f"its {SAVED_CONFIG} is not a train.py config ({describe(error, limit=160)})") from None
+        raise refuse(f"is not a train.py config ({describe(error, limit=160)})") from None
     return cfg
 
 

@@ -67,7 +67,16 @@ def test_ensemble_is_the_weighted_mean_of_sample_probabilities():
     result = evaluate_samples(model, samples, equal_weights(2), loader, torch.device("cpu"))
     expected = (PROBS + other) / 2
     assert torch.allclose(result.probs.float(), expected)
-    assert result.ensemble == pytest.approx({**classification_metrics(expected, TARGETS), "num_samples": 2})
+    entropy = lambda p: -(p.double() * p.double().log()).sum(1)  # noqa: E731
+    mutual_information = (entropy(expected) - (entropy(PROBS) + entropy(other)) / 2).mean().item()
+    assert mutual_information > 0.05
+    assert result.ensemble == pytest.approx({**classification_metrics(expected, TARGETS), "num_samples": 2,
+                                             "predictive_entropy": entropy(expected).mean().item(),
+                                             "mutual_information": mutual_information})
+    # every sample's log-likelihood and predicted class of every example: the draws the diagnostics read
+    assert torch.allclose(result.log_likelihoods, torch.stack([PROBS, other]).double().gather(
+        2, TARGETS.expand(2, 4)[..., None]).squeeze(2).log())
+    assert result.predicted.tolist() == [[0, 1, 2, 1], [1, 1, 0, 2]]
     assert result.per_sample[0] == pytest.approx(classification_metrics(PROBS, TARGETS))
     assert result.per_sample[1] == pytest.approx(classification_metrics(other, TARGETS))
     weighted = evaluate_samples(model, samples, [0.25, 0.75], loader, torch.device("cpu"))

@@ -1,0 +1,239 @@
+"""Comparing finished runs: one table of their metrics grouped by method, and the shared statistics' verdicts.
+
+:func:`compare` (``csg.compare``; ``scripts/compare_runs.py``) reads the ``metrics.json`` of each run directory it
+is given, or of every run below a folder it is given (a Hydra sweep, ``runs/``), as data (:mod:`csg.io.trust`:
+no config is built, nothing is imported), and gives a :class:`Comparison`: per run its method (``sampler.name``),
+seed, test error %, NLL, ECE, Brier, mean mutual information (nats), members and wall time; per method (of one
+data set and model) the mean and standard error over its seeds; and, where two methods share seeds, the verdicts
+of :func:`csg.evaluation.comparison.compare_paired` on each of error, NLL, ECE and Brier against a baseline method,
+paired by seed, Holm-corrected across every comparison of the table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from csg.errors import ConfigError, DamagedFileError, describe
+
+__all__ = ["COMPARED", "Comparison", "compare"]
+
+# column -> (metrics.json's key under "ensemble", heading, digits)
+COLUMNS = {"error": ("test_error_pct", "error %", 2), "nll": ("nll", "NLL", 4), "ece": ("ece", "ECE", 4),
+           "brier": ("brier", "Brier", 4), "mi": ("mutual_information", "MI", 4)}
+COMPARED = ("error", "nll", "ece", "brier")  # lower is better; the mutual information is neither
+GROUP = ["data", "model", "method"]
+MAX_METRICS_BYTES = 256 << 20
+
+
+@dataclass
+class Comparison:
+    """Runs side by side (see the module).
+
+    ``runs``: one row per run, columns ``data``, ``model``, ``method``, ``seed``, ``error``, ``nll``, ``ece``,
+    ``brier``, ``mi`` (NaN for a run from before metrics.json recorded it), ``members``, ``time_s`` (the run's wall
+    time) and ``run_dir``; ``verdicts``: one row per comparison, columns ``data``, ``model``, ``method``,
+    ``baseline``, ``metric``, ``n`` (shared seeds), ``difference`` (method - baseline), ``low``, ``high`` (the
+    corrected interval), ``verdict``, ``detectable``, ``p_holm``; ``skipped``: the runs left out, and why;
+    ``margins``: the equivalence margins stated, by metric."""
+
+    runs: pd.DataFrame
+    verdicts: pd.DataFrame
+    skipped: list[str] = field(default_factory=list)
+    margins: dict[str, float] = field(default_factory=dict)
+
+    def table(self) -> pd.DataFrame:
+        """The one table: each method's runs (by seed), then its ``mean`` and ``s.e.`` rows (the standard error
+        sd / sqrt(n), NaN for one run), methods in the order they were found."""
+        rows = []
+        for _, runs in self.runs.groupby(GROUP, sort=False):
+            rows += runs.drop(columns="run_dir").to_dict("records")
+            first = runs.iloc[0]
+            numbers = runs[[*COLUMNS, "members", "time_s"]]
+            count = len(runs)
+            rows.append({**{key: first[key] for key in GROUP}, "seed": "mean", **numbers.mean().to_dict()})
+            spread = (numbers.std(ddof=1) / math.sqrt(count)) if count > 1 else numbers.mean() * math.nan
+            rows.append({**{key: first[key] for key in GROUP}, "seed": "s.e.", **spread.to_dict()})
+        return pd.DataFrame(rows, columns=[*GROUP, "seed", *COLUMNS, "members", "time_s"])
+
+    def format(self) -> str:
+        """The table as text (``mean ± s.e.`` per method) and the verdicts, as ``scripts/compare_runs.py`` prints them."""
+        from csg.evaluation.comparison import method_statement
+
+        several = self.runs[["data", "model"]].drop_duplicates().shape[0] > 1
+        lines = [f"{'method':<16}{'seed':>12}" + "".join(f"{COLUMNS[c][1]:>18}" for c in COLUMNS) +
+                 f"{'members':>10}{'time (s)':>12}"]
+        for (data, model, method), runs in self.runs.groupby(GROUP, sort=False):
+            label = f"{method} ({data}, {model})" if several else method
+            for _, run in runs.iterrows():
+                lines.append(f"{label:<16}{run['seed']:>12}" + "".join(
+                    f"{_number(run[c], COLUMNS[c][2]):>18}" for c in COLUMNS) + f"{run['members']:>10}"
+                    f"{run['time_s']:>12.1f}")
+            lines.append(f"{label:<16}{'mean ± s.e.':>12}" + "".join(
+                f"{_mean_se(runs[c], COLUMNS[c][2]):>18}" for c in COLUMNS) +
+                f"{runs['members'].mean():>10.1f}{_mean_se(runs['time_s'], 1):>12}")
+        if self.verdicts.empty:
+            lines.append("No verdicts: no two methods of one data set and model share a seed.")
+        else:
+            stated = ", ".join(f"{COLUMNS[m][1]} ±{v:g}" for m, v in self.margins.items())
+            lines += ["", method_statement(margin=stated)]
+            for _, row in self.verdicts.iterrows():
+                interval = (f"{row['difference']:+.4g} [{row['low']:+.4g}, {row['high']:+.4g}]" if row["n"] > 1
+                            else f"{row['difference']:+.4g} (no interval)")
+                detectable = f", detectable {row['detectable']:.3g}" if math.isfinite(row["detectable"]) else ""
+                lines.append(f"{row['method']} vs {row['baseline']}, {COLUMNS[row['metric']][1]}: {interval} "
+                             f"(n = {row['n']}): {row['verdict']}{detectable}")
+        lines += [f"skipped: {why}" for why in self.skipped]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def write(self, path: str | Path) -> list[Path]:
+        """Write :meth:`table` to the CSV file ``path`` and, where there are verdicts, :attr:`verdicts` beside it
+        (``<stem>_verdicts.csv``), atomically; returns the files written."""
+        from csg.io.atomic import atomic_write_text
+
+        path = Path(path)
+        written = [path]
+        atomic_write_text(path, self.table().to_csv(index=False))
+        if not self.verdicts.empty:
+            written.append(path.with_name(f"{path.stem}_verdicts.csv"))
+            atomic_write_text(written[-1], self.verdicts.to_csv(index=False))
+        return written
+
+
+def compare(paths: str | Path | Iterable[str | Path], *, baseline: str | None = None,
+            margins: dict[str, float] | None = None) -> Comparison:
+    """The :class:`Comparison` of the finished runs in ``paths``: run directories of train.py, and folders holding
+    them at any depth (a sweep's ``multirun/<date>/<time>/``, ``runs/``; runs that a restart moved into a run's
+    ``earlier/`` folder are not taken).
+
+    Runs are grouped by data set, model and method (metrics.json's ``method``: the ``sampler.name`` label, which
+    a user's own sampler sets); in each data set and model, every method is compared with ``baseline`` (default:
+    the first method found) on the seeds the two share. ``margins``: the equivalence margin of a metric
+    (``{"nll": 0.01}``) in its units; without one nothing is called equivalent. One-line
+    :class:`~csg.errors.ConfigError` for: a path that does not exist; a run directory given that has not finished;
+    two runs of one method and seed (which one would be paired?); nothing finished at all. A run below a folder
+    that has not finished is left out and listed in ``skipped``."""
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    margins = dict(margins or {})
+    unknown = sorted(set(margins) - set(COMPARED))
+    if unknown:
+        raise ConfigError("margins", unknown[0], f"one of {', '.join(COMPARED)}")
+    rows, skipped = [], []
+    for path in map(Path, given):
+        for run_dir, explicit in _run_dirs(path):
+            metrics, why = _finished(run_dir)
+            if metrics is None:
+                if explicit:
+                    raise ConfigError("run_dir", str(run_dir), f"a finished run directory of train.py: {why}")
+                skipped.append(f"{run_dir}: {why}")
+                continue
+            rows.append(_row(run_dir, metrics))
+    if not rows:
+        raise ConfigError("runs", ", ".join(map(str, given)), "run directories of train.py, or folders holding them: "
+                          f"none has finished{f' ({len(skipped)} have not)' if skipped else ''}")
+    runs = pd.DataFrame(rows)
+    duplicated = runs[runs.duplicated([*GROUP, "seed"], keep=False)]
+    if not duplicated.empty:
+        first = duplicated.iloc[0]
+        twins = duplicated[(duplicated[[*GROUP, "seed"]] == first[[*GROUP, "seed"]]).all(axis=1)].run_dir
+        raise ConfigError("runs", ", ".join(twins), f"one run per method and seed: these are all {first['method']} on "
+                          f"{first['data']} with seed {first['seed']}; pass the run directories to compare")
+    order = {key: i for i, key in enumerate(dict.fromkeys(zip(runs.data, runs.model, runs.method)))}
+    runs = runs.assign(_order=[order[key] for key in zip(runs.data, runs.model, runs.method)])
+    runs = runs.sort_values(["_order", "seed"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    return Comparison(runs=runs, verdicts=_verdicts(runs, baseline, margins), skipped=skipped, margins=margins)
+
+
+def _run_dirs(path: Path) -> list[tuple[Path, bool]]:
+    """(run directory, given by name) of ``path``: itself if it is a run directory, else every run directory below."""
+    from csg.engine.rundir import EARLIER
+
+    if not path.exists():
+        raise ConfigError("runs", str(path), "a run directory of train.py or a folder holding them: it does not exist")
+    if not path.is_dir():
+        raise ConfigError("runs", str(path), "a run directory of train.py or a folder holding them: it is a file")
+    if (path / ".hydra" / "config.yaml").exists() or (path / "metrics.json").exists():
+        return [(path, True)]
+    found = sorted(config.parent.parent for config in path.glob("**/.hydra/config.yaml"))
+    return [(run, False) for run in found if EARLIER not in run.relative_to(path).parts[:-1]]
+
+
+def _finished(run_dir: Path) -> tuple[dict | None, str]:
+    """(metrics.json of a finished run of train.py, "") or (None, why it is not one)."""
+    from csg.io.trust import UntrustedFile, not_a_regular_file, read_bytes
+
+    special = not_a_regular_file(run_dir / "metrics.json")
+    if special == "it does not exist":
+        return None, "not finished (no metrics.json)"
+    try:
+        metrics = json.loads(read_bytes(run_dir / "metrics.json", MAX_METRICS_BYTES))
+    except (UntrustedFile, OSError, ValueError) as error:
+        raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its metrics.json cannot be "
+                               f"read ({describe(error, limit=120)})", path=run_dir / "metrics.json") from None
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("ensemble"), dict):
+        return None, "its metrics.json has no ensemble (a study on analytic targets, or not train.py's)"
+    return metrics, ""
+
+
+def _row(run_dir: Path, metrics: dict) -> dict:
+    ensemble = metrics["ensemble"]
+    wall = metrics.get("wall_time_s")
+    return {"data": str(metrics.get("data", "?")), "model": str(metrics.get("model", "?")),
+            "method": str(metrics.get("method", "?")), "seed": int(metrics.get("seed", 0)),
+            **{column: float(ensemble.get(key, math.nan)) for column, (key, _, _) in COLUMNS.items()},
+            "members": int(ensemble.get("num_samples", 0)),
+            "time_s": float(wall.get("total", math.nan)) if isinstance(wall, dict) else math.nan,
+            "run_dir": str(run_dir)}
+
+
+def _verdicts(runs: pd.DataFrame, baseline: str | None, margins: dict[str, float]) -> pd.DataFrame:
+    """Every method against the baseline of its data set and model, on each metric of :data:`COMPARED`, paired by
+    seed; one family for :func:`~csg.evaluation.comparison.compare_paired`."""
+    from csg.evaluation.comparison import Paired, compare_paired
+
+    labels, comparisons = [], []
+    for (data, model), group in runs.groupby(["data", "model"], sort=False):
+        methods = list(dict.fromkeys(group.method))
+        if baseline is not None and baseline not in methods and len(methods) > 1:
+            raise ConfigError("baseline", baseline, f"a method of the runs on {data} ({model}): {', '.join(methods)}")
+        reference = baseline if baseline in methods else methods[0]
+        base = group[group.method == reference].set_index("seed")
+        for method in methods:
+            if method == reference:
+                continue
+            other = group[group.method == method].set_index("seed")
+            seeds = sorted(set(base.index) & set(other.index))
+            if not seeds:
+                continue
+            for metric in COMPARED:
+                labels.append({"data": data, "model": model, "method": method, "baseline": reference, "metric": metric})
+                comparisons.append(Paired(other.loc[seeds, metric].tolist(), base.loc[seeds, metric].tolist(),
+                                          margin=margins.get(metric, math.nan)))
+    columns = ["data", "model", "method", "baseline", "metric", "n", "difference", "low", "high", "verdict",
+               "detectable", "p_holm"]
+    if not comparisons:
+        return pd.DataFrame(columns=columns)
+    verdicts = compare_paired(comparisons)
+    return pd.DataFrame([{**label, **{key: getattr(v, key) for key in columns[5:]}}
+                         for label, v in zip(labels, verdicts)], columns=columns)
+
+
+def _number(value: float, digits: int) -> str:
+    return "-" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _mean_se(values: pd.Series, digits: int) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "-"
+    if len(values) < 2:
+        return f"{values.mean():.{digits}f}"
+    return f"{values.mean():.{digits}f} ± {values.std(ddof=1) / math.sqrt(len(values)):.{digits}f}"
