@@ -34,8 +34,10 @@ help:
 	@echo "make icsgld-mnist ICSGLD Section 5.1: loss of SGD, SGLD and ICSGLD on MNIST digits 0-4 (CPU, ~14 min)"
 	@echo "make icsgld-table1 [SCALE=smoke] [LAUNCHER=slurm]  ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, CPU)"
 	@echo "make icsgld-bandit [SCALE=smoke] [SEEDS=0]  ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (CPU)"
+	@echo "make part-sampling [SCALE=smoke]  cSGHMC on the last layer or adapters of a pretrained MLP against the whole network and SGD: results/part/ (CPU, ~4 min)"
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
+	@echo "make bench-part  a sampled last layer evaluated with the trunk once, K = 1, 10, 100 against K whole passes: results/bench/part.md"
 	@echo "make bench-gpu  GPU speed of a CIFAR ResNet-18 chain (epochs, K chains, evaluation): results/bench/gpu.{md,csv}"
 	@echo "make docs     the documentation site (docs/, Sphinx) into site/: open site/index.html"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
@@ -74,9 +76,9 @@ ADD ?=
 OUT ?=
 ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
-PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit
-REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report
-.PHONY: help install demo demo-seeds demo-long test test-report docs clean bench bench-synthetic bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling
+REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report
+.PHONY: help install demo demo-seeds demo-long test test-report docs clean bench bench-synthetic bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -100,6 +102,9 @@ reference-multimodal: $(REFERENCE_STAMP)
 bench-synthetic: $(STAMP)
 	$(BIN)/python scripts/bench_synthetic.py
 
+bench-part: $(STAMP)
+	$(BIN)/python scripts/bench_part.py
+
 # the GPU machine has no .venv (no network there): its python3 has what the benchmark needs
 BENCH_GPU_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 
@@ -111,6 +116,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_step.py
 	$(BIN)/python scripts/bench_epoch.py
 	$(BIN)/python scripts/bench_synthetic.py
+	$(BIN)/python scripts/bench_part.py
 	$(BIN)/python scripts/bench_summary.py
 
 test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS

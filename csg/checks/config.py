@@ -213,8 +213,31 @@ def check_trace(cfg: DictConfig) -> None:
 
 
 # the checks of a run's config, in the order they run: the components first, then how they are run and recorded
+def check_part(cfg: DictConfig) -> None:
+    """What is sampled (``sampler.params``, ``sampler.rest``), the weights it starts from (``model.weights``) and
+    the adapters (``adapter``): their forms here; whether they fit the model, once it is built
+    (:func:`csg.engine.build.check_job`)."""
+    params = _get(cfg, "sampler.params")
+    if params is not None and (isinstance(params, (str, bytes)) or not OmegaConf.is_list(params)
+                               or not all(isinstance(p, (str, int)) and str(p) for p in params)):
+        raise ConfigError("sampler.params", params, "null (every parameter) or a list of parameter name globs or "
+                          "module names, e.g. sampler.params=[fc.*] or '[*.lora_*]'")
+    if _get(cfg, "sampler.rest") is not None:
+        one_of(cfg, "sampler.rest", ("frozen", "sgd"))
+    weights = _get(cfg, "model.weights")
+    if weights is not None and not (isinstance(weights, str) and weights):
+        raise ConfigError("model.weights", weights, "null or the path of a state dict file")
+    if _get(cfg, "adapter.name") not in (None, "none"):
+        one_of(cfg, "adapter.name", ("none", "lora"))
+        positive_int(cfg, "adapter.rank")
+        number(cfg, "adapter.alpha", minimum=0.0, strict=True)
+        modules = _get(cfg, "adapter.modules")
+        if not OmegaConf.is_list(modules) or not modules or not all(isinstance(m, str) and m for m in modules):
+            raise ConfigError("adapter.modules", modules, "a list of patterns of the model's layer names, e.g. [\"*\"]")
+
+
 CHECKS = (check_data, check_model, check_ood, check_sampler, check_seed, check_trainer, check_logger,
-          check_evaluation, check_trace)
+          check_evaluation, check_trace, check_part)
 
 
 def _validate_custom_data(cfg: DictConfig) -> None:

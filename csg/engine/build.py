@@ -27,9 +27,12 @@ from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
 from csg.components import has_target, keyword_arguments, target_of
 
-__all__ = ["DataFacts", "MAX_STEPS", "REAL_CHECK_BYTES", "build_data_and_model", "build_interaction", "build_model",
-           "build_ood_loader", "build_sampler", "build_schedule", "check_job", "check_trace", "data_facts",
-           "node_options", "plan_collection", "plan_trace", "seed_streams"]
+__all__ = ["DataFacts", "MAX_STEPS", "MODEL_KEYS", "REAL_CHECK_BYTES", "build_data_and_model", "build_interaction",
+           "build_model", "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_job", "check_trace",
+           "data_facts", "load_model_weights", "node_options", "optimise_rest", "plan_collection", "plan_trace",
+           "seed_streams"]
+
+MODEL_KEYS = ("name", "weights")  # the model group's keys that are csg's, not the model factory's keywords
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -89,16 +92,53 @@ def build_model(cfg: DictConfig, data) -> torch.nn.Module:
     from csg.models.custom import create_custom_model
 
     if has_target(cfg.model):
-        return create_custom_model(target_of(cfg, "model._target_"), num_classes=data.num_classes,
-                                   input_shape=data.input_shape, **keyword_arguments(cfg.model, ("name",), "model"))
-    options = node_options(cfg.model)
+        model = create_custom_model(target_of(cfg, "model._target_"), num_classes=data.num_classes,
+                                    input_shape=data.input_shape, **keyword_arguments(cfg.model, MODEL_KEYS, "model"))
+        return _with_adapters(cfg, model)
+    options = node_options(cfg.model, drop=MODEL_KEYS)
     try:
-        return create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
+        model = create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
     except ConfigError:
         raise
     except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
         raise ConfigError("model.name", str(cfg.model.name),
                           f"a model built with its group's keys {options}: {describe(error)}") from None
+    return _with_adapters(cfg, model)
+
+
+def _with_adapters(cfg: DictConfig, model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with the low-rank adapters of ``cfg.adapter`` (:mod:`csg.models.lora`; ``adapter=none``: as it is)."""
+    adapter = cfg.get("adapter")
+    if adapter is None or adapter.get("name", "none") == "none":
+        return model
+    from csg.models.lora import add_lora
+
+    try:
+        add_lora(model, rank=int(adapter.rank), alpha=float(adapter.alpha), modules=list(adapter.modules))
+    except ValueError as error:
+        raise ConfigError("adapter.modules", list(adapter.modules), f"patterns of the model's layers: {error}") from None
+    return model
+
+
+def load_model_weights(cfg: DictConfig, model: torch.nn.Module) -> None:
+    """Copy ``model.weights`` (a state dict file, read weights-only: :mod:`csg.models.weights`) into ``model``;
+    nothing for ``model.weights=null``."""
+    from csg.models.weights import load_weights
+
+    if cfg.model.get("weights"):
+        load_weights(model, str(cfg.model.weights))
+
+
+def build_part(cfg: DictConfig, model: torch.nn.Module):
+    """The :class:`csg.engine.part.SampledPart` of ``sampler.params`` / ``sampler.rest`` for ``model``; a
+    one-line ConfigError for patterns that match nothing, or for a part sampled by stacked chains."""
+    from csg.engine.part import select_part
+
+    part = select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
+    if not part.whole and cfg.trainer.get("stack_chains") not in (None, False):
+        raise ConfigError("trainer.stack_chains", cfg.trainer.stack_chains,
+                          "false when sampler.params samples part of the model (stacked chains step whole models)")
+    return part
 
 
 def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):
@@ -151,21 +191,25 @@ def _create_schedule(cfg: DictConfig, total_steps: int):
                            cycles=cfg.sampler.cycles, explore=cfg.sampler.explore, **options)
 
 
-def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator):
-    """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set."""
+def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator,
+                  part=None):
+    """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set, over
+    the parameters of ``part`` (a :class:`csg.engine.part.SampledPart`; None: every parameter). With
+    ``sampler.rest=sgd`` it is the sampler for the part: :func:`optimise_rest` adds SGD for the rest."""
     from csg.samplers import create_sampler
 
     check_step_values(cfg, model, num_data)
+    params = _sampled_parameters(model, part)
     options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
                    weight_decay=cfg.sampler.weight_decay, generator=generator)
     if has_target(cfg.sampler.get("optimizer")):
         from csg.samplers.custom import create_custom_sampler
 
-        return create_custom_sampler(target_of(cfg, "sampler.optimizer._target_"), model.parameters(), **options,
+        return create_custom_sampler(target_of(cfg, "sampler.optimizer._target_"), params, **options,
                                      **keyword_arguments(cfg.sampler.optimizer, (), "sampler.optimizer._target_"))
     contour = cfg.sampler.get("contour")
     if contour is None:
-        return create_sampler(cfg.sampler.update_rule, model.parameters(), momentum=cfg.sampler.momentum, **options)
+        return create_sampler(cfg.sampler.update_rule, params, momentum=cfg.sampler.momentum, **options)
     from csg.engine.interaction import ChainCollectives
     from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition, default_sa_step
 
@@ -176,9 +220,27 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
                                 difference=str(contour.get("difference", "backward")), device=device)
     gather = ChainCollectives(layout, device).gather_chains if distributed.interacts(cfg) == "contour" else None
     if cfg.sampler.update_rule == "sghmc":
-        return ContourSGHMC(model.parameters(), partition=partition, momentum=cfg.sampler.momentum, gather=gather,
-                            **options)
-    return ContourSGLD(model.parameters(), partition=partition, gather=gather, **options)
+        return ContourSGHMC(params, partition=partition, momentum=cfg.sampler.momentum, gather=gather, **options)
+    return ContourSGLD(params, partition=partition, gather=gather, **options)
+
+
+def _sampled_parameters(model, part) -> list:
+    if part is None or part.whole:
+        return list(model.parameters())
+    sampled = set(part.sampled)
+    return [p for name, p in model.named_parameters() if name in sampled]
+
+
+def optimise_rest(cfg: DictConfig, model, sampler, part):
+    """``sampler``, or for ``sampler.rest=sgd`` a :class:`csg.samplers.rest.WithOptimisedRest` stepping the rest
+    by SGD beside it (the sampler's momentum where it has one)."""
+    if part is None or part.whole or part.mode != "sgd":
+        return sampler
+    from csg.samplers.rest import WithOptimisedRest
+
+    rest = set(part.rest)
+    return WithOptimisedRest(sampler, [p for name, p in model.named_parameters() if name in rest],
+                             momentum=float(cfg.sampler.get("momentum", 0.0) or 0.0))
 
 
 def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.Layout, device: torch.device,
@@ -308,7 +370,12 @@ def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: in
     if cfg.trace.enabled:
         check_trace(cfg, schedule, total_steps)
     check_step_values(cfg, model, data.num_train)
+    if cfg.model.get("weights"):
+        from csg.models.weights import check_weights
+
+        check_weights(model, str(cfg.model.weights))
+    part = build_part(cfg, model)
     if has_target(cfg.sampler.get("optimizer")):
         if any(p.is_meta for p in model.parameters()):
             model = build_model(cfg, data)  # a user's optimizer may read its parameters' values
-        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator())
+        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator(), part)

@@ -21,13 +21,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg.engine import distributed
-from csg.engine.build import (build_data_and_model, build_interaction, build_sampler, build_schedule, plan_collection,
-                              plan_trace, seed_streams)
+from csg.engine.build import (build_data_and_model, build_interaction, build_part, build_sampler, build_schedule,
+                              load_model_weights, optimise_rest, plan_collection, plan_trace, seed_streams)
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint, saved_states
 from csg.engine.collection import CollectionPoint
 from csg.engine.samples import SampleStore
 from csg.engine.devices import Precision
 from csg.engine.loop import TrainResult
+from csg.engine.part import freeze_rest
 from csg.engine.rundir import refuse_earlier_results
 from csg.errors import ConfigError
 from csg.schedules import Schedule
@@ -160,19 +161,26 @@ def prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devic
     local = layout.local_chains()  # the first chain's build checks the memory of all of them, before any model
     data, model = build_data_and_model(cfg, device, data_seed=seeds["data"], layout=layout,
                                        chains=len(local) if chain == local[0] else 0)
+    load_model_weights(cfg, model)
+    part = build_part(cfg, model)
     total_steps = cfg.trainer.epochs * len(data.train)
     schedule = build_schedule(cfg, total_steps)
     plan = plan_collection(cfg, schedule, len(data.train))
     trace = plan_trace(cfg, schedule, total_steps, model)
     store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples",
-                        chain=chain, planned=len(plan))
+                        chain=chain, planned=len(plan), part_keys=part.sample_keys if part.stores_part else None)
     if resuming:
         check_samples_on_disk(run_dir, store, saved, checkpoint_path, plan)
     if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=layout.group)
+    freeze_rest(model, part)  # after the BatchNorm conversion: the frozen modules it makes stay in evaluation mode
+    if not part.whole:
+        log.info("chain %d samples %d of %d parameter tensors (sampler.params); the rest %s", chain,
+                 len(part.sampled), len(part.sampled) + len(part.rest), part.mode)
     generator = torch.Generator(device=device).manual_seed(seeds["noise"])  # the same in every process of a chain
-    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator)
+    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator, part)
     interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train))
+    sampler = optimise_rest(cfg, model, sampler, part)
     trained_model = model
     if layout.chain_size > 1:
         trained_model = torch.nn.parallel.DistributedDataParallel(

@@ -8,6 +8,10 @@ in collection order, each followed by an atomic rewrite of the folder's
 ``manifest.json``, the record of the run's samples (:class:`SampleStore`): the
 ensemble is what the manifests record, never what a folder happens to hold.
 Which epochs yield them is :mod:`csg.engine.collection`'s plan.
+
+A run that samples part of its model with the rest frozen (:mod:`csg.engine.part`) stores in each sample only
+the state that changes (``part_keys``), and the rest once, in the folder's ``rest.pt`` (``{"state_dict"}``,
+recorded in the manifest with its size and hash); :meth:`SampleStore.state_of` gives a member's whole state.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = ["MANIFEST", "MANIFEST_MAX_BYTES", "SampleStore"]
 
 
 MANIFEST = "manifest.json"  # in each store's folder: the samples the run recorded (SampleStore)
+REST = "rest.pt"  # in each store's folder of a part-sampling run: the frozen rest of the model, once
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest entry is ~200 bytes
 _SAMPLE_NAME = re.compile(r"sample_\d{4,}_cycle\d{2,}_epoch\d{4,}\.pt")
 
@@ -52,23 +57,53 @@ class SampleStore:
 
     RECORD_KEYS = ("state_dict", "index", "cycle", "epoch")  # what every sample file holds (see save)
 
-    def __init__(self, directory: str | Path, *, chain: int = 0, planned: int | None = None):
+    def __init__(self, directory: str | Path, *, chain: int = 0, planned: int | None = None,
+                 part_keys: tuple[str, ...] | None = None):
         self.directory = Path(directory)
-        self.chain, self.planned = int(chain), planned
+        self.chain, self.planned, self.part_keys = int(chain), planned, part_keys
         self._entries: list[dict[str, Any]] | None = None  # the manifest this writer keeps (None: not begun)
+        self._rest_entry: dict[str, Any] | None = None  # the manifest's record of rest.pt (None: none written)
+        self._rests: dict[Path, dict[str, torch.Tensor]] = {}  # each folder's rest, read once (state_of)
         self._checked: dict[Path, tuple[int, int]] = {}  # files whose hash verify() matched: (size, mtime_ns)
 
     def save(self, model: torch.nn.Module, *, index: int, cycle: int, epoch: int, **metadata: Any) -> Path:
-        """Write the ``index``-th sample atomically, then the manifest with it (and the samples before it)."""
-        state_dict = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-        path = self.directory / self.file_name(index, cycle, epoch)
-        atomic_torch_save({"state_dict": state_dict, "index": index, "cycle": cycle, "epoch": epoch, **metadata}, path)
+        """Write the ``index``-th sample atomically, then the manifest with it (and the samples before it).
+        With ``part_keys``, the sample holds those keys, and the first save writes the rest to ``rest.pt``."""
+        state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
         if self._entries is None:
             self._entries = list(self.manifest_entries() or [])
+            self._rest_entry = (self.manifest() or {}).get("rest")
+        if self.part_keys is not None:
+            if self._rest_entry is None:
+                rest_path = self.directory / REST
+                atomic_torch_save({"state_dict": {k: v for k, v in state.items() if k not in self.part_keys}},
+                                  rest_path)
+                self._rest_entry = {"file": REST, "bytes": rest_path.stat().st_size, "sha256": _sha256(rest_path)}
+            state = {name: state[name] for name in self.part_keys}
+        path = self.directory / self.file_name(index, cycle, epoch)
+        atomic_torch_save({"state_dict": state, "index": index, "cycle": cycle, "epoch": epoch, **metadata}, path)
         entries = [entry for entry in self._entries if entry["index"] < index]  # a resumed chain writes these again
         self._entries = [*entries, _entry(path, index, cycle, epoch, self.chain)]
         self._write_manifest()
         return path
+
+    def state_of(self, path: str | Path) -> dict[str, torch.Tensor]:
+        """The whole state dict of the sample ``path``: its own, over its folder's ``rest.pt`` where the manifest
+        records one (a part-sampling run's frozen rest, read once per folder)."""
+        path = self._path_of(path)
+        state = self.load(path)["state_dict"]
+        rest = self._rest_of(path.parent)
+        return {**rest, **state} if rest else state
+
+    def _rest_of(self, folder: Path) -> dict[str, torch.Tensor]:
+        if folder not in self._rests:
+            entry = (SampleStore(folder).manifest() or {}).get("rest")
+            self._rests[folder] = {}
+            if entry is not None:
+                path = folder / REST
+                self._verify_rest(path, entry)
+                self._rests[folder] = _read_sample(path, mmap=False, keys=("state_dict",))["state_dict"]
+        return self._rests[folder]
 
     def start(self) -> None:
         """Write the manifest a run begins with: the samples :meth:`adopt` took over, else none. Call it once
@@ -82,6 +117,7 @@ class SampleStore:
         each is read and recorded as it is). Raises :class:`DamagedFileError` (key ``samples``) naming the first
         missing, damaged or different file; writes nothing (:meth:`start` does)."""
         listed = {entry["file"]: entry for entry in (self.manifest_entries() or [])}
+        self._rest_entry = (self.manifest() or {}).get("rest")
         manifest = self.directory / MANIFEST
         adopted = []
         for name in names:
@@ -142,6 +178,10 @@ class SampleStore:
         planned = data.get("planned")
         if planned is not None and not isinstance(planned, int):
             raise refuse("its planned count is not a number")
+        rest = data.get("rest")
+        if rest is not None and not (isinstance(rest, dict) and rest.get("file") == REST
+                                     and isinstance(rest.get("bytes"), int)):
+            raise refuse(f"its rest entry names no {REST} of this folder")
         return data
 
     def manifest_entries(self) -> list[dict[str, Any]] | None:
@@ -155,8 +195,9 @@ class SampleStore:
         return None if entries is None else [self.directory / entry["file"] for entry in entries]
 
     def _write_manifest(self) -> None:
+        rest = {"rest": self._rest_entry} if self._rest_entry is not None else {}
         atomic_write_json(self.manifest_path, {"format": 1, "chain": self.chain, "planned": self.planned,
-                                               "samples": self._entries})
+                                               "samples": self._entries, **rest})
 
     @staticmethod
     def load(path: str | Path) -> dict[str, Any]:
@@ -209,10 +250,17 @@ class SampleStore:
             if entry is not None:
                 self._check_bytes(path, entry)
             if model_state is not None:
-                problem = _misfit(record["state_dict"], model_state)
+                rest = self._rest_of(path.parent)
+                problem = _misfit({**rest, **record["state_dict"]} if rest else record["state_dict"], model_state)
                 if problem:
                     raise DamagedFileError("samples", str(path),
                                            f"a sample of the run's model: it does not fit ({problem})")
+
+    def _verify_rest(self, path: Path, entry: dict[str, Any]) -> None:
+        if not path.is_file():
+            raise DamagedFileError("samples", str(path), "the frozen rest of the model that the manifest records: "
+                                   "it is missing or not a file")
+        self._check_bytes(path, entry)
 
     def _check_bytes(self, path: Path, entry: dict[str, Any]) -> None:
         """The file is the one its manifest records: its size, then (once per file and change) its SHA-256."""
@@ -239,7 +287,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def _read_sample(path: Path, mmap: bool) -> dict[str, Any]:
+def _read_sample(path: Path, mmap: bool, keys: tuple[str, ...] = SampleStore.RECORD_KEYS) -> dict[str, Any]:
     """``torch.load`` of a sample file (weights only), or a one-line :class:`DamagedFileError` saying what is wrong.
     A FIFO, device or socket in a sample's place is refused without being opened (it would block)."""
     from csg.io.trust import not_a_regular_file
@@ -258,7 +306,7 @@ def _read_sample(path: Path, mmap: bool) -> dict[str, Any]:
     except Exception as error:  # torch.load raises RuntimeError, UnpicklingError, EOFError, KeyError, ... by format
         raise DamagedFileError("samples", str(path),
                                f"a sample file written by train.py: {_unreadable(path, error)}") from None
-    missing = [key for key in SampleStore.RECORD_KEYS if not isinstance(record, dict) or key not in record]
+    missing = [key for key in keys if not isinstance(record, dict) or key not in record]
     if missing:
         what = (f"a record without {', '.join(missing)}" if isinstance(record, dict)
                 else f"a {type(record).__name__}")

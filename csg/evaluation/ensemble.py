@@ -77,6 +77,7 @@ def evaluate_samples(
     ood_loader=None,
     groups: Sequence[int] | None = None,
     gather: Callable[[Tensor], Tensor] | None = None,
+    head: str | None = None,
 ) -> EnsembleResult:
     """Load each sample into ``model`` in turn and average the predictions with ``weights``.
 
@@ -91,13 +92,24 @@ def evaluate_samples(
     ``num_samples``, and the mean over the test examples of its ``predictive_entropy`` H[p̄] and
     ``mutual_information`` H[p̄] - sum_i w_i H[p_i] (nats; :mod:`csg.evaluation.uncertainty`); the OOD
     metrics add the mean ``mutual_information`` on the OOD inputs (and ``mutual_information_in_distribution``).
+
+    ``head``: the name of a submodule that the samples alone differ in, whose output is the model's (a sampled
+    last layer on a frozen trunk, :func:`csg.engine.part.head_of`). The trunk then runs once per loader: its
+    features (the head's inputs) are kept and each sample applies its head to them
+    (:class:`csg.evaluation.heads.TrunkFeatures`). Where the head's output is not the model's (checked on the first
+    batch), every sample runs the whole model as without ``head``.
     """
+    from csg.evaluation.heads import TrunkFeatures
     from csg.evaluation.ood import entropy, ood_metrics
 
     gather = gather or (lambda t: t)
+    trunk = TrunkFeatures(model, head, device, autocast) if head is not None else None
 
     def predict(data):
-        probs, targets = predict_probs(model, data, device, autocast)
+        if trunk is not None and trunk.usable(data):
+            probs, targets = trunk.probs(data)
+        else:
+            probs, targets = predict_probs(model, data, device, autocast)
         return gather(probs), gather(targets)
 
     weights = list(weights)
@@ -113,7 +125,10 @@ def evaluate_samples(
     targets: Tensor | None = None
     result = EnsembleResult(ensemble={})
     for state_dict, weight, group in zip(state_dicts, weights, groups, strict=True):
-        model.load_state_dict(state_dict)
+        if trunk is not None and trunk.ready:
+            trunk.load_head(state_dict)
+        else:
+            model.load_state_dict(state_dict)
         probs, targets = predict(loader)
         result.per_sample.append(classification_metrics(probs, targets, n_bins))
         log_likelihoods.append(probs.gather(1, targets[:, None].long()).squeeze(1).double().clamp_min(1e-300).log())

@@ -87,7 +87,7 @@ def ensemble_members(
     names = [str(path.relative_to(store.directory)) for path in paths]
     weights, weighting = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout)
     return EnsembleMembers(names, chain_of, weights, weighting,
-                           lambda: (store.load(path)["state_dict"] for path in paths))
+                           lambda: (store.state_of(path) for path in paths))
 
 
 def evaluate_store(
@@ -101,9 +101,12 @@ def evaluate_store(
     one chain, ``diagnostics``: do the chains agree (:func:`csg.evaluation.diagnostics.chain_diagnostics` of the
     members' test log-likelihoods).
     """
+    from csg.engine.part import head_of, select_part
+
     layout = layout or distributed.Layout()
     members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)
     names, chains, weights = members.names, members.chains, members.weights
+    part = select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
     result = evaluate_samples(
         model,
         members.states(),
@@ -115,6 +118,7 @@ def evaluate_store(
         ood_loader=ood_loader,
         groups=chains,
         gather=lambda t: distributed.gather_rows(t, layout),
+        head=head_of(model, part),  # a sampled last layer on a frozen trunk: the trunk runs once
     )
     per_sample = [
         {"file": name, "chain": chain, "weight": weight, **sample_metrics}
@@ -155,8 +159,8 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
         return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
     log_likelihoods, cycles, train_eval = [], [], data().train_eval
     for path, chain in zip(paths, chain_of):
-        record = store.load(path)
-        model.load_state_dict(record["state_dict"])
+        record = store.metadata(path)
+        model.load_state_dict(store.state_of(path))
         probs, targets = predict_probs(model, train_eval, device, precision.autocast)
         probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
         log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
@@ -176,7 +180,7 @@ def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
     draws, rank, scale, seed = int(swag.draws_per_cycle), int(swag.rank), float(swag.scale), int(cfg.seed)
 
     def stream() -> Iterator[dict[str, torch.Tensor]]:
-        snapshots = (((chain, cycle), store.load(path)["state_dict"])
+        snapshots = (((chain, cycle), store.state_of(path))
                      for path, chain, cycle in zip(paths, chain_of, cycle_of))
         generator = torch.Generator().manual_seed(derive_seed(seed, 7919))
         return (state for _, state in cyclical_swag(snapshots, draws, rank=rank, scale=scale, generator=generator))

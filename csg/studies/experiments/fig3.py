@@ -107,8 +107,7 @@ def _samples(run_dir: Path) -> list[tuple[dict, dict[str, Tensor]]]:
     store = SampleStore(run_dir / "samples")
     paths = sample_paths(store, int(load_run_config(run_dir).sampler.get("chains", 1)))
     store.verify(paths)
-    loaded = [store.load(path) for path in paths]
-    return [({k: v for k, v in s.items() if k != "state_dict"}, s["state_dict"]) for s in loaded]
+    return [(store.metadata(path), store.state_of(path)) for path in paths]
 
 
 def _model_and_test_data(run_dir: Path, device: torch.device, data_root: str | None = None):

@@ -185,3 +185,27 @@ def run_accuracy_multimodal(job: Job) -> list[str]:
         result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
                                  log=lambda line: print(line, flush=True))
     return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]
+
+
+def run_part_sampling(job: Job) -> list[str]:
+    """``make part-sampling``: the runs of :mod:`csg.studies.part.study` into ``multirun/part-sampling/<stamp>``
+    (or ``--runs``; finished runs there are kept), then the report; ``--report-only`` reports the runs there."""
+    from csg.studies.experiments.launch import newest_runs
+    from csg.studies.part.report import collect, report
+    from csg.studies.part.study import METHODS, run_all, run_dir
+
+    checked_options(job, {})
+    seeds = [int(s) for s in (job.seeds or ("0,1,2" if job.scale == "full" else "0")).split(",")]
+    if job.report_only:
+        runs = job.runs or newest_runs("part-sampling")
+        found = {(m, s): run_dir(runs, m, s) for m in METHODS for s in seeds
+                 if (run_dir(runs, m, s) / "metrics.json").is_file()}
+        if not found:
+            raise ConfigError("--runs", str(runs), "a folder holding finished part-sampling runs "
+                              "(<method>_seed<s>/metrics.json): it holds none")
+    else:
+        runs = job.runs or Path("multirun") / "part-sampling" / job.stamp
+        found = run_all(runs, seeds, job.scale)
+    command = "make part-sampling" + ("" if job.scale == "full" else f" SCALE={job.scale}")
+    written = report(collect(found), job.out, job.scale, command)
+    return [f"part-sampling: wrote {written} from {runs}"]

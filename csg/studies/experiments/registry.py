@@ -28,8 +28,8 @@ from csg.studies.experiments import fig3, fig4, protocol, table5, tables
 from csg.studies.experiments.added import added_label, added_protocol, read_added, record_added
 from csg.studies.experiments.aggregate import load_runs, runs_to_report
 from csg.studies.experiments.in_process import (checked_options, run_accuracy, run_accuracy_multimodal, run_bandit,
-                                                run_fig1, run_reference, run_reference_multimodal, simulation_report,
-                                                variance_report)
+                                                run_fig1, run_part_sampling, run_reference, run_reference_multimodal,
+                                                simulation_report, variance_report)
 from csg.studies.experiments.job import FLAGS, Job
 from csg.studies.experiments.launch import ROOT, added_method, newest_runs, preset_epochs, run_study, run_sweeps
 from csg.studies.experiments.sweeps import expand, expected_runs
@@ -273,6 +273,9 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            _studies("icsgld_mnist")),
     Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",
            _sweeps(tables.TABLES["icsgld_table1"], _table_report, prepare=_letters), BOTH, SWEEP_FLAGS),
+    Target("part-sampling", "Sampling part of a pretrained network: cSGHMC on the last layer or on low-rank adapters "
+           "against the whole network and SGD (CPU, ~4 min)", "part", run_part_sampling, BOTH,
+           frozenset({"seeds", "report_only", "runs"})),
     Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset; "
            "extend=true: add to the runs in --out)",
            "icsgld", run_bandit, BOTH, frozenset({"seeds", "report_only"})),
