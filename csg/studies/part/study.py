@@ -20,7 +20,7 @@ from pathlib import Path
 __all__ = ["EPOCHS", "METHODS", "run_all", "run_dir"]
 
 METHODS = ("sgd", "last_layer", "adapters", "full")
-EPOCHS = {"full": {"sgd": 200, "last_layer": 50, "adapters": 50, "full": 200},
+EPOCHS = {"full": {"sgd": 200, "last_layer": 100, "adapters": 100, "full": 200},
           "smoke": {"sgd": 10, "last_layer": 8, "adapters": 8, "full": 10}}
 CYCLES = {"full": 4, "smoke": 2}
 
@@ -48,9 +48,20 @@ def overrides(method: str, seed: int, scale: str, runs: Path) -> list[str]:
 
 
 def run_all(runs: Path, seeds: list[int], scale: str, methods: tuple[str, ...] = METHODS) -> dict[tuple[str, int], Path]:
-    """Run every method at every seed (a finished run is kept and not run again); their run directories."""
+    """Run every method at every seed (a finished run is kept and not run again); their run directories. Every
+    command is checked as train.py checks it before the first runs (the weights each part run reads are the SGD
+    run's, written by then: checked without them)."""
+    from csg.checks import check_train_command
+    from csg.errors import CommandRefused
     from csg.launch.api import train
+    from csg.paths import CONFIGS
 
+    for seed in seeds:
+        for method in methods:
+            command = [o for o in overrides(method, seed, scale, runs) if not o.startswith("model.weights=")]
+            message = check_train_command(command, CONFIGS)
+            if message is not None:
+                raise CommandRefused(message, key="overrides", value=command)
     done = {}
     for seed in seeds:
         for method in methods:
