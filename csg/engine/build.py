@@ -165,6 +165,8 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
                                      **keyword_arguments(cfg.sampler.optimizer, (), "sampler.optimizer._target_"))
     contour = cfg.sampler.get("contour")
     if contour is None:
+        if cfg.sampler.update_rule == "psgld":
+            options.update(alpha=float(cfg.sampler.alpha), eps=float(cfg.sampler.eps))
         return create_sampler(cfg.sampler.update_rule, model.parameters(), momentum=cfg.sampler.momentum, **options)
     from csg.engine.interaction import ChainCollectives
     from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition, default_sa_step

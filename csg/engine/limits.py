@@ -53,7 +53,8 @@ def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.d
     if model is None:
         return
     available = available or available_bytes
-    copies = 1 if cfg.sampler.get("update_rule") == "sghmc" and cfg.sampler.get("optimizer") is None else 0
+    # SGHMC's momentum, pSGLD's running mean of squared gradients: one copy of the parameters
+    copies = 1 if cfg.sampler.get("update_rule") in ("sghmc", "psgld") and cfg.sampler.get("optimizer") is None else 0
     draws = int(cfg.trace.samples) if cfg.get("trace") is not None and cfg.trace.get("enabled") else 0
     problem = memory_problem(model, device, chains=chains, sampler_copies=copies, trace_draws=draws,
                              available=available)
@@ -112,8 +113,11 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
             hook.remove()
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
+        hint = (f"; csg passes num_classes only to a callable that names it: for one that takes **kwargs "
+                f"(timm.create_model, torchvision.models.*) add +model.num_classes={data.num_classes}"
+                if has_target(cfg.model) and OmegaConf.select(cfg, "model.num_classes") is None else "")
         raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
-                          f"data={cfg.data.name}) per example: it gives {got}")
+                          f"data={cfg.data.name}) per example: it gives {got}{hint}")
     if not output.is_floating_point():
         raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
     single = [label for label, values in per_channel if values == 1]

@@ -21,9 +21,9 @@ def composed(*overrides):
 
 
 def test_the_papers_samplers_exist():
-    # cSG-MCMC's eight, and the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC
+    # cSG-MCMC's eight, the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC, and pSGLD
     assert SAMPLERS == sorted(["sgd", "sgdm", "snapshot_sgd", "snapshot_sgdm", "sgld", "csgld", "sghmc", "csghmc",
-                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc"])
+                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc", "psgld"])
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -43,7 +43,7 @@ def test_sampler_semantics_follow_the_paper():
         assert cfg.sampler.schedule == "cyclical" and cfg.sampler.cycles == 4
     assert composed("sampler=csghmc").sampler.samples_per_cycle == 3
     assert composed("sampler=snapshot_sgd").sampler.samples_per_cycle == 1
-    for name in ("sgld", "sghmc"):
+    for name in ("sgld", "sghmc", "psgld"):
         cfg = composed(f"sampler={name}")
         assert cfg.sampler.explore == 0.75 and cfg.sampler.samples_per_cycle == 20 and cfg.sampler.temperature > 0
 
