@@ -70,7 +70,7 @@ def bash_lines(text: str) -> list[list[str]]:
 
 
 def _reproduce_flags() -> set[str]:
-    return set(re.findall(r'add_argument\("(--[\w-]+)"', (ROOT / "scripts" / "reproduce.py").read_text()))
+    return set(re.findall(r'add_argument\("(--[\w-]+)"', (ROOT / "csg" / "studies" / "reproduce.py").read_text()))
 
 
 def problem(words: list[str]) -> str | None:

@@ -89,16 +89,20 @@ def build_model(cfg: DictConfig, data) -> torch.nn.Module:
     from csg.models.custom import create_custom_model
 
     if has_target(cfg.model):
-        return create_custom_model(target_of(cfg, "model._target_"), num_classes=data.num_classes,
-                                   input_shape=data.input_shape, **keyword_arguments(cfg.model, ("name",), "model"))
+        return create_custom_model(target_of(cfg, "model._target_"), keyword_arguments(cfg.model, ("name",), "model"),
+                                   num_classes=data.num_classes, input_shape=data.input_shape)
     options = node_options(cfg.model)
     try:
         return create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
     except ConfigError:
         raise
     except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
+        from csg.models import list_models
+
+        hint = (f"; a timm architecture without the group's keys: model=timm model.name={cfg.model.name}"
+                if options and str(cfg.model.name) not in list_models() else "")
         raise ConfigError("model.name", str(cfg.model.name),
-                          f"a model built with its group's keys {options}: {describe(error)}") from None
+                          f"a model built with its group's keys {options}: {describe(error)}{hint}") from None
 
 
 def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):

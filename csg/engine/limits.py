@@ -71,6 +71,24 @@ def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.d
     raise ConfigError(key, name, f"a model that fits in memory: {problem}")
 
 
+def _num_classes_hint(cfg: DictConfig, classes: int) -> str:
+    """What to add when a user's callable that takes ``**kwargs`` without naming ``num_classes``
+    (``timm.create_model``, ``torchvision.models.resnet18``) was given no ``model.num_classes``."""
+    from csg.components import accepts, locate
+
+    if not has_target(cfg.model) or OmegaConf.select(cfg, "model.num_classes") is not None:
+        return ""
+    path = str(cfg.model._target_)
+    try:
+        factory = locate(path, "model._target_")
+    except ConfigError:
+        return ""
+    if accepts(factory, "num_classes", by_name=True) or not accepts(factory, "num_classes"):
+        return ""
+    return (f"; csg passes num_classes only to a callable that names it, and {path} takes it through **kwargs: "
+            f"add +model.num_classes={classes}")
+
+
 def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes: int = 1,
                      sync_batchnorm: bool = False) -> None:
     """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
@@ -113,11 +131,8 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
             hook.remove()
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
-        hint = (f"; csg passes num_classes only to a callable that names it: for one that takes **kwargs "
-                f"(timm.create_model, torchvision.models.*) add +model.num_classes={data.num_classes}"
-                if has_target(cfg.model) and OmegaConf.select(cfg, "model.num_classes") is None else "")
         raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
-                          f"data={cfg.data.name}) per example: it gives {got}{hint}")
+                          f"data={cfg.data.name}) per example: it gives {got}{_num_classes_hint(cfg, data.num_classes)}")
     if not output.is_floating_point():
         raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
     single = [label for label, values in per_channel if values == 1]

@@ -21,9 +21,13 @@ from csg.components import accepts, call, locate
 KEYS = ("name",)  # the group's keys the framework reads; the others are the callable's keywords
 
 
-def create_custom_model(path: str, *, num_classes: int, input_shape: tuple[int, ...], **kwargs: Any) -> nn.Module:
-    """``path(**kwargs, num_classes=..., input_shape=...)`` (the last two where named), an ``nn.Module``."""
-    key = "model._target_"
+def create_custom_model(path: str, options: dict[str, Any], *, num_classes: int,
+                        input_shape: tuple[int, ...]) -> nn.Module:
+    """``path(**options, num_classes=..., input_shape=...)`` (the last two, the data's, where named), an ``nn.Module``.
+
+    ``options``: the model group's other keys, the user's (``num_classes`` among them for a factory that does
+    not name it: ``+model.num_classes=10``)."""
+    key, kwargs = "model._target_", dict(options)
     factory = locate(path, key)
     given = {}
     for name, value in (("num_classes", num_classes), ("input_shape", tuple(input_shape))):
