@@ -88,3 +88,7 @@ def console() -> None:
     from csg.launch.cli import run_or_exit
 
     run_or_exit(main)
+
+
+if __name__ == "__main__":
+    console()
