@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -74,3 +75,22 @@ def test_more_bad_values_are_named(override, key):
     with pytest.raises(ConfigError) as error:
         checks.validate(composed(f"sampler={sampler}", override))
     assert error.value.key == key
+
+
+def test_psgld_is_li_et_als_preconditioned_sgld_with_its_own_keys():
+    from csg.engine import distributed
+    from csg.engine.build import build_sampler
+    from csg.samplers import PSGLD
+
+    cfg = composed("sampler=psgld", "sampler.alpha=0.9", "sampler.eps=1e-4")
+    checks.validate(cfg)
+    sampler = build_sampler(cfg, torch.nn.Linear(3, 2), 100, distributed.Layout(), torch.device("cpu"),
+                            torch.Generator().manual_seed(0))
+    assert isinstance(sampler, PSGLD) and cfg.sampler.schedule == "decreasing"
+    group = sampler.param_groups[0]
+    assert (group["alpha"], group["eps"], group["lr"], group["num_data"]) == (0.9, 1e-4, 1e-3, 100)
+    for override, key in (("sampler.alpha=1.0", "sampler.alpha"), ("sampler.eps=0", "sampler.eps"),
+                          ("sampler.momentum=0.9", "sampler.momentum"), ("+sampler.swag.rank=2", "sampler.swag")):
+        with pytest.raises(ConfigError) as refused:
+            checks.validate(composed("sampler=psgld", override))
+        assert refused.value.key == key, override

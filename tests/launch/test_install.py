@@ -134,6 +134,19 @@ def test_every_command_used_the_installed_csg_and_its_launcher(page_run, install
     assert Path(found.stdout.split()[1]) == installed / "csg" / "configs"
 
 
+def test_csg_train_from_python_in_the_users_folder(page_run):
+    code = ("import csg\n"
+            "posterior = csg.train(['hydra.searchpath=[file://configs]', 'data=spirals', 'model=spiral_net', "
+            "'sampler=langevin', 'trainer.epochs=6', 'sampler.cycles=1', 'sampler.samples_per_cycle=2', "
+            "'hydra.run.dir=runs/from_python'])\n"
+            "print(len(posterior))")
+    process = subprocess.run([sys.executable, "-c", code], cwd=page_run["project"], env=page_run["env"],
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert process.stdout.strip().splitlines()[-1] == "2"
+    assert (page_run["project"] / "runs" / "from_python" / "metrics.json").is_file()
+
+
 def test_csg_reproduce_runs_from_the_install_in_the_users_folder(page_run, installed):
     process = subprocess.run([str(installed / "bin" / "csg-reproduce"), "table1", "--report-only", "--runs", "none"],
                              cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True, timeout=120)
