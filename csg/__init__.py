@@ -13,7 +13,9 @@ Rooms of the package:
   calls); :mod:`csg.posterior.evaluate`: the finished run's samples -> metrics;
 - :mod:`csg.studies.experiments`: paper tables from runs, and the registry of every paper target;
 - ``csg.train([...])`` (:mod:`csg.launch.api`): what ``train.py`` runs, from Python, returning the run's
-  ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict`` and ``evaluate``.
+  ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict`` and ``evaluate``;
+- ``csg-train`` / ``python -m csg`` (:mod:`csg.__main__`, what a clone's ``train.py`` runs) and ``csg-reproduce``
+  (:mod:`csg.studies.reproduce`): the commands of an installed csg.
 """
 
 __version__ = "0.1.0"
