@@ -92,6 +92,12 @@ def build_model(cfg: DictConfig, data) -> torch.nn.Module:
         return create_custom_model(target_of(cfg, "model._target_"), keyword_arguments(cfg.model, ("name",), "model"),
                                    num_classes=data.num_classes, input_shape=data.input_shape)
     options = node_options(cfg.model)
+    for key, value in (("num_classes", data.num_classes), ("input_shape", list(data.input_shape))):
+        if key in options:  # what csg passes every built-in model: the user's key either repeats it or clashes
+            given = options.pop(key)
+            if (list(given) if isinstance(given, (list, tuple)) else given) != value:
+                raise ConfigError(f"model.{key}", given, f"the data's {key}={value}, which csg passes to "
+                                  f"model.name={cfg.model.name}; leave model.{key} out")
     try:
         return create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
     except ConfigError:
