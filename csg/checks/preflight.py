@@ -14,6 +14,9 @@ once for the whole sweep, on the CPU, and built again by the job that uses it (a
 itself before training, and is not built twice). ``hydra/launcher=slurm`` on a machine without SLURM is
 refused before Hydra starts.
 
+A user's ``--config-dir`` folder is searched before csg's configs, as the entry point (:mod:`csg.__main__`) has
+Hydra search it, so the option checked is the option run; a folder that does not exist is one line.
+
 ``+key=value`` adds a key only where the config documents free keys: under ``model.`` (keyword arguments of
 the model's factory, e.g. ``+model.drop_rate=0.1`` for a timm model) and ``hydra.``.
 """
