@@ -1,4 +1,5 @@
-"""Train one SG-MCMC chain, collect posterior samples, evaluate their Bayesian model average.
+"""Train one SG-MCMC chain, collect posterior samples, evaluate their Bayesian model average: ``csg-train`` run
+from a clone (csg/__main__.py has the command; ``python -m csg`` is the same).
 
     python train.py                                   # cSGHMC, MLP, the embedded MNIST subset
     python train.py sampler=csghmc data=cifar100      # any data / model / sampler from configs/
@@ -8,31 +9,7 @@
 Run directories (config, log, samples/, metrics.json) go under runs/ (multirun/ for sweeps).
 """
 
-import sys
-
-import hydra
-from omegaconf import DictConfig
-
-from csg.launch.cli import check_or_exit, run_or_exit
-from csg.paths import CONFIGS
-
-
-@hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="config")
-def main(cfg: DictConfig) -> float | None:
-    if cfg.get("synthetic"):
-        from csg.studies.synthetic import run_study
-
-        run_or_exit(lambda: run_study(cfg))
-        return None
-    from csg.launch.run import run
-
-    metrics = run_or_exit(lambda: run(cfg))
-    return metrics["ensemble"]["nll"]
-
+from csg.__main__ import main
 
 if __name__ == "__main__":
-    from csg.studies import STUDY_CHECKS
-
-    # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
-    check_or_exit(sys.argv[1:], CONFIGS, study_checks=STUDY_CHECKS)
     main()

@@ -16,6 +16,8 @@ Rooms of the package:
   ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict``, ``uncertainty``, ``evaluate``,
   ``diagnostics``, ``save`` and ``to_inference_data``; ``csg.compare([...])`` (:mod:`csg.posterior.compare`): runs
   side by side, with the shared statistics' verdicts.
+- ``csg-train`` / ``python -m csg`` (:mod:`csg.__main__`, what a clone's ``train.py`` runs) and ``csg-reproduce``
+  (:mod:`csg.studies.reproduce`): the commands of an installed csg.
 """
 
 __version__ = "0.1.0"

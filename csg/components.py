@@ -98,13 +98,14 @@ def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: st
         raise ConfigError(key, str(node.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
 
 
-def accepts(function: Callable[..., Any], name: str) -> bool:
-    """Whether ``function`` takes keyword ``name`` (by name, or through ``**kwargs``)."""
+def accepts(function: Callable[..., Any], name: str, *, by_name: bool = False) -> bool:
+    """Whether ``function`` takes keyword ``name``: by name, or (unless ``by_name``) through ``**kwargs``."""
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):  # a builtin without a signature: assume the documented keywords
         return True
-    return any(p.name == name and p.kind is not p.POSITIONAL_ONLY or p.kind is p.VAR_KEYWORD for p in parameters)
+    return any(p.name == name and p.kind is not p.POSITIONAL_ONLY or p.kind is p.VAR_KEYWORD and not by_name
+               for p in parameters)
 
 
 def call(function: Callable[..., Any], key: str, path: str, what: str, **kwargs: Any) -> Any:

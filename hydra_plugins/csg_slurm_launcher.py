@@ -1,7 +1,8 @@
 """``hydra/launcher=slurm``: Hydra's submitit SLURM launcher, with jobs that never leave the driver waiting.
 
 Hydra instantiates launchers only from the ``hydra_plugins`` namespace, so this subclass lives here (beside
-csg, found on ``sys.path`` through ``train.py``'s folder); what it does is in :mod:`csg.launch.slurm`. Two methods
+csg: installed with it by its wheel, or found on ``sys.path`` through a clone's ``train.py`` folder); what it
+does is in :mod:`csg.launch.slurm`. Two methods
 of the upstream class change:
 
 - ``__call__`` (runs in the job): our one-line error (``SystemExit``) becomes a result submitit records;

@@ -1,7 +1,8 @@
 """The package's layout is its architecture (docs/architecture.md): layers, no import circles, short modules.
 
 Layers, low to high: the shared rooms (errors, paths, io, components, schedules, samplers, data, models,
-evaluation) < engine < checks < posterior < launch < studies. A module imports only from its own layer or lower
+evaluation) < engine < checks < posterior < launch < studies < ``csg/__main__.py`` (the entry point: ``csg-train``,
+``python -m csg``, what ``train.py`` runs). A module imports only from its own layer or lower
 ones, at module level or inside a function alike; ``csg/__init__.py`` (the facade: ``csg.train``,
 ``csg.Posterior``) is the one exemption. Checked on the source's syntax trees, so that the rules cover every
 import, not only those a test happens to run (import-linter would check the layers only; the sizes, the
@@ -15,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "studies": 5}  # every other room is layer 0
+LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "studies": 5, "__main__": 6}  # others: layer 0
 MAX_LINES = 400
 MAX_LOOSE_MODULES = 6
 
@@ -69,7 +70,9 @@ def layout_problems(root: Path, package: str = "csg") -> list[str]:
                 problems.append(f"{module} imports {imported}: a lower layer imports a higher one")
             if name and name.startswith("_"):
                 problems.append(f"{module} imports the private name {name} from {imported}")
-    loose = [module for module, path in files.items() if module.count(".") == 1 and path.name != "__init__.py"]
+    # the facade (__init__.py) and the entry point (__main__.py) are the package's own, not loose rooms
+    loose = [module for module, path in files.items()
+             if module.count(".") == 1 and path.name not in ("__init__.py", "__main__.py")]
     if len(loose) > MAX_LOOSE_MODULES:
         problems.append(f"{package}/ has {len(loose)} loose modules (at most {MAX_LOOSE_MODULES}): {', '.join(loose)}")
     problems += [f"an import circle: {' -> '.join(circle)}" for circle in _circles(graph)]
@@ -130,6 +133,8 @@ def test_each_rule_is_caught_on_a_constructed_package(tmp_path):
     (package / "__init__.py").write_text("from pkg.launch import run\n")  # the facade may import any layer
     (package / "engine" / "loop.py").write_text("def f():\n    from pkg.launch.api import go\n")  # upward, lazy
     (package / "launch" / "api.py").write_text("def go():\n    pass\n")
+    (package / "launch" / "up.py").write_text("from pkg.__main__ import main\n")  # the entry point: above launch
+    (package / "__main__.py").write_text("from pkg.launch import api\nmain = 1\n")  # the top: may import any layer
     (package / "launch" / "run.py").write_text("from pkg.engine import loop\nfrom .cli import _private\n"
                                                "def go():\n    pass\n")
     (package / "launch" / "cli.py").write_text("import pkg.launch.run\n_private = 1\n")  # run <-> cli
@@ -144,4 +149,5 @@ def test_each_rule_is_caught_on_a_constructed_package(tmp_path):
     assert f"pkg.data.big: {MAX_LINES + 1} lines (at most {MAX_LINES})" in problems
     assert any(problem.startswith(f"pkg/ has {MAX_LOOSE_MODULES + 1} loose modules") for problem in problems)
     assert "an import circle: pkg.launch.cli -> pkg.launch.run" in problems
-    assert len(problems) == 5  # the facade's import of launch and launch's import of engine are allowed
+    assert "pkg.launch.up imports pkg.__main__: a lower layer imports a higher one" in problems
+    assert len(problems) == 6  # the facade's and the entry point's imports of launch, launch's of engine: allowed

@@ -86,6 +86,8 @@ def test_num_classes_comes_from_the_labels_or_is_checked_against_them(tmp_path):
     ([*MODEL[:1], "model._target_=tests.own_components.nope"], "model._target_='tests.own_components.nope'"),
     (["sampler=custom", "sampler.optimizer._target_=torch.optim.nope"], "sampler.optimizer._target_="),
     (["sampler=custom", "+sampler.optimizer.beta=2", "+sampler.foo=1"], "+sampler.foo=1 is not allowed"),
+    (["sampler=custom", "sampler.optimizer._target_=torch.optim.Adam"], "torch.optim.Adam takes no num_data and no "
+     "temperature; a plain torch optimizer: csg's own are sampler=sgd (SGD), sampler=sgdm"),
     (["+data.foo=1"], "`+` adds keys only under model., hydra. and, for data=custom / sampler=custom"),
     (["data=custom", "data._target_=tests.own_components.blobs", "data.in_memory=maybe"], "data.in_memory='maybe'"),
 ])
@@ -104,8 +106,9 @@ def test_a_component_that_cannot_be_named_is_refused_in_one_line_before_hydra(ov
      "model._target_='torch.nn.Linear' is not allowed: a model with 3 outputs"),
     (["model._target_=torch.nn.Linear", "+model.in_features=7", "+model.out_features=3"],
      "a model that takes data=custom's inputs of shape (4,)"),
-    (["sampler=custom", "sampler.optimizer._target_=torch.optim.SGD"], "a torch.optim.Optimizer taking params, lr, "
-     "num_data, temperature and weight_decay; called with lr, num_data, temperature, weight_decay: TypeError"),
+    (["sampler=custom", "sampler.optimizer._target_=torch.optim.SGD"], "a torch.optim.Optimizer that samples: it "
+     "takes params, lr, num_data, temperature and weight_decay; torch.optim.SGD takes no num_data and no temperature; "
+     "a plain torch optimizer: csg's own are sampler=sgd (SGD), sampler=sgdm (SGD with momentum)"),
     (["sampler=custom", "sampler.optimizer._target_=tests.own_components.NoTemperature"],
      "param groups hold lr and temperature (the loop sets them every iteration); group 0 has no temperature"),
 ])

@@ -137,8 +137,15 @@ def check_sampler(cfg: DictConfig) -> None:
     number(cfg, "sampler.weight_decay", minimum=0)
     if not custom_sampler:
         momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
-        if update == "sgld" and momentum != 0:
-            raise ConfigError("sampler.momentum", momentum, "0 with sampler.update_rule=sgld (SGLD has no momentum)")
+        if update in ("sgld", "psgld") and momentum != 0:
+            raise ConfigError("sampler.momentum", momentum, f"0 with sampler.update_rule={update} (SGLD has no momentum)")
+        if update == "psgld":
+            number(cfg, "sampler.alpha", minimum=0, below=1)
+            number(cfg, "sampler.eps", minimum=0, strict=True)
+            for section in ("contour", "replica", "swag"):
+                if cfg.sampler.get(section) is not None:
+                    raise ConfigError(f"sampler.{section}", _get(cfg, f"sampler.{section}"), "not set with "
+                                      "sampler.update_rule=psgld (contour, replica and SWAG samplers are SGLD's or SGHMC's)")
     if schedule == "decreasing":
         number(cfg, "sampler.lr_final", minimum=0, strict=True, below=lr0)
         number(cfg, "sampler.gamma", minimum=0, strict=True)
@@ -255,7 +262,10 @@ def _validate_custom_data(cfg: DictConfig) -> None:
 
 def _validate_custom_sampler(cfg: DictConfig) -> None:
     """``sampler=custom``: an importable optimizer, and none of the built-in samplers' own sections."""
-    locate(target_of(cfg, "sampler.optimizer._target_"), "sampler.optimizer._target_")
+    from csg.samplers.custom import check_takes_sampler_keywords
+
+    path = target_of(cfg, "sampler.optimizer._target_")
+    check_takes_sampler_keywords(locate(path, "sampler.optimizer._target_"), path)
     name = _get(cfg, "sampler.name")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise ConfigError("sampler.name", name, "a label of letters, digits, _ . - (it names run directories and "

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["all_group_choices", "check_group_choices", "group_choices", "parse_command_line", "search_path_dirs"]
+__all__ = ["CONFIG_DIR_FLAGS", "all_group_choices", "check_group_choices", "group_choices", "parse_command_line",
+           "search_path_dirs", "split_config_dir"]
+
+CONFIG_DIR_FLAGS = ("--config-dir", "-cd")  # Hydra's flag that adds a folder of the user's YAML files
 
 
 def parse_command_line(argv: list[str]):
@@ -24,6 +27,27 @@ def parse_command_line(argv: list[str]):
 
     args = get_args_parser().parse_args(argv)
     return args, OverridesParser.create().parse_overrides(args.overrides)
+
+
+def split_config_dir(argv: list[str]) -> tuple[Path | None, list[str]]:
+    """``(folder, the rest of argv)``: the folder a command names with ``--config-dir DIR`` (``-cd DIR``,
+    ``--config-dir=DIR``), made absolute, and the command line without the flag; ``(None, argv)`` without one.
+
+    Hydra puts such a folder after the application's own config folder, so a file there could never replace a
+    built-in option of the same name; csg's entry point (:mod:`csg.__main__`) puts it first instead, and the
+    checks (:mod:`csg.checks.preflight`) compose in that order too."""
+    folder, rest, words = None, [], iter(argv)
+    for word in words:
+        if word in CONFIG_DIR_FLAGS:
+            value = next(words, None)
+            if value is None:
+                return None, list(argv)  # a flag without its value: Hydra's argument parser reports it
+            folder = value
+        elif word.startswith("--config-dir="):
+            folder = word.partition("=")[2]
+        else:
+            rest.append(word)
+    return (Path(folder).resolve(), rest) if folder is not None else (None, rest)
 
 
 def group_choices(config_dir: Path) -> dict[str, list[str]]:
@@ -60,10 +84,11 @@ def search_path_dirs(overrides) -> list[Path]:
     return folders
 
 
-def all_group_choices(config_dir: Path, overrides) -> dict[str, list[str]]:
-    """:func:`group_choices` of ``config_dir`` and of every folder the command adds to the search path."""
+def all_group_choices(config_dir: Path, overrides, first: Path | None = None) -> dict[str, list[str]]:
+    """:func:`group_choices` of ``config_dir``, of the user's ``--config-dir`` folder ``first``, and of every
+    folder the command adds to the search path."""
     groups = group_choices(config_dir)
-    for folder in search_path_dirs(overrides):
+    for folder in [*([first] if first is not None else []), *search_path_dirs(overrides)]:
         if folder.is_dir():
             for group, options in group_choices(folder).items():
                 groups[group] = sorted({*groups.get(group, []), *options})
@@ -79,11 +104,12 @@ def check_group_choices(argv: list[str], config_dir: Path) -> str | None:
     """
     from hydra.errors import HydraException
 
+    first, rest = split_config_dir(argv)
     try:
-        _, overrides = parse_command_line(argv)
+        _, overrides = parse_command_line(rest)
     except (HydraException, SystemExit):
         return None  # malformed command lines are Hydra's to report
-    groups = all_group_choices(config_dir, overrides)
+    groups = all_group_choices(config_dir, overrides, first)
     for override in overrides:
         group = override.key_or_group
         if group.startswith("hydra/") or group not in groups or override.package or override.is_delete():

@@ -14,6 +14,9 @@ once for the whole sweep, on the CPU, and built again by the job that uses it (a
 itself before training, and is not built twice). ``hydra/launcher=slurm`` on a machine without SLURM is
 refused before Hydra starts.
 
+A user's ``--config-dir`` folder is searched before csg's configs, as the entry point (:mod:`csg.__main__`) has
+Hydra search it, so the option checked is the option run; a folder that does not exist is one line.
+
 ``+key=value`` adds a key only where the config documents free keys: under ``model.`` (keyword arguments of
 the model's factory, e.g. ``+model.drop_rate=0.1`` for a timm model) and ``hydra.``.
 """
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from csg.checks.groups import all_group_choices, check_group_choices, parse_command_line
+from csg.checks.groups import all_group_choices, check_group_choices, parse_command_line, split_config_dir
 from csg.checks.launcher import no_slurm
 from csg.errors import CsgError, first_line
 
@@ -86,27 +89,49 @@ def _refuse_key(cfg: DictConfig, override_text: str, key: str, added: bool) -> s
     return f"{override_text} is not allowed: {key} is not a key of the config; {how}{_known_keys(cfg, key)}"
 
 
-def _compose(config_dir: Path, config_name: str, overrides: list[str], composed: dict) -> DictConfig:
+def _compose(config_dirs: tuple[Path, ...], config_name: str, overrides: list[str], composed: dict) -> DictConfig:
     """Hydra's composition of ``overrides``; ``composed`` keeps each distinct list's (a sweep repeats them)."""
     key = tuple(overrides)
     if key not in composed:
-        composed[key] = _compose_once(config_dir, config_name, overrides)
+        composed[key] = _compose_once(config_dirs, config_name, overrides)
     return composed[key]
 
 
-def _compose_once(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+def _compose_once(config_dirs: tuple[Path, ...], config_name: str, overrides: list[str]) -> DictConfig:
+    """Composed from ``config_dirs`` in their order (the user's ``--config-dir`` folder, then csg's), then the
+    command's ``hydra.searchpath`` folders: the order in which the entry point (:mod:`csg.__main__`) searches."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    first, *after = (str(Path(folder).resolve()) for folder in config_dirs)
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+        with initialize_config_dir(config_dir=first, version_base="1.3"):
+            if after:
+                _search_also(first, after)
             return compose(config_name, overrides=overrides, return_hydra_config=True)
     finally:
         GlobalHydra.instance().clear()
 
 
-def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[str], multirun: bool,
+def _search_also(first: str, after: list[str]) -> None:
+    """Hydra (GlobalHydra) searching ``first`` then ``after``: as ``@hydra.main(config_path=first)`` with
+    ``--config-dir`` (Hydra's own ``_run_hydra`` prepends that folder before the ``schema`` entry). Hydra's
+    compose API takes one folder, and a primary config (``config.yaml``) found only in a ``hydra.searchpath``
+    folder is not found, so the search path is made with Hydra's internal constructor: here, and only here."""
+    from hydra._internal.hydra import Hydra  # no public API: see above
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.global_hydra import GlobalHydra
+
+    search_path = create_config_search_path(first)
+    for folder in after:
+        search_path.prepend(provider="command-line", path=f"file://{folder}", anchor=SearchPathQuery(provider="schema"))
+    GlobalHydra.instance().clear()
+    Hydra.create_main_hydra2(task_name="app", config_search_path=search_path)
+
+
+def _check_job(config_dirs: tuple[Path, ...], config_name: str, job: list[str], groups: set[str], multirun: bool,
                composed: dict, study_checks: StudyChecks) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -114,7 +139,7 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
     plain = [text for text, override in zip(job, parsed)
              if _key_of(override) in groups or override.key_or_group.startswith("hydra")]
     try:
-        base = _compose(config_dir, config_name, plain, composed)  # the group choices alone: what the keys must exist in
+        base = _compose(config_dirs, config_name, plain, composed)  # the group choices alone: what the keys must exist in
     except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
         return f"{' '.join(plain)} is not allowed: {first_line(error)}"
     for text, override in zip(job, parsed):
@@ -128,7 +153,7 @@ def _check_job(config_dir: Path, config_name: str, job: list[str], groups: set[s
         elif not exists:
             return _refuse_key(base, text, key, added=False)
     try:
-        cfg = _compose(config_dir, config_name, job, composed)
+        cfg = _compose(config_dirs, config_name, job, composed)
     except Exception as error:  # noqa: BLE001
         return f"{' '.join(job) or 'the command'} is not allowed: {first_line(error)}"
     return _check_config(cfg, study_checks) or _check_run_dir(cfg, multirun)
@@ -202,23 +227,28 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
 
     if any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
         return None  # Hydra's own flags print, and run nothing
+    first, argv = split_config_dir(argv)
+    if first is not None and not first.is_dir():
+        return (f"--config-dir={first} is not allowed: a folder of your YAML files, one subfolder per config group "
+                f"(model/, data/, sampler/); {'it is a file' if first.exists() else 'it does not exist'}")
     try:
         args, overrides = parse_command_line(argv)
     except (HydraException, SystemExit):
         return None  # a malformed command line is Hydra's to report
-    if args.config_dir is not None or args.config_name not in (None, config_name) or args.experimental_rerun:
+    if args.config_name not in (None, config_name) or args.config_path is not None or args.experimental_rerun:
         return None  # another primary config: Hydra composes it
+    config_dirs = (first, config_dir) if first is not None else (config_dir,)
     try:
         jobs = _jobs(args, overrides)
     except Exception:  # noqa: BLE001 - a sweep only another sweeper understands: that sweeper checks it
         return None
-    groups, composed = set(all_group_choices(config_dir, overrides)), {}
+    groups, composed = set(all_group_choices(config_dir, overrides, first)), {}
     for number, job in enumerate(jobs):
-        message = _check_job(config_dir, config_name, job, groups, bool(args.multirun), composed, study_checks)
+        message = _check_job(config_dirs, config_name, job, groups, bool(args.multirun), composed, study_checks)
         if message is not None:
             where = f" (job {number} of the sweep: {' '.join(job)})" if len(jobs) > 1 else ""
             return message + where
-    configs = [_compose(config_dir, config_name, job, composed) for job in jobs]
+    configs = [_compose(config_dirs, config_name, job, composed) for job in jobs]
     if args.multirun:
         message = _check_launcher(configs[0])
         if message is not None:

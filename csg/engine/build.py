@@ -92,17 +92,27 @@ def build_model(cfg: DictConfig, data) -> torch.nn.Module:
     from csg.models.custom import create_custom_model
 
     if has_target(cfg.model):
-        model = create_custom_model(target_of(cfg, "model._target_"), num_classes=data.num_classes,
-                                    input_shape=data.input_shape, **keyword_arguments(cfg.model, MODEL_KEYS, "model"))
+        model = create_custom_model(target_of(cfg, "model._target_"), keyword_arguments(cfg.model, MODEL_KEYS, "model"),
+                                    num_classes=data.num_classes, input_shape=data.input_shape)
         return _with_adapters(cfg, model)
     options = node_options(cfg.model, drop=MODEL_KEYS)
+    for key, value in (("num_classes", data.num_classes), ("input_shape", list(data.input_shape))):
+        if key in options:  # what csg passes every built-in model: the user's key either repeats it or clashes
+            given = options.pop(key)
+            if (list(given) if isinstance(given, (list, tuple)) else given) != value:
+                raise ConfigError(f"model.{key}", given, f"the data's {key}={value}, which csg passes to "
+                                  f"model.name={cfg.model.name}; leave model.{key} out")
     try:
         model = create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
     except ConfigError:
         raise
     except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
+        from csg.models import list_models
+
+        hint = (f"; a timm architecture without the group's keys: model=timm model.name={cfg.model.name}"
+                if options and str(cfg.model.name) not in list_models() else "")
         raise ConfigError("model.name", str(cfg.model.name),
-                          f"a model built with its group's keys {options}: {describe(error)}") from None
+                          f"a model built with its group's keys {options}: {describe(error)}{hint}") from None
     return _with_adapters(cfg, model)
 
 
@@ -209,6 +219,8 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
                                      **keyword_arguments(cfg.sampler.optimizer, (), "sampler.optimizer._target_"))
     contour = cfg.sampler.get("contour")
     if contour is None:
+        if cfg.sampler.update_rule == "psgld":
+            options.update(alpha=float(cfg.sampler.alpha), eps=float(cfg.sampler.eps))
         return create_sampler(cfg.sampler.update_rule, params, momentum=cfg.sampler.momentum, **options)
     from csg.engine.interaction import ChainCollectives
     from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition, default_sa_step

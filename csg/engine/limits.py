@@ -53,7 +53,8 @@ def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.d
     if model is None:
         return
     available = available or available_bytes
-    copies = 1 if cfg.sampler.get("update_rule") == "sghmc" and cfg.sampler.get("optimizer") is None else 0
+    # SGHMC's momentum, pSGLD's running mean of squared gradients: one copy of the parameters
+    copies = 1 if cfg.sampler.get("update_rule") in ("sghmc", "psgld") and cfg.sampler.get("optimizer") is None else 0
     draws = int(cfg.trace.samples) if cfg.get("trace") is not None and cfg.trace.get("enabled") else 0
     problem = memory_problem(model, device, chains=chains, sampler_copies=copies, trace_draws=draws,
                              available=available)
@@ -68,6 +69,24 @@ def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.d
         raise ConfigError("sampler.chains", chains, f"at most {max(1, min(fits))} on this machine: {problem}")
     key, name = _model_key(cfg)
     raise ConfigError(key, name, f"a model that fits in memory: {problem}")
+
+
+def _num_classes_hint(cfg: DictConfig, classes: int) -> str:
+    """What to add when a user's callable that takes ``**kwargs`` without naming ``num_classes``
+    (``timm.create_model``, ``torchvision.models.resnet18``) was given no ``model.num_classes``."""
+    from csg.components import accepts, locate
+
+    if not has_target(cfg.model) or OmegaConf.select(cfg, "model.num_classes") is not None:
+        return ""
+    path = str(cfg.model._target_)
+    try:
+        factory = locate(path, "model._target_")
+    except ConfigError:
+        return ""
+    if accepts(factory, "num_classes", by_name=True) or not accepts(factory, "num_classes"):
+        return ""
+    return (f"; csg passes num_classes only to a callable that names it, and {path} takes it through **kwargs: "
+            f"add +model.num_classes={classes}")
 
 
 def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes: int = 1,
@@ -113,7 +132,7 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
         raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
-                          f"data={cfg.data.name}) per example: it gives {got}")
+                          f"data={cfg.data.name}) per example: it gives {got}{_num_classes_hint(cfg, data.num_classes)}")
     if not output.is_floating_point():
         raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
     single = [label for label, values in per_channel if values == 1]

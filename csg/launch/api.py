@@ -1,9 +1,10 @@
 """``csg.train``: what ``python train.py <overrides>`` runs, from Python or a notebook, returning the posterior.
 
-The command is checked as train.py checks it (:func:`csg.checks.check_train_command`),
-composed by Hydra from the repository's ``configs/`` with the same overrides, and run by :func:`csg.launch.run.run` in this
-process, so a ``_target_`` importable here (the caller's own modules) works. The run directory, its ``.hydra/``,
-``train.log`` and ``metrics.json`` are those train.py writes. Errors are raised, not ``SystemExit``: a
+The command is checked as train.py checks it (:func:`csg.checks.check_train_command`), composed by Hydra from
+csg's configs (:data:`csg.paths.CONFIGS`: the repository's ``configs/``, or an install's) with the same
+overrides, and run by :func:`csg.launch.run.run` in this process, so a ``_target_`` importable here (the
+caller's own modules) works. The run directory, its ``.hydra/``, ``train.log`` and ``metrics.json`` are those
+train.py writes. Errors are raised, not ``SystemExit``: a
 :class:`~csg.errors.CsgError` whose message is the line train.py prints after ``error:``.
 """
 

@@ -20,18 +20,20 @@ from csg.samplers.sgld import SGLD
 
 __all__ = ["PSGLD", "SGLD", "SGHMC", "SGMCMCOptimizer", "UPDATE_RULES", "create_sampler"]
 
-UPDATE_RULES = {"sgld": SGLD, "sghmc": SGHMC}
+UPDATE_RULES = {"sgld": SGLD, "sghmc": SGHMC, "psgld": PSGLD}
 
 
 def create_sampler(update: str, params, *, momentum: float = 0.0, **hyperparameters) -> SGMCMCOptimizer:
-    """The sampler for update rule ``update`` ("sgld" or "sghmc"), torch.optim-style.
+    """The sampler for update rule ``update`` ("sgld", "sghmc" or "psgld"), torch.optim-style.
 
     ``hyperparameters`` are the param-group keys (``lr``, ``num_data``,
-    ``temperature``, ``weight_decay``) and ``generator``; ``momentum`` is used
-    by SGHMC only.
+    ``temperature``, ``weight_decay``; for pSGLD also ``alpha`` and ``eps``) and ``generator``;
+    ``momentum`` is used by SGHMC only.
     """
     if update == "sghmc":
         return SGHMC(params, momentum=momentum, **hyperparameters)
     if update == "sgld":
         return SGLD(params, **hyperparameters)
+    if update == "psgld":
+        return PSGLD(params, **hyperparameters)
     raise ValueError(f"unknown update rule {update!r}; one of {', '.join(UPDATE_RULES)}")

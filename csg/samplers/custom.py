@@ -22,12 +22,29 @@ from csg.components import accepts, call, locate
 
 KEY = "sampler.optimizer._target_"
 REQUIRED_GROUP_KEYS = ("lr", "temperature")
+SAMPLER_KEYWORDS = ("num_data", "temperature")  # what makes an optimizer a sampler of exp(-U/T), U = N x mean loss
+
+
+def check_takes_sampler_keywords(factory, path: str) -> None:
+    """Refuse, before training, a callable that takes no ``num_data`` or ``temperature`` (by name or through
+    ``**kwargs``): a plain optimizer such as ``torch.optim.SGD``, whose csg counterparts are named."""
+    missing = [name for name in SAMPLER_KEYWORDS if not accepts(factory, name)]
+    if not missing:
+        return
+    plain = getattr(factory, "__module__", "").startswith("torch.optim")
+    hint = ("; a plain torch optimizer: csg's own are sampler=sgd (SGD), sampler=sgdm (SGD with momentum), "
+            "sampler=snapshot_sgd / snapshot_sgdm (their ensembles), sampler=psgld (RMSprop's preconditioner, "
+            "sampling)" if plain else
+            "; csg/samplers/custom.py shows the signature, examples/own_project/own_project/sampler.py an example")
+    raise ConfigError(KEY, path, f"a torch.optim.Optimizer that samples: it takes params, lr, num_data, temperature "
+                      f"and weight_decay; {path} takes no {' and no '.join(missing)}{hint}")
 
 
 def create_custom_sampler(path: str, params, *, lr: float, num_data: int, temperature: float, weight_decay: float,
                           generator: torch.Generator | None = None, **options: Any) -> torch.optim.Optimizer:
     """The user's optimizer at ``path`` over ``params``, checked: an Optimizer whose groups carry lr and temperature."""
     factory = locate(path, KEY)
+    check_takes_sampler_keywords(factory, path)
     extra = {"generator": generator} if generator is not None and accepts(factory, "generator") else {}
     sampler = call(factory, KEY, path, "a torch.optim.Optimizer taking params, lr, num_data, temperature and "
                    "weight_decay", params=params, lr=lr, num_data=num_data, temperature=temperature,

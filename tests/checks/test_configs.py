@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -21,9 +22,9 @@ def composed(*overrides):
 
 
 def test_the_papers_samplers_exist():
-    # cSG-MCMC's eight, and the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC
+    # cSG-MCMC's eight, the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC, and pSGLD
     assert SAMPLERS == sorted(["sgd", "sgdm", "snapshot_sgd", "snapshot_sgdm", "sgld", "csgld", "sghmc", "csghmc",
-                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc"])
+                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc", "psgld"])
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -43,7 +44,7 @@ def test_sampler_semantics_follow_the_paper():
         assert cfg.sampler.schedule == "cyclical" and cfg.sampler.cycles == 4
     assert composed("sampler=csghmc").sampler.samples_per_cycle == 3
     assert composed("sampler=snapshot_sgd").sampler.samples_per_cycle == 1
-    for name in ("sgld", "sghmc"):
+    for name in ("sgld", "sghmc", "psgld"):
         cfg = composed(f"sampler={name}")
         assert cfg.sampler.explore == 0.75 and cfg.sampler.samples_per_cycle == 20 and cfg.sampler.temperature > 0
 
@@ -74,3 +75,22 @@ def test_more_bad_values_are_named(override, key):
     with pytest.raises(ConfigError) as error:
         checks.validate(composed(f"sampler={sampler}", override))
     assert error.value.key == key
+
+
+def test_psgld_is_li_et_als_preconditioned_sgld_with_its_own_keys():
+    from csg.engine import distributed
+    from csg.engine.build import build_sampler
+    from csg.samplers import PSGLD
+
+    cfg = composed("sampler=psgld", "sampler.alpha=0.9", "sampler.eps=1e-4")
+    checks.validate(cfg)
+    sampler = build_sampler(cfg, torch.nn.Linear(3, 2), 100, distributed.Layout(), torch.device("cpu"),
+                            torch.Generator().manual_seed(0))
+    assert isinstance(sampler, PSGLD) and cfg.sampler.schedule == "decreasing"
+    group = sampler.param_groups[0]
+    assert (group["alpha"], group["eps"], group["lr"], group["num_data"]) == (0.9, 1e-4, 1e-3, 100)
+    for override, key in (("sampler.alpha=1.0", "sampler.alpha"), ("sampler.eps=0", "sampler.eps"),
+                          ("sampler.momentum=0.9", "sampler.momentum"), ("+sampler.swag.rank=2", "sampler.swag")):
+        with pytest.raises(ConfigError) as refused:
+            checks.validate(composed("sampler=psgld", override))
+        assert refused.value.key == key, override

@@ -1,9 +1,16 @@
-"""examples/own_project end to end: the README's commands as written, SIGTERM and resume, two processes."""
+"""examples/own_project end to end: its README's commands as written (csg-train, torchrun -m csg, csg-reproduce from
+the project's own folder), SIGTERM and resume, two processes.
+
+The project is a copy outside the repository; csg is this checkout's (``PYTHONPATH``), as an installed csg would
+be: ``csg-train`` is ``python -m csg`` and ``csg-reproduce`` is ``python -m csg.studies.reproduce`` (the console
+scripts call the same functions; tests/launch/test_install.py runs the real ones from a built wheel)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -12,28 +19,33 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, assert_same_samples, read_samples, doc_blocks
+from tests.conftest import ROOT, assert_same_samples, read_samples
 
-PYTHON, TORCHRUN = "../../.venv/bin/python", "../../.venv/bin/torchrun"
+README = ROOT / "examples" / "own_project" / "README.md"
+MARK = "<!-- own-project commands"
 
 
-def readme_commands(title: str) -> list[list[str]]:
-    """The command lines of the first bash block of section ``title`` of docs/own-components.md (`cd` lines left
-    out): the commands the README's link leads to."""
-    return [words for words in doc_blocks("own-components.md", title)[0] if words[0] != "cd"]
+def readme_commands() -> list[list[str]]:
+    """The command lines of the README's bash block that follows its ``own-project commands`` mark, as words."""
+    text = README.read_text()
+    block = re.search(r"```bash\n(.*?)```", text[text.index(MARK):], flags=re.S)[1]
+    return [shlex.split(line) for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+# what each program of the README is in this test: the console scripts' functions, under this interpreter
+PROGRAMS = {"csg-train": ["-m", "csg"], "csg-reproduce": ["-m", "csg.studies.reproduce"],
+            "torchrun": ["-m", "torch.distributed.run"]}
 
 
 def _argv(words: list[str]) -> list[str]:
-    """The interpreter of the README's line (the repository's .venv) as this test's, which may run elsewhere."""
-    if words[0] == PYTHON:
-        return [sys.executable, *words[1:]]
-    if words[0] == TORCHRUN:
-        return [sys.executable, "-m", "torch.distributed.run", *words[1:]]
-    raise AssertionError(f"a README command this test does not know how to run: {words}")
+    if words[0] not in PROGRAMS:
+        raise AssertionError(f"a README command this test does not know how to run: {words}")
+    return [sys.executable, *PROGRAMS[words[0]], *words[1:]]
 
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_"))}
+    env["PYTHONPATH"] = str(ROOT)  # csg as installed: the project's folder holds no csg
     env["CUDA_VISIBLE_DEVICES"] = ""  # the example is CPU-sized; its one- and two-process runs compare on the CPU
     env["OMP_NUM_THREADS"] = "1"  # small matrices: threads would only contend for the cores
     return env
@@ -41,13 +53,10 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """A copy of examples/own_project at the same depth below a folder that links train.py, scripts/ and configs/:
-    the README's relative paths (../../train.py) hold, and nothing is written into the repository."""
-    base = tmp_path_factory.mktemp("user")
-    for name in ("train.py", "scripts", "configs"):
-        (base / name).symlink_to(ROOT / name)
-    target = base / "examples" / "own_project"
-    shutil.copytree(ROOT / "examples" / "own_project", target, ignore=shutil.ignore_patterns("__pycache__", "runs"))
+    """A copy of examples/own_project outside the repository: nothing is written into the repository."""
+    target = tmp_path_factory.mktemp("user") / "own_project"
+    shutil.copytree(ROOT / "examples" / "own_project", target, ignore=shutil.ignore_patterns("__pycache__", "runs",
+                                                                                               "results"))
     return target
 
 
@@ -56,11 +65,13 @@ def readme_runs(project) -> list[Path]:
     """Each README command run in the project; the run directory each made, in order."""
     made = []
     results = {str(path): path.stat().st_mtime_ns for path in (ROOT / "results").rglob("*") if path.is_file()}
-    for words in readme_commands("Your own model, data and sampler"):
+    commands = readme_commands()
+    assert [words[0] for words in commands] == ["csg-train", "csg-train", "torchrun", "csg-reproduce"]
+    for words in commands:
         before = set(project.glob("runs/*/*"))
         process = subprocess.run(_argv(words), cwd=project, capture_output=True, text=True, timeout=300, env=_env())
         assert process.returncode == 0, (words, process.stderr[-3000:])
-        if "../../scripts/reproduce.py" in words:  # a paper target: its runs under --runs, its table under --out
+        if words[0] == "csg-reproduce":  # a paper target: its runs under --runs, its table under --out
             continue
         new = sorted(set(project.glob("runs/*/*")) - before)
         assert len(new) == 1, new
@@ -88,11 +99,12 @@ def test_two_processes_give_the_one_process_samples(readme_runs):
 def test_sigterm_then_resume_repeats_the_uninterrupted_run_bit_for_bit(project, readme_runs, tmp_path):
     from tests import gate
 
-    words = readme_commands("Your own model, data and sampler")[0]
+    words = readme_commands()[0]
     cut = project / "runs" / "cut"
     command = [*_argv(words), f"hydra.run.dir={cut}"]
-    # the README's command, made to wait after its first sample until the signal has been sent (tests/gate.py)
-    process = gate.start(tmp_path / "barrier", command[1], command[2:], project, _env())
+    # the README's command (csg-train is what train.py runs), made to wait after its first sample until the signal
+    # has been sent (tests/gate.py)
+    process = gate.start(tmp_path / "barrier", ROOT / "train.py", [*words[1:], f"hydra.run.dir={cut}"], project, _env())
     gate.signal_when_waiting(process, tmp_path / "barrier", signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == -signal.SIGTERM, stderr
@@ -140,7 +152,7 @@ def test_the_added_method_ran_under_the_tables_protocol_and_report_only_expects_
                if line.startswith("| langevin |"))
     assert row.split(" | ")[2:4] == ["-", "-"]  # the paper's columns (CIFAR-10, CIFAR-100): no paper value
     # --report-only on the same folder knows the added method from its record, and expects its runs for two seeds
-    report = subprocess.run([sys.executable, "../../scripts/reproduce.py", "table1", "--scale", "smoke", "--seeds", "0,1",
+    report = subprocess.run([*_argv(["csg-reproduce"]), "table1", "--scale", "smoke", "--seeds", "0,1",
                              "--report-only", "--runs", "runs/table1", "--out", "report", "trainer.epochs=10"],
                             cwd=project, capture_output=True, text=True, timeout=300, env=_env())
     assert report.returncode == 0, report.stderr[-2000:]

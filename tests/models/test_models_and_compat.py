@@ -90,3 +90,95 @@ def test_resnet50_is_torchvisions():
 def test_timm_names_are_accepted():
     model = create_model("resnet10t", num_classes=7, input_shape=(1, 32, 32))
     assert model(torch.zeros(2, 1, 32, 32)).shape == (2, 7)
+
+
+# -- models users already have, named by _target_ (docs/own-components.md, "Models you already have") ---------------
+IMAGES = ["data=custom", "data._target_=tests.own_components.images", "+data.size=16", "data.batch_size=8", "data.eval_batch_size=32",
+          "trainer.epochs=1", "sampler.cycles=1", "sampler.samples_per_cycle=1", "logger=none",
+          "trainer.progress=false", "trainer.device=cpu", "data.recipe.lr0=0.01"]
+
+
+def _run_images(tmp_path, *overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    from csg.checks import check_command
+    from csg.launch.run import run
+    from csg.paths import CONFIGS
+
+    argv = [*IMAGES, *overrides]
+    assert check_command(argv, CONFIGS) is None  # what train.py checks before Hydra starts
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("config", overrides=argv)
+    return run(cfg, tmp_path / "run"), tmp_path / "run"
+
+
+@pytest.mark.parametrize("overrides, first_weight, shape", [
+    (["+data.channels=1", "model._target_=timm.create_model", "+model.model_name=resnet10t", "+model.num_classes=4",
+      "+model.in_chans=1"], "conv1.0.weight", (24, 1, 3, 3)),
+    (["model._target_=torchvision.models.resnet18", "+model.num_classes=4"], "conv1.weight", (64, 3, 7, 7)),
+], ids=["timm.create_model", "torchvision.models.resnet18"])
+def test_a_timm_and_a_torchvision_model_by_target_train_an_epoch_on_images(tmp_path, overrides, first_weight, shape):
+    metrics, run_dir = _run_images(tmp_path, "model=custom", *overrides)
+    assert metrics["num_data"] == 64 and metrics["ensemble"]["num_samples"] == 1
+    assert 0 <= metrics["ensemble"]["test_error_pct"] <= 100 and metrics["ensemble"]["nll"] > 0
+    (sample,) = sorted((run_dir / "samples").glob("*.pt"))
+    state = torch.load(sample, weights_only=True)["state_dict"]
+    assert tuple(state[first_weight].shape) == shape  # the user's keys reached the factory (in_chans=1 for timm)
+    assert state["fc.weight"].shape[0] == 4  # +model.num_classes: csg passes none to a callable that does not name it
+
+
+def test_a_factory_without_num_classes_is_refused_naming_the_key_to_add(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        _run_images(tmp_path, "model=custom", "model._target_=torchvision.models.resnet18")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("model._target_='torchvision.models.resnet18' is not allowed: "
+                                                      "a model with 4 outputs"), message
+    assert message.endswith("torchvision.models.resnet18 takes it through **kwargs: add +model.num_classes=4"), message
+
+
+def test_a_key_that_csg_also_passes_is_refused_naming_both():
+    from csg.models.custom import create_custom_model
+
+    path = "tests.own_components.tiny_net"  # names num_classes and input_shape
+    with pytest.raises(ConfigError) as refused:
+        create_custom_model(path, {"num_classes": 5}, num_classes=3, input_shape=(4,))
+    assert str(refused.value) == ("model.num_classes=5 is not allowed: the data's num_classes=3, which csg passes to "
+                                  "tests.own_components.tiny_net (it names num_classes); leave model.num_classes out")
+    with pytest.raises(ConfigError, match=r"^model.input_shape=\[5\] is not allowed: the data's input_shape=\[4\]"):
+        create_custom_model(path, {"input_shape": [5]}, num_classes=3, input_shape=(4,))
+    same = create_custom_model(path, {"num_classes": 3, "input_shape": [4]}, num_classes=3, input_shape=(4,))
+    assert same(torch.zeros(2, 4)).shape == (2, 3)  # the same values: no clash
+
+
+def test_model_timm_chooses_a_timm_architecture_by_name():
+    from hydra import compose, initialize_config_dir
+
+    from csg.engine.build import build_model
+    from csg.paths import CONFIGS
+
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("config", overrides=["model=timm", "model.name=resnet10t"])
+    data = type("Data", (), {"num_classes": 5, "input_shape": (1, 28, 28)})()
+    assert build_model(cfg, data)(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        clash = compose("config", overrides=["model=timm", "+model.num_classes=3"])
+        same = compose("config", overrides=["model=timm", "+model.num_classes=5"])
+    with pytest.raises(ConfigError) as refused:  # csg passes num_classes to every built-in model: a clash, one line
+        build_model(clash, data)
+    assert str(refused.value) == ("model.num_classes=3 is not allowed: the data's num_classes=5, which csg passes to "
+                                  "model.name=resnet10t; leave model.num_classes out")
+    assert build_model(same, data)(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
+
+
+def test_importing_torchvision_before_csg_fails_only_where_the_guard_patches():
+    """What docs/getting-started.md says in one line: with the CPU torch beside a CUDA torchvision wheel, a script
+    of yours imports csg before torchvision (or timm); csg's guard then defines the missing operators."""
+    code = "import csg._torchvision_compat as c, torchvision; print('patched' if c.patched else 'native')"
+    after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    before = subprocess.run([sys.executable, "-c", "import torchvision, csg"], capture_output=True, text=True,
+                            timeout=300)
+    assert after.returncode == 0, after.stderr
+    if after.stdout.strip() == "patched":  # this environment: the extension does not load
+        assert before.returncode != 0 and "torchvision::nms does not exist" in before.stderr, before.stderr
+    else:
+        assert before.returncode == 0, before.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from csg.errors import ConfigError
 from csg.studies.experiments.job import Job
-from csg.studies.experiments.launch import ROOT
+from csg.paths import CONFIGS
 
 
 def simulation_report(out: Path) -> Path:
@@ -58,7 +58,7 @@ def run_bandit(job: Job) -> list[str]:
         raise ConfigError("extend", extend[-1], "true (add the runs to those in --out) or false")
     extend = bool(extend) and extend[-1] == "true"
     yaml = [o for o in job.overrides if not o.startswith(ours)]
-    cfg = OmegaConf.merge(OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
+    cfg = OmegaConf.merge(OmegaConf.load(CONFIGS / "bandit" / "mushroom.yaml"), OmegaConf.from_dotlist(yaml))
     if job.seeds is not None:
         OmegaConf.update(cfg, "smoke.seeds" if job.scale == "smoke" else "seeds", [int(s) for s in job.seeds.split(",")])
     scale = job.scale

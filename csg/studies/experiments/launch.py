@@ -15,8 +15,11 @@ from pathlib import Path
 from csg.errors import CsgError, first_line
 from csg.studies.experiments.sweeps import expected_runs
 
-from csg.paths import CONFIGS, ROOT  # noqa: E402
-from csg.paths import TRAIN_PY as TRAIN  # noqa: E402
+from csg.paths import CONFIGS, TRAIN_PY  # noqa: E402
+
+# how a run starts, after the interpreter: train.py in a clone (the command its docs show), else (an installed
+# csg, the driver started as csg-reproduce) `python -m csg`, the same command
+TRAIN = [str(TRAIN_PY)] if TRAIN_PY.is_file() else ["-m", "csg"]
 
 
 class LaunchFailed(CsgError):
@@ -105,7 +108,7 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
 
 def _call(command: list[str], what: str, runs: Path | None) -> None:
     print("+ " + " ".join(str(part) for part in command[1:]), flush=True)
-    if subprocess.run(command, cwd=ROOT).returncode != 0:
+    if subprocess.run(command).returncode != 0:  # in the driver's working folder (the repository, or the user's)
         where = f"; the runs that finished stay in {runs}, and --report-only --runs {runs} aggregates them" if runs else ""
         raise LaunchFailed(f"{what} failed (its error is above){where}")
 
@@ -127,11 +130,11 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
                 pairs = [f"{key}={value}" for key, value in point.items()]
                 name = "_".join(value for key, value in point.items() if key in ("sampler", "model", "seed"))
                 command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={tasks}",
-                           str(TRAIN), *base, *pairs, *overrides,
+                           *TRAIN, *base, *pairs, *overrides,
                            f"hydra.run.dir={runs / folder / f'{number}_{name}'}"]
                 _call(command, f"the run `{' '.join(pairs)}`", runs)
             continue
-        command = [sys.executable, str(TRAIN), "-m", *base, *sweep, *overrides, f"hydra.sweep.dir={runs / folder}"]
+        command = [sys.executable, *TRAIN, "-m", *base, *sweep, *overrides, f"hydra.sweep.dir={runs / folder}"]
         if launcher == "slurm":
             command.append("hydra/launcher=slurm")
             if tasks > 1:
@@ -141,7 +144,7 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
 
 def run_study(study: str, out: Path, run_dir: Path, overrides: list[str]) -> None:
     """One study on analytic targets (``train.py synthetic=<study>``, configs/synthetic/) writing into ``out``."""
-    command = [sys.executable, str(TRAIN), f"synthetic={study}", f"synthetic.output_dir={out}", *overrides,
+    command = [sys.executable, *TRAIN, f"synthetic={study}", f"synthetic.output_dir={out}", *overrides,
                f"hydra.run.dir={run_dir}"]
     _call(command, f"the study `synthetic={study}`", None)
 

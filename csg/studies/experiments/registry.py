@@ -31,7 +31,8 @@ from csg.studies.experiments.in_process import (checked_options, run_accuracy, r
                                                 run_fig1, run_part_sampling, run_reference, run_reference_multimodal,
                                                 simulation_report, variance_report)
 from csg.studies.experiments.job import FLAGS, Job
-from csg.studies.experiments.launch import ROOT, added_method, newest_runs, preset_epochs, run_study, run_sweeps
+from csg.paths import CONFIGS
+from csg.studies.experiments.launch import added_method, newest_runs, preset_epochs, run_study, run_sweeps
 from csg.studies.experiments.sweeps import expand, expected_runs
 from csg.studies.experiments.table_report import report as table_report
 
@@ -73,10 +74,10 @@ def default_out(target: Target, scale: str) -> Path:
 
 def _letters(job: Job) -> None:
     """The smoke scale's OOD letters (scripts/make_letters.py), drawn once."""
-    if job.scale == "smoke" and not (ROOT / LETTERS / "J").is_dir():
+    if job.scale == "smoke" and not (LETTERS / "J").is_dir():
         from csg.data.notmnist import render_letters
 
-        render_letters(ROOT / LETTERS, 200, 0)
+        render_letters(LETTERS, 200, 0)
         print(f"wrote 2000 letters to {LETTERS}")
 
 
@@ -98,10 +99,10 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
 
         def compare(runs: Path, frame, *, before: bool) -> protocol.Check:
             check = protocol.check_command(plan, job.scale, protocol_epochs, own, preset=job.preset, seeds=job.seeds,
-                                           overrides=list(job.overrides), configs=ROOT / "configs", compose=before)
+                                           overrides=list(job.overrides), configs=CONFIGS, compose=before)
             if frame is not None:
                 added = read_added(runs, plan.name) if getattr(plan, "add_sweep", None) is not None else {}
-                found = protocol.check_runs(plan, job.scale, protocol_epochs, own, frame, ROOT / "configs", added)
+                found = protocol.check_runs(plan, job.scale, protocol_epochs, own, frame, CONFIGS, added)
                 check.items += found.items
                 check.coverage = found.coverage
             if check and committed:
@@ -140,8 +141,8 @@ def _name(job: Job) -> str:
 
 def _committed(job: Job) -> bool:
     """Whether ``job`` writes into the committed results (results/<paper>[/smoke]), typed as --out or not."""
-    committed = ROOT / default_out(TARGETS[job.target], job.scale)
-    return (ROOT / job.out).resolve() == committed.resolve()
+    committed = default_out(TARGETS[job.target], job.scale)  # of the working folder (the repository's: committed)
+    return Path(job.out).resolve() == committed.resolve()
 
 
 def _finished(runs: Path):

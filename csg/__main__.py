@@ -1,0 +1,67 @@
+"""``csg-train`` (``python -m csg``, ``python train.py``): train one SG-MCMC chain, collect posterior samples,
+evaluate their Bayesian model average.
+
+    csg-train                                     # cSGHMC, MLP, the embedded MNIST subset
+    csg-train sampler=csghmc data=cifar100        # any data / model / sampler of csg's configs
+    csg-train -m sampler=csgld,csghmc seed=0,1,2  # a Hydra multirun sweep
+    csg-train synthetic=table4                    # a study on analytic targets (configs/synthetic/)
+    csg-train --config-dir my_configs model=my_net   # your own YAML files (group folders), searched first
+
+Run directories (config, log, samples/, metrics.json) go under runs/ (multirun/ for sweeps) of the folder the
+command runs in; a ``_target_`` of yours imports from there too.
+
+Every job of the command is checked first (:func:`csg.checks.check_train_command`), then Hydra composes
+csg's configs (:data:`csg.paths.CONFIGS`) and runs :func:`task`. ``--config-dir DIR`` puts ``DIR`` ahead of
+csg's configs in Hydra's search path (Hydra itself puts it after them), so a file of yours replaces a
+built-in option of the same name; ``hydra.searchpath`` folders come after csg's (new names only).
+The entry point sits above every room of the package (tests/test_layout.py): it is what ``train.py`` was.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from omegaconf import DictConfig
+
+from csg.launch.cli import check_or_exit, run_or_exit
+from csg.paths import CONFIGS
+
+
+def task(cfg: DictConfig) -> float | None:
+    """One job: a study on analytic targets (``synthetic=``), or a network's chains; returns the ensemble's NLL
+    (what a Hydra sweeper would minimise)."""
+    if cfg.get("synthetic"):
+        from csg.studies.synthetic import run_study
+
+        run_or_exit(lambda: run_study(cfg))
+        return None
+    from csg.launch.run import run
+
+    metrics = run_or_exit(lambda: run(cfg))
+    return metrics["ensemble"]["nll"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The command line ``argv`` (default ``sys.argv[1:]``) checked, then run by Hydra."""
+    import hydra
+
+    from csg.checks.groups import split_config_dir
+    from csg.studies import STUDY_CHECKS
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
+    check_or_exit(argv, CONFIGS, study_checks=STUDY_CHECKS)
+    first, rest = split_config_dir(argv)
+    # the user's folder as Hydra's primary one and csg's after it: the user's files win
+    app = hydra.main(version_base="1.3", config_path=str(first or CONFIGS), config_name="config")(task)
+    program = sys.argv[0]
+    sys.argv = [program, *rest, *(["--config-dir", str(CONFIGS)] if first is not None else [])]
+    try:
+        app()
+    finally:
+        sys.argv = [program, *argv]
+
+
+if __name__ == "__main__":
+    main()

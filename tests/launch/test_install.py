@@ -1,0 +1,153 @@
+"""csg installed from its wheel, used from a project outside the repository: the commands of docs/getting-started.md's
+"Install into your own project", run line by line.
+
+``pip install path/to/csg`` builds csg's wheel from a copy of the repository's package files and installs it, not
+editable, into a target folder (``--target``): ``--no-deps`` (this environment's torch, Hydra, timm are reused),
+``--no-build-isolation --no-index`` (its setuptools, no network). Every later command runs from a folder outside
+the repository with only that folder on ``PYTHONPATH`` (the environment's editable csg, a finder that maps ``csg``
+to another checkout, comes after it: each command's csg and ``hydra_plugins`` are asserted to be the target's),
+``csg-train`` and ``csg-reproduce`` are the console scripts pip wrote there, and SLURM's ``sbatch`` and ``srun``
+are off ``PATH`` (this host may have them: the tests' private SLURM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, doc_blocks
+
+SECTION = "Install into your own project"
+SOURCE = "path/to/csg"  # what the page calls a clone of csg
+PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "csg", "configs", "hydra_plugins")
+
+
+def _env(target: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "PYTHON"))}
+    env["PYTHONPATH"] = str(target)
+    no_slurm = [p for p in env.get("PATH", "").split(os.pathsep)
+                if p and not any((Path(p) / client).exists() for client in ("sbatch", "srun"))]
+    env["PATH"] = os.pathsep.join([str(target / "bin"), str(Path(sys.executable).parent), *no_slurm])
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The page's ``pip install path/to/csg`` into a target folder (see the module's docstring); the folder."""
+    base = tmp_path_factory.mktemp("install")
+    source, target = base / "csg", base / "site"
+    source.mkdir()
+    for name in PACKAGE_FILES:  # a copy: the build's build/ and csg.egg-info/ stay out of the repository
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    words = _commands()[0]
+    assert words == ["pip", "install", SOURCE], words
+    process = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                              "--no-index", "--target", str(target), str(source)], capture_output=True, text=True,
+                             timeout=300, cwd=base)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return target
+
+
+def _commands() -> list[list[str]]:
+    (block,) = doc_blocks("getting-started.md", SECTION)
+    return block
+
+
+def test_the_wheel_holds_the_configs_the_launcher_and_the_commands(installed):
+    (info,) = installed.glob("csg-*.dist-info")
+    assert (info / "WHEEL").is_file()  # installed from a wheel pip built, not an editable link
+    entry_points = (info / "entry_points.txt").read_text()
+    assert "csg-train = csg.__main__:main" in entry_points
+    assert "csg-reproduce = csg.studies.reproduce:console" in entry_points
+    shipped = {p.relative_to(installed / "csg" / "configs").as_posix() for p in (installed / "csg" / "configs").rglob("*.yaml")}
+    assert shipped == {p.relative_to(ROOT / "configs").as_posix() for p in (ROOT / "configs").rglob("*.yaml")}
+    assert (installed / "hydra_plugins" / "csg_slurm_launcher.py").is_file()
+    assert not (installed / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with submitit's
+    for script in ("csg-train", "csg-reproduce"):
+        assert os.access(installed / "bin" / script, os.X_OK), script
+
+
+@pytest.fixture(scope="module")
+def page_run(installed, tmp_path_factory) -> dict:
+    """Every command of the page's section after the install, in a folder outside the repository: the processes
+    by their line, and the project's folder."""
+    here = tmp_path_factory.mktemp("user")
+    env, done = _env(installed), {}
+    for words in _commands()[1:]:
+        if words[0] == "cp":  # cp -r path/to/csg/examples/own_project .
+            assert words[1] == "-r" and words[2].startswith(SOURCE + "/") and words[3] == ".", words
+            shutil.copytree(ROOT / words[2].removeprefix(SOURCE + "/"), here / Path(words[2]).name,
+                            ignore=shutil.ignore_patterns("__pycache__", "runs", "results"))
+            continue
+        if words[0] == "cd":
+            here = here / words[1]
+            continue
+        program = {"python": [sys.executable], "csg-train": [str(installed / "bin" / "csg-train")]}[words[0]]
+        done[" ".join(words)] = subprocess.run([*program, *words[1:]], cwd=here, env=env, capture_output=True,
+                                               text=True, timeout=300)
+    return {"processes": done, "project": here, "env": env}
+
+
+def _one_line(process: subprocess.CompletedProcess, start: str) -> None:
+    lines = process.stderr.strip().splitlines()
+    assert process.returncode == 2 and len(lines) == 1 and lines[0].startswith(start), (process.returncode,
+                                                                                          process.stderr[-2000:])
+
+
+def test_csg_train_runs_the_projects_own_data_model_and_sampler_from_its_folder(page_run, installed):
+    (train, load, bad_key, slurm) = page_run["processes"].values()
+    assert train.returncode == 0, train.stderr[-3000:]
+    run_dir = page_run["project"] / "runs" / "spirals"
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["method"], metrics["model"], metrics["data_source"]) == \
+        ("langevin", "spiral_net", "custom: own_project.data.load")
+    assert metrics["ensemble"]["num_samples"] == 12 and metrics["ensemble"]["test_error_pct"] < 10
+    assert (run_dir / "train.log").is_file()
+    sources = (run_dir / ".hydra" / "hydra.yaml").read_text()
+    # the project's folder first, then the installed configs
+    assert sources.index(str(page_run["project"] / "configs")) < sources.index(str(installed / "csg" / "configs"))
+    assert load.returncode == 0, load.stderr[-3000:]
+    assert float(load.stdout.strip().splitlines()[-1]) == pytest.approx(metrics["ensemble"]["nll"], abs=1e-9)
+    _one_line(bad_key, "error: sampler.lr=0.1 is not allowed: sampler.lr is not a key of the config")
+    _one_line(slurm, "error: hydra/launcher=slurm is not allowed: a machine with SLURM's sbatch and srun on PATH")
+    assert not (page_run["project"] / "multirun").exists()
+
+
+def test_every_command_used_the_installed_csg_and_its_launcher(page_run, installed):
+    code = ("import csg, csg.paths, hydra_plugins.csg_slurm_launcher as launcher\n"
+            "print(csg.__file__); print(csg.paths.CONFIGS); print(launcher.__file__)")
+    found = subprocess.run([sys.executable, "-c", code], cwd=page_run["project"], env=page_run["env"],
+                           capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert all(Path(line).is_relative_to(installed) for line in found.stdout.split()), found.stdout
+    assert Path(found.stdout.split()[1]) == installed / "csg" / "configs"
+
+
+def test_csg_train_from_python_in_the_users_folder(page_run):
+    code = ("import csg\n"
+            "posterior = csg.train(['hydra.searchpath=[file://configs]', 'data=spirals', 'model=spiral_net', "
+            "'sampler=langevin', 'trainer.epochs=6', 'sampler.cycles=1', 'sampler.samples_per_cycle=2', "
+            "'hydra.run.dir=runs/from_python'])\n"
+            "print(len(posterior))")
+    process = subprocess.run([sys.executable, "-c", code], cwd=page_run["project"], env=page_run["env"],
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert process.stdout.strip().splitlines()[-1] == "2"
+    assert (page_run["project"] / "runs" / "from_python" / "metrics.json").is_file()
+
+
+def test_csg_reproduce_runs_from_the_install_in_the_users_folder(page_run, installed):
+    process = subprocess.run([str(installed / "bin" / "csg-reproduce"), "table1", "--report-only", "--runs", "none"],
+                             cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True, timeout=120)
+    _one_line(process, f"error: --runs='{page_run['project'] / 'none'}' is not allowed")
