@@ -26,13 +26,13 @@ from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
 from csg.components import has_target, keyword_arguments, target_of
+from csg.models.custom import KEYS as MODEL_KEYS  # the model group's keys that are csg's, not the factory's
 
 __all__ = ["DataFacts", "MAX_STEPS", "MODEL_KEYS", "REAL_CHECK_BYTES", "build_data_and_model", "build_interaction",
            "build_model", "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_job", "check_trace",
            "data_facts", "load_model_weights", "node_options", "optimise_rest", "plan_collection", "plan_trace",
            "seed_streams"]
 
-MODEL_KEYS = ("name", "weights")  # the model group's keys that are csg's, not the model factory's keywords
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:

@@ -18,7 +18,8 @@ from torch import nn
 from csg.errors import ConfigError
 from csg.components import accepts, call, locate
 
-KEYS = ("name",)  # the group's keys the framework reads; the others are the callable's keywords
+KEYS = ("name", "weights")  # the group's keys the framework reads (model.weights: csg.models.weights); the others
+# are the callable's keywords
 
 
 def create_custom_model(path: str, options: dict[str, Any], *, num_classes: int,
