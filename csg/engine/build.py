@@ -34,7 +34,6 @@ __all__ = ["DataFacts", "MAX_STEPS", "MODEL_KEYS", "REAL_CHECK_BYTES", "build_da
            "seed_streams"]
 
 
-
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
     """Independent 63-bit seeds for model initialisation, data order and sampler noise of one chain.
 
