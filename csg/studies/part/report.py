@@ -63,9 +63,25 @@ def report(frame: pd.DataFrame, out: Path, scale: str, command: str) -> Path:
                      f"{block.train_s.mean():.1f} | {int(block.sample_bytes.mean()):,} |")
     lines += ["", "Mean +- standard error over the seeds. MI: the mean mutual information between the label and the "
               "parameters on the test set (the members' disagreement; 0 for one model). Bytes: the run's sample "
-              "files (a part run: its samples and the frozen rest once).", "", *_verdicts(frame)]
+              "files (a part run: its samples and the frozen rest once).", "", *_reading(frame), *_verdicts(frame)]
     atomic_write_text(out / "part_sampling.md", "\n".join(lines) + "\n")
     return out / "part_sampling.md"
+
+
+def _reading(frame: pd.DataFrame) -> list[str]:
+    """What the table says, in numbers taken from it: each part against the whole network sampled."""
+    means = frame.groupby("method")[["mutual_information", "train_s", "sample_bytes"]].mean()
+    if "full" not in means.index:
+        return []
+    full = means.loc["full"]
+    lines = ["Reading (means over the seeds; the claims themselves are the verdicts below):", ""]
+    for method in ("last_layer", "adapters"):
+        if method in means.index:
+            part = means.loc[method]
+            lines.append(f"- {LABELS[method]}: its members disagree {part.mutual_information / full.mutual_information:.3f}x "
+                         f"as much as the whole network's (MI), in {part.train_s / full.train_s:.2f}x its training "
+                         f"time and {part.sample_bytes / full.sample_bytes:.3f}x its sample bytes.")
+    return lines + [""]
 
 
 def _mean_se(values: pd.Series, digits: int) -> str:
