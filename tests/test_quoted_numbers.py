@@ -30,6 +30,7 @@ ALLOWED: dict[str, str] = {
     r"Python >= 3\.10": "the Python version the project requires, not a measurement",
     r"\bSection \d+\.\d+": "a section number of a paper (e.g. ICSGLD's Section 4.1), not a quantity",
     r"\b0\.095 lr0": "(1 + cos(0.8 pi)) / 2: Eq. (1)'s step where the sampling stage starts (beta = 0.8), a constant",
+    r"\b97\.5th percentile": "the quantile that defines the chain diagnostics' reference (csg/evaluation/diagnostics.py)",
 }
 
 NUMBER = r"(?<![\d.])\d+\.\d+(?!\.?\d)"  # 0.2221, 5.87; not a part of 2.11.0 or of 12.3456
