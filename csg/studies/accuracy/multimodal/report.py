@@ -156,8 +156,9 @@ def _network_lines(references: Path) -> list[str]:
 def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path) -> str:
     protocol, tables = result.protocol, result.tables
     load = f"; the machine's 15-minute load average at the end: {result.load:.2f}" if math.isfinite(result.load) else ""
-    timing = (f"{result.seconds / 60:.1f} min ({protocol.workers} processes{load})"
-              if math.isfinite(result.seconds) else "time not recorded")
+    took = f"{result.seconds / 60:.1f} min" if result.seconds >= 60 else f"{result.seconds:.0f} s"
+    processes = f"{protocol.workers} process{'es' if protocol.workers > 1 else ''}"
+    timing = f"{took} ({processes}{load})" if math.isfinite(result.seconds) else "time not recorded"
     budgets = ", ".join(f"{b:,}" for b in protocol.budgets)
     lines = ["# Where do cycles pay? Cyclical and constant steps on posteriors whose barriers we control", "",
              f"Scale: {protocol.name}. Budgets {budgets} gradient evaluations per run (one chain of B iterations, or 4 "
