@@ -16,12 +16,13 @@ stream: every method and setting of a seed sees the same normal draws and starts
 random numbers; seed s's chain c starts at :func:`start_points`). A budget of B gradient evaluations is B / P
 iterations of each of P chains, and a shorter budget's chain is the first iterations of a longer one's, so one
 run scores every budget: accumulators over the kept iterations (constant steps: all after a burn-in share of
-the budget's iterations; cyclical: the sampling stages) are recorded at each budget's window (:func:`windows`),
+the budget's iterations; cyclical: the sampling stages) are recorded at each budget's window (:func:`window`),
 and rows are dropped once their chains end.
 
 Per window: the summed ``soft`` mode weights and the kept count (their ratio estimates the mode weights), the
 kept iterations in each mode's core (Table 4's coverage), the crossings (entries into a mode's core other than
 the last core the chain was in, over kept iterations: a cyclical restart that lands elsewhere is one crossing),
+the kept iterations more than sqrt(:data:`ESCAPE`) sd from their nearest mode (a chain there has left the target),
 and :data:`DRAWS` positions spread over the kept iterations (:func:`draw_iterations`), for W2.
 """
 
