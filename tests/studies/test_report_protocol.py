@@ -248,21 +248,14 @@ def test_the_issues_report_only_of_two_epoch_runs_leaves_the_committed_table(tmp
 # --- --seeds are seeds ----------------------------------------------------------------------------------------------
 
 
-def test_accuracy_multimodal_seeds_7_runs_and_records_seed_7(tmp_path, monkeypatch):
-    from csg.studies.accuracy.multimodal import chains, study
-
-    monkeypatch.setitem(study.PROTOCOLS, "smoke", chains.Protocol(budget=400, factors=(1 / 3,), checkpoints=(1.0,)))
-    job = Job(target="accuracy-multimodal", out=tmp_path, out_given=True, scale="smoke", seeds="7",
-              overrides=("targets=mixture2d",))
+def test_accuracy_multimodal_seeds_1007_runs_and_records_seed_1007(tmp_path):
+    job = Job(target="accuracy-multimodal", out=tmp_path, out_given=True, scale="smoke", seeds="1007",
+              overrides=("targets=barrier4",))
     TARGETS["accuracy-multimodal"].check(job)
     TARGETS["accuracy-multimodal"].make(job)
     runs = pd.read_csv(tmp_path / "accuracy_multimodal_runs.csv")
-    assert set(runs.seed) == {7} and "seeds 7;" in (tmp_path / "accuracy_multimodal.md").read_text()
-    # seed 7 starts elsewhere than seed 0; seeds 0..n-1 start where they always did (the committed study's)
-    starts = chains.start_points((0, 1, 2, 3, 4), 2, 3.0, 0)
-    old = torch.randn(5, 4, 2, generator=torch.Generator().manual_seed(10_000), dtype=torch.float64) * 3.0
-    assert torch.equal(starts, old) and not torch.equal(chains.start_points((7,), 2, 3.0, 0)[0], starts[0])
-    assert torch.equal(chains.start_points((3, 7), 2, 3.0, 0)[1], chains.start_points((7,), 2, 3.0, 0)[0])
+    assert set(runs.seed) == {1007} and set(runs.target) == {"barrier4"}
+    assert "evaluated on 1 fresh seeds (1007-1007)" in (tmp_path / "accuracy_multimodal.md").read_text()
 
 
 @pytest.mark.parametrize("target, seeds, says", [
@@ -273,10 +266,10 @@ def test_repeated_seeds_are_refused(tmp_path, target, seeds, says):
         TARGETS[target].check(Job(target=target, out=tmp_path, seeds=seeds))
 
 
-def test_accuracy_multimodal_seeds_beyond_its_draw_are_one_line(tmp_path):
-    job = Job(target="accuracy-multimodal", out=tmp_path, out_given=True, scale="smoke", seeds="10000",
-              overrides=("targets=mixture2d",))
-    with pytest.raises(ConfigError, match="seeds from 0 to 9999"):
+def test_accuracy_multimodal_refuses_its_tuning_seeds_as_evaluation_seeds(tmp_path):
+    job = Job(target="accuracy-multimodal", out=tmp_path, out_given=True, scale="smoke", seeds="1000,3",
+              overrides=("targets=barrier4",))
+    with pytest.raises(ConfigError, match="fresh evaluation seeds, none of the tuning seeds 0,1,2,3,4"):
         TARGETS["accuracy-multimodal"].make(job)
     assert not any(tmp_path.iterdir())
 

@@ -148,43 +148,43 @@ def run_accuracy(job: Job) -> list[str]:
 
 
 def run_reference_multimodal(job: Job) -> list[str]:
-    from csg.studies.accuracy.multimodal import reference, study
+    import json
+
+    from csg.io.atomic import atomic_write_text
+    from csg.studies.accuracy.multimodal import reference
 
     checked_options(job, {})
-    result = reference.build(log=lambda line: print(line, flush=True))
-    stem = _references(job) / study.REFERENCE
-    result.save(stem)
-    return [f"reference-multimodal: wrote {stem}.json and {stem}.npz"]
+    facts = reference.probe(log=lambda line: print(line, flush=True))
+    path = _references(job) / "network_multimodal.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(facts, indent=1) + "\n")
+    return [f"reference-multimodal: wrote {path} (reference {'accepted' if facts['accepted'] else 'not accepted'})"]
 
 
 def run_accuracy_multimodal(job: Job) -> list[str]:
+    from dataclasses import replace
+
     from csg.studies.accuracy.multimodal import report, study
-    from csg.studies.accuracy.multimodal.targets import TARGETS as MULTIMODAL
+    from csg.studies.accuracy.multimodal.targets import MIXTURES
 
-    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(MULTIMODAL)}"})
-    targets = _names(options.get("targets"), list(MULTIMODAL), "targets")
-    references = _references(job)
-    if "network" in targets and not job.report_only and not (references / f"{study.REFERENCE}.npz").exists():
-        raise ConfigError("targets", ",".join(targets), f"targets with a reference in {references}: run "
-                          "`make reference-multimodal` first (or targets=mixture2d,mixture10d)")
+    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(MIXTURES)}"})
+    protocol = study.PROTOCOLS[job.scale]
+    if "targets" in options:
+        protocol = replace(protocol, targets=_names(options["targets"], list(MIXTURES), "targets"))
+    if job.seeds is not None:
+        seeds = tuple(int(seed) for seed in job.seeds.split(","))
+        if set(seeds) & set(protocol.tuning_seeds):
+            raise ConfigError("--seeds", job.seeds, "fresh evaluation seeds, none of the tuning seeds "
+                              f"{','.join(map(str, protocol.tuning_seeds))}")
+        protocol = study.with_seeds(protocol, seeds)
     if job.report_only:
-
         def study_of(runs):
-            study.summarise(runs)  # the study's columns
-            seconds = float(runs.study_seconds.iloc[0]) if "study_seconds" in runs else float("nan")
-            return study.Study(runs, seconds, study.PROTOCOLS[job.scale], {})
+            return report.load(job.out, protocol)
 
-        result = _previous_runs(job.out / "accuracy_multimodal_runs.csv", "accuracy-multimodal", study_of)
+        result = _previous_runs(job.out / report.FILES["runs"], "accuracy-multimodal", study_of)
     else:
-        from csg.studies.accuracy.multimodal.chains import MAX_SEED
-
-        seeds = tuple(int(seed) for seed in (job.seeds or "0,1,2,3,4").split(","))  # the seeds, as seeds
-        if max(seeds) > MAX_SEED:
-            raise ConfigError("--seeds", job.seeds, f"seeds from 0 to {MAX_SEED} for accuracy-multimodal (seed s "
-                              "starts at row s of one draw per target)")
-        result = study.run_study(references, targets, seeds, study.PROTOCOLS[job.scale],
-                                 log=lambda line: print(line, flush=True))
-    return [f"accuracy-multimodal: wrote {report.write(result, job.out, references)}"]
+        result = study.run_study(protocol, log=lambda line: print(line, flush=True))
+    return [f"accuracy-multimodal: wrote {report.write(result, job.out, _references(job))}"]
 
 
 def run_part_sampling(job: Job) -> list[str]:

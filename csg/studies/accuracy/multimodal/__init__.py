@@ -1,12 +1,13 @@
-"""Do cycles pay on multimodal posteriors? The samplers against exact and tempered references (issue 36).
+"""Where do cycles pay? cSGLD and cSGHMC against constant steps on posteriors whose barriers we control (issue 45).
 
-- :mod:`.targets`: two Gaussian mixtures with unequal weights and variances (2-D and 10-D: exact density,
-  draws and mode weights) and a 1-2-1 tanh network whose hidden units are ordered and sign-fixed, so that its
-  posterior's modes are different explanations of the data, not permutation copies;
-- :mod:`.reference`: the network's reference: 32 NumPyro NUTS chains from dispersed starts, pooled once R-hat
-  across them passes, checked against parallel tempering (mode weights, predictive TV);
-- :mod:`.metrics`: mode-weight error, MMD, W2 between samples, the regression's predictive TV;
-- :mod:`.chains`: SGLD, SGHMC, cSGLD, cSGHMC, 4 chains of each, reSGLD, CSGLD, ICSGLD at one gradient budget,
-  every method, step size and seed as one vectorised run;
-- :mod:`.study`, :mod:`.report`: ``results/csgmcmc/accuracy_multimodal.{md,csv,png}`` and the verdicts.
+- :mod:`.targets`: two-mode mixtures built to a barrier (2 to 16 nats), the paper's 25-Gaussian grid, Wang et
+  al.'s unequal-variance grid, and the 1-2-1 tanh network;
+- :mod:`.barriers`: each target's barriers, measured on minimum-energy paths (the string method);
+- :mod:`.landscapes`, :mod:`.chains`: every method, setting and seed of a group of targets as one vectorised run,
+  every budget scored from it;
+- :mod:`.tuning`: bracketed grids, the choice on the tuning seeds, the edge check that refuses the report;
+- :mod:`.ceiling`: the mode-weight error of M perfect picks, exactly;
+- :mod:`.study`, :mod:`.verdicts`, :mod:`.report`, :mod:`.reading`, :mod:`.figures`:
+  ``results/csgmcmc/accuracy_multimodal.{md,csv,png}`` and the tables beside them;
+- :mod:`.reference`: the network with real barriers: its minima, barriers, and why it has no reference.
 """

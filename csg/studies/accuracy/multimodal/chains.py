@@ -1,55 +1,48 @@
-r"""Every method, step size and seed on one target, at one gradient budget, as one vectorised run.
+r"""Every method, setting and seed on a group of targets as one vectorised run: one tensor, one loop.
 
-**Budget.** Each method gets B gradient evaluations per seed and step size (:func:`chain_steps`): one chain of
-B iterations, or P chains (4 parallel chains, reSGLD's replicas, ICSGLD's interacting chains) of B / P each.
-The energy a contour or replica method reads comes from the same evaluation as the gradient (full batch), so
-it costs nothing more. Every chain keeps one draw every ``thin`` of its iterations, so every method keeps the
-same number of draws per gradient evaluation (but reSGLD, which keeps its T = 1 replica's only, and the
-cyclical methods, which keep their sampling stages' only).
+**Methods** (:data:`METHODS`): SGLD and SGHMC at a constant step h; cSGLD and cSGHMC with the cosine schedule
+of cSG-MCMC's Eq. (1), :math:`\alpha_k = \frac{\alpha_0}{2}[\cos(\pi\,\mathrm{mod}(k, C) / C) + 1]`, cycle
+length C, the first share :math:`\beta` of each cycle an exploration stage without noise, draws from the
+sampling stages (Algorithm 1); "x4": 4 chains sharing the budget, pooled. A :class:`Setting` holds h or
+:math:`\alpha_0` in units of 1/L (L: the target's largest curvature at its modes), :math:`\beta` and C.
+SGHMC's step is lr = h (1 - m) at momentum m: in the high-friction limit it moves as SGLD at step h.
 
-**Methods** (:data:`METHODS`), each with the step size h of the grid (:func:`step_grid`):
+**One run** (:func:`run`): every :class:`Block` (target, method, setting, seeds, iterations per chain) becomes
+seeds x chains rows of one float32 tensor. Each iteration computes every row's gradient (its landscape,
+:mod:`.landscapes`), its step from its own schedule, and applies the update rules of
+:mod:`csg.samplers.functional` (``sgld`` on the SGLD rows, ``sghmc`` on the SGHMC rows; each row's step
+folded into its gradient and noise, lr = 1 in the rule). The noise of a row is that of its (target, seed, chain)
+stream: every method and setting of a seed sees the same normal draws and starts at the same points (common
+random numbers; seed s's chain c starts at :func:`start_points`). A budget of B gradient evaluations is B / P
+iterations of each of P chains, and a shorter budget's chain is the first iterations of a longer one's, so one
+run scores every budget: accumulators over the kept iterations (constant steps: all after a burn-in share of
+the budget's iterations; cyclical: the sampling stages) are recorded at each budget's window (:func:`window`),
+and rows are dropped once their chains end.
 
-- SGLD, SGHMC: constant step h, noise on throughout, the first ``burnin`` of each chain discarded;
-- cSGLD, cSGHMC: the cosine schedule of :class:`csg.schedules.Cyclical` from lr0 = 2 h (the same mean step),
-  cycles of ``cycle_length`` iterations (B / 32: 32 cycles for one chain, 8 for each of 4), exploration
-  (the first ``explore`` of each cycle) without noise, draws from the sampling stages (the paper's Algorithm 1);
-- "x4": 4 parallel chains of B / 4 iterations each, pooled;
-- reSGLD x4: 4 replicas at T = 1, 2, 4, 8 with step h, a swap proposed between neighbours after every step
-  (:func:`csg.samplers.replica.replica_exchange`, exact energies, no correction); draws of the T = 1 replica;
-- CSGLD, ICSGLD x4: :class:`csg.samplers.contour.ContourSGLD` with step h; ICSGLD's 4 chains share one theta;
-  draws weighted by theta(J)^zeta.
-
-SGHMC's step is lr = h (1 - m) at momentum m = 0.9: in the high-friction limit it then moves as SGLD at step h.
-All chains of a target (every method, step size and seed) are the rows of one tensor and run in one loop: one
-gradient (and energy) evaluation of every row per iteration, then the update rules of
-:mod:`csg.samplers.functional` (``sgld``, ``sghmc``) with each row's step and temperature folded into its gradient
-and noise (lr = 1 in the rule, the row's lr_r times the gradient, sqrt(2 lr_r T_r) times the normal draw: the same
-step as the optimizers take with N = 1). The contour rows take the multiplier of their
-:class:`csg.samplers.contour.EnergyPartition` on the gradient, as :class:`csg.samplers.contour.ContourSGLD` does,
-one partition group per step size and seed. A chain past its B / P iterations stays where it is (step 0).
+Per window: the summed ``soft`` mode weights and the kept count (their ratio estimates the mode weights), the
+kept iterations in each mode's core (Table 4's coverage), the crossings (entries into a mode's core other than
+the last core the chain was in, over kept iterations: a cyclical restart that lands elsewhere is one crossing),
+the kept iterations more than sqrt(:data:`ESCAPE`) sd from their nearest mode (a chain there has left the target),
+and :data:`DRAWS` positions spread over the kept iterations (:func:`draw_iterations`), for W2.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from csg.samplers.contour import EnergyPartition
-from csg.samplers.replica import replica_exchange
-from csg.schedules import Constant, Cyclical, Schedule
-from csg.studies.targets.base import Target
-
 
 @dataclass(frozen=True)
 class Method:
     name: str
-    rule: str                 # "sgld", "sghmc", "resgld" or "contour"
-    chains: int = 1           # parallel chains (replicas) sharing the budget
+    rule: str                 # "sgld" or "sghmc"
+    chains: int = 1           # parallel chains sharing the budget
     cyclical: bool = False
 
 
@@ -58,222 +51,243 @@ METHODS = (
     Method("SGHMC", "sghmc"), Method("cSGHMC", "sghmc", cyclical=True),
     Method("SGLD x4", "sgld", 4), Method("cSGLD x4", "sgld", 4, True),
     Method("SGHMC x4", "sghmc", 4), Method("cSGHMC x4", "sghmc", 4, True),
-    Method("reSGLD x4", "resgld", 4), Method("CSGLD", "contour"), Method("ICSGLD x4", "contour", 4),
 )
 BY_NAME = {m.name: m for m in METHODS}
 PAIRS = (("cSGLD", "SGLD"), ("cSGHMC", "SGHMC"), ("cSGLD x4", "SGLD x4"), ("cSGHMC x4", "SGHMC x4"))
+MOMENTUM = 0.9
+BURNIN = 0.1
+ESCAPE = 200.0                # a kept iteration this far (squared, in sd) from its nearest mode: the chain left
+FLUSH = 1024                  # float32 sums of the mode weights go into float64 this often
+DRAWS = 128                   # positions kept per budget window for W2 (x4: 32 per chain)
 
 
 @dataclass(frozen=True)
-class Protocol:
-    budget: int = 20_000            # gradient evaluations per method, seed and step size
-    thin: int = 20                  # a chain keeps one draw every `thin` iterations
-    burnin: float = 0.1             # constant-step methods: the share of each chain's iterations discarded
-    cycles_per_budget: int = 32     # cycle length B / 32
-    explore: float = 0.25           # cyclical: the exploration share of each cycle (beta)
-    momentum: float = 0.9           # SGHMC
-    temperatures: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)   # reSGLD's ladder
-    zeta: float = 0.75              # contour methods
-    partitions: int = 50
-    factors: tuple[float, ...] = (1 / 27, 1 / 9, 1 / 3, 1.0)  # step sizes h = factor / L
-    checkpoints: tuple[float, ...] = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)  # shares of the budget scored
+class Setting:
+    step: float               # h (constant) or alpha_0 (cyclical), in units of 1 / L
+    explore: float = 0.0      # beta: the exploration share of each cycle
+    cycle: int = 1            # C: cycle length in iterations of one chain (1: a constant step)
 
 
-def chain_steps(method: Method, budget: int) -> int:
-    """Iterations of each of the method's chains: B / P."""
+@dataclass(frozen=True)
+class Block:
+    target: str
+    method: Method
+    setting: Setting
+    seeds: tuple[int, ...]
+    iterations: int           # of each chain
+
+
+def chain_length(method: Method, budget: int) -> int:
+    """Iterations of each of the method's chains at a budget of ``budget`` gradient evaluations: B / P."""
     return budget // method.chains
 
 
-def gradient_evaluations(method: Method, budget: int) -> int:
-    return chain_steps(method, budget) * method.chains
-
-
-def curvature(target: Target, points: Tensor) -> float:
-    """L: the largest eigenvalue of the Hessian of U over ``points`` (the modes' centres)."""
-    largest = 0.0
-    for point in points:
-        hessian = torch.autograd.functional.hessian(lambda x: target.energy(x[None])[0], point.to(torch.float64))
-        largest = max(largest, float(torch.linalg.eigvalsh(hessian).max()))
-    return largest
-
-
-def step_grid(target: Target, centres: Tensor, protocol: Protocol) -> list[float]:
-    """The step sizes h = factor / L of the grid."""
-    scale = curvature(target, centres)
-    return [factor / scale for factor in protocol.factors]
-
-
-def schedule_of(method: Method, h: float, steps: int, protocol: Protocol) -> Schedule:
+def window(method: Method, setting: Setting, budget: int) -> tuple[int, int] | None:
+    """The kept window [start, end) of a chain at ``budget`` (``None``: the setting has no whole cycle there)."""
+    end = chain_length(method, budget)
     if method.cyclical:
-        cycles = max(1, steps // (protocol.budget // protocol.cycles_per_budget))
-        return Cyclical(2 * h, steps, cycles, protocol.explore)
-    return Constant(h)
+        return (0, end) if setting.cycle <= end and end % setting.cycle == 0 else None
+    return (int(round(BURNIN * end)), end)
+
+
+def first_kept(setting: Setting) -> int:
+    """The first iteration of each cycle in its sampling stage: r(k) = mod(k, C) / C >= beta."""
+    return math.ceil(round(setting.explore * setting.cycle, 9))
+
+
+def draw_iterations(method: Method, setting: Setting, budget: int) -> np.ndarray | None:
+    """The iterations of each chain whose positions are the budget's draws for W2: DRAWS / P spread over the kept
+    iterations of its window, one at a random place in each of DRAWS / P equal strata (evenly spaced draws would
+    alias with the cycles: every one at the same phase). The offsets are the same for every setting and seed;
+    ``None``: no window."""
+    span = window(method, setting, budget)
+    if span is None:
+        return None
+    n, (start, end) = DRAWS // method.chains, span
+    offset = np.random.default_rng(DRAWS + n).random(n)
+    if not method.cyclical:
+        return start + ((np.arange(n) + offset) * (end - start) / n).astype(np.int64)
+    first = first_kept(setting)
+    kept = setting.cycle - first
+    j = ((np.arange(n) + offset) * (end // setting.cycle) * kept / n).astype(np.int64)
+    return (j // kept) * setting.cycle + first + j % kept
+
+
+def start_points(target_index: int, seed: int, dim: int, low: np.ndarray, high: np.ndarray) -> Tensor:
+    """(4, dim) starts of seed ``seed`` on a target: uniform on the box, from a generator of (target, seed)."""
+    generator = torch.Generator().manual_seed(1_000_003 * (target_index + 1) + seed)
+    u = torch.rand(4, dim, generator=generator, dtype=torch.float64)
+    return torch.from_numpy(low) + u * torch.from_numpy(high - low)
 
 
 @dataclass
-class Unit:
-    """One method at one step size: rows ``first .. first + seeds * chains`` of the run's tensor (seed-major)."""
+class Outcome:
+    """Per block: its rows' accumulators at each recorded iteration, and its draws per budget."""
 
-    method: Method
-    step: float
-    steps: int
-    schedule: Schedule
-    first: int
-    rows: int
-
-
-@dataclass
-class Draws:
-    """A unit's kept draws per seed: ``draws[s]`` (n, dim), ``weights[s]`` (n,), ``iterations`` (n,)."""
-
-    method: str
-    step: float
-    steps: int
-    draws: list[np.ndarray]
-    weights: list[np.ndarray]
-    iterations: np.ndarray
-    finite: list[bool]
+    blocks: list[Block]
+    marks: dict = field(default_factory=dict)      # (block, k) -> dict of arrays (seeds, chains, ...)
+    draws: dict = field(default_factory=dict)      # (block, budget) -> array (seeds, chains, DRAWS / P, dim)
+    seconds: float = 0.0
+    rows: int = 0
 
 
-FAMILIES = ("sgld", "resgld", "contour", "sghmc")  # row order: the SGLD-type rows first, then SGHMC's
+def _rows(blocks: Sequence[Block]) -> list[tuple[int, int, int]]:
+    """(block, seed position, chain) of every row, the SGLD rows first."""
+    order = sorted(range(len(blocks)), key=lambda b: blocks[b].method.rule != "sgld")
+    return [(b, s, c) for b in order for s in range(len(blocks[b].seeds)) for c in range(blocks[b].method.chains)]
 
 
-def _layout(methods, steps_h, seeds: int, protocol: Protocol) -> list[Unit]:
-    units, first = [], 0
-    for family in FAMILIES:
-        for method in (m for m in methods if m.rule == family):
-            for h in steps_h:
-                steps = chain_steps(method, protocol.budget)
-                units.append(Unit(method, h, steps, schedule_of(method, h, steps, protocol), first, seeds * method.chains))
-                first += seeds * method.chains
-    return units
+def _marks(blocks: Sequence[Block], budgets: Sequence[int]) -> set[int]:
+    marks = set()
+    for block in blocks:
+        for budget in budgets:
+            span = window(block.method, block.setting, budget)
+            if span and span[1] <= block.iterations:
+                marks.update(span)
+    return marks
 
 
-def _tables(units: list[Unit], protocol: Protocol) -> tuple[Tensor, Tensor, Tensor]:
-    """Per iteration and unit: the step size of the update rule, the temperature, and whether a draw is kept."""
-    longest = max(unit.steps for unit in units)
-    lr = torch.zeros(longest, len(units), dtype=torch.float64)
-    temperature = torch.zeros_like(lr)
-    keep = torch.zeros(longest, len(units), dtype=torch.bool)
-    for u, unit in enumerate(units):
-        k = np.arange(unit.steps)
-        lr[: unit.steps, u] = torch.tensor([unit.schedule.lr(i) for i in k], dtype=torch.float64)
-        sampling = np.array([unit.schedule.sampling(i) for i in k]) if unit.method.cyclical else np.ones(unit.steps, bool)
-        temperature[: unit.steps, u] = torch.from_numpy(sampling.astype(np.float64))
-        kept = (k % protocol.thin == 0) & (sampling if unit.method.cyclical else k >= protocol.burnin * unit.steps)
-        keep[: unit.steps, u] = torch.from_numpy(kept)
-        if unit.method.rule == "sghmc":
-            lr[:, u] *= 1 - protocol.momentum
-    return lr, temperature, keep
+def _draw_events(blocks: Sequence[Block], layout, budgets: Sequence[int]):
+    """Every (iteration, row, slot) at which a row's position is a draw, sorted by iteration. The slots of a
+    (block, budget) are contiguous, seed-major, then chain, then draw; returns the events, each (block, budget)'s
+    first slot, and the number of slots."""
+    iterations, rows, slots, first, offset = [], [], [], {}, 0
+    starts = {}
+    for row, (b, _, _) in enumerate(layout):
+        starts.setdefault(b, row)
+    for b, row0 in starts.items():
+        block = blocks[b]
+        count = len(block.seeds) * block.method.chains
+        for budget in budgets:
+            k = draw_iterations(block.method, block.setting, budget)
+            if k is None or window(block.method, block.setting, budget)[1] > block.iterations:
+                continue
+            first[(b, budget)] = offset
+            iterations.append(np.tile(k, count))
+            rows.append(np.repeat(np.arange(row0, row0 + count), len(k)))
+            slots.append(offset + np.arange(count * len(k)))
+            offset += count * len(k)
+    if not iterations:
+        return (np.zeros(0, np.int64),) * 3, first, 0
+    k, r, slot = np.concatenate(iterations), np.concatenate(rows), np.concatenate(slots)
+    order = np.argsort(k, kind="stable")
+    return (k[order], r[order], slot[order]), first, offset
 
 
-def run(target: Target, starts: Tensor, steps_h: list[float], protocol: Protocol, *, energy_low: float,
-        methods: tuple[Method, ...] = METHODS, seed: int = 0) -> tuple[list[Draws], float]:
-    """Every method at every step size of ``steps_h``, from ``starts`` (seeds, 4, dim): seed s's chains start at
-    its first P points for every method and step (so methods are paired by seed). Returns the kept draws and
-    the seconds the loop took."""
+def run(blocks: Sequence[Block], landscape_of: Callable, starts: dict, scale: dict[str, float],
+        budgets: Sequence[int], *, seed: int, draws: bool = True, log=None) -> Outcome:
+    """Run ``blocks``: ``landscape_of(targets)`` builds the landscape of rows whose targets are the list given;
+    ``starts[(target, seed)]``: (4, dim) start points; ``scale[target]``: L, so that a step of s means s / L;
+    ``draws``: whether to keep the draws for W2 (the tuning runs need only the accumulators)."""
     from csg.samplers import functional as rules
 
+    layout = _rows(blocks)
+    block_of = [b for b, _, _ in layout]
+    dim = next(iter(starts.values())).shape[-1]
+    streams = {key: i for i, key in enumerate(sorted({(blocks[b].target, blocks[b].seeds[s], c) for b, s, c in layout}))}
+    stream = torch.tensor([streams[(blocks[b].target, blocks[b].seeds[s], c)] for b, s, c in layout])
+    x = torch.stack([starts[(blocks[b].target, blocks[b].seeds[s])][c] for b, s, c in layout]).float()
+    amplitude = torch.tensor([blocks[b].setting.step / scale[blocks[b].target] for b in block_of], dtype=torch.float32)
+    hmc = torch.tensor([blocks[b].method.rule == "sghmc" for b in block_of])
+    factor = torch.where(hmc, 1 - MOMENTUM, 1.0)                    # SGHMC: lr = h (1 - m), noise sqrt(2 lr (1 - m))
+    cycle = torch.tensor([blocks[b].setting.cycle for b in block_of])
+    first = torch.tensor([first_kept(blocks[b].setting) for b in block_of])
+    end = torch.tensor([blocks[b].iterations for b in block_of])
+    landscape = landscape_of([blocks[b].target for b in block_of])
+    modes, rows = landscape.modes, len(layout)
+    soft_sum = torch.zeros(rows, modes, dtype=torch.float64)
+    soft_recent = torch.zeros(rows, modes)   # float32, flushed into soft_sum every FLUSH iterations
+    kept = torch.zeros(rows, dtype=torch.float64)
+    core_count = torch.zeros(rows, modes, dtype=torch.int32)
+    crossings = torch.zeros(rows, dtype=torch.int32)
+    escaped = torch.zeros(rows, dtype=torch.int32)
+    last = torch.full((rows,), -1, dtype=torch.int64)
+    velocity = torch.zeros(int(hmc.sum()), dim)
+    alive, flat = torch.arange(rows), torch.arange(rows) * modes
+    position = torch.arange(rows)            # each original row's index among the rows still running
+    (event_k, event_row, event_slot), draw_first, slots = _draw_events(blocks, layout, budgets if draws else ())
+    event_row, event_slot = torch.from_numpy(event_row), torch.from_numpy(event_slot)
+    bounds = np.searchsorted(event_k, np.arange(int(end.max()) + 2)).tolist()
+    kept_draws = torch.full((slots, dim), math.nan)
+    marks, stops = _marks(blocks, budgets), sorted(set(end.tolist()))
+    recorded: dict[int, tuple] = {}
     generator = torch.Generator().manual_seed(seed)
-    seeds, dim = starts.shape[0], starts.shape[-1]
-    units = _layout(methods, steps_h, seeds, protocol)
-    x = torch.cat([starts[:, : unit.method.chains].reshape(unit.rows, dim) for unit in units]).clone()
-    unit_of_row = torch.cat([torch.full((unit.rows,), u) for u, unit in enumerate(units)])
-    lr_table, temperature_table, keep_table = _tables(units, protocol)
-    ladder = torch.tensor(protocol.temperatures, dtype=torch.float64)
-    is_replica = torch.tensor([units[u].method.rule == "resgld" for u in unit_of_row.tolist()])
-    replica_t = torch.ones(len(x), dtype=torch.float64)
-    replica_t[is_replica] = ladder.repeat(int(is_replica.sum()) // len(ladder))
-    hmc = int(sum(unit.rows for unit in units if unit.method.rule == "sghmc"))
-    langevin = len(x) - hmc
-    velocity = torch.zeros(hmc, dim, dtype=torch.float64)
-    span = 2 * dim + 15.0  # contour partitions: from the lowest energy - 1 over 2 d + 15 above it
-    contours = []  # (method's units, rows slice, partition)
-    for method in (m for m in methods if m.rule == "contour"):
-        mine = [unit for unit in units if unit.method is method]
-        rows = slice(mine[0].first, mine[-1].first + mine[-1].rows)
-        partition = EnergyPartition(energy_low - 1.0, span / protocol.partitions, protocol.partitions,
-                                    zeta=protocol.zeta, groups=len(mine) * seeds, difference="forward")
-        contours.append((mine, rows, partition))
-    replicas = [unit for unit in units if unit.method.rule == "resgld"]
-    weights = torch.ones(len(x), dtype=torch.float64)
-    kept: list[tuple[int, Tensor, Tensor, Tensor]] = []
-
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a few hundred rows: threads cost more than they give, and more under contention
+    torch.set_num_threads(1)  # a few thousand rows: threads cost more than they give, and more under contention
     started = time.perf_counter()
     try:
-        for k in range(len(lr_table)):
-            energy, grad = target.energy_and_grad(x)
-            if replicas and 0 < k < replicas[0].steps:  # swaps of the last move, on this evaluation's energies
-                block = slice(replicas[0].first, replicas[-1].first + replicas[-1].rows)
-                both = torch.cat([x[block], grad[block]], -1).reshape(-1, len(ladder), 2 * dim)  # gradients go along
-                e = energy[block].reshape(-1, len(ladder))
-                replica_exchange(both, e, list(protocol.temperatures), offset=k % 2, generator=generator)
-                x[block], grad[block] = both[..., :dim].reshape(-1, dim), both[..., dim:].reshape(-1, dim)
-                energy[block] = e.reshape(-1)
-            lr = lr_table[k][unit_of_row]
-            temperature = temperature_table[k][unit_of_row] * replica_t
-            multiplier = torch.ones(len(x), dtype=torch.float64)
-            indices = []
-            for mine, rows, partition in contours:
-                j = partition.index(energy[rows])
-                indices.append(j)
-                multiplier[rows] = partition.multiplier(j, 1.0, energy[rows])
-            keep_units = keep_table[k]
-            if keep_units.any():
-                kept.append((k, keep_units.clone(), x.clone(), None))
-            noise = rules.standard_normal([x], generator)[0]
-            step = (lr * multiplier)[:, None] * grad
-            scale = (2 * lr * temperature).sqrt()[:, None]
+        for k in range(stops[-1] + 1):
+            if k % FLUSH == 0 or k in marks or k in stops:
+                soft_sum += soft_recent
+                soft_recent.zero_()
+            if k in marks or k in stops:
+                recorded[k] = (alive.clone(), soft_sum.clone(), kept.clone(), core_count.clone(), crossings.clone(),
+                               escaped.clone(), torch.isfinite(x).all(-1))
+            if k in stops:
+                keep = end > k
+                if not keep.any():
+                    break
+                velocity = velocity[keep[hmc]]
+                x, alive, amplitude, factor, cycle, first, end, hmc, flat = (
+                    t[keep] for t in (x, alive, amplitude, factor, cycle, first, end, hmc, flat))
+                soft_sum, soft_recent, kept, core_count, crossings, escaped, last, stream = (
+                    t[keep] for t in (soft_sum, soft_recent, kept, core_count, crossings, escaped, last, stream))
+                flat = torch.arange(len(x)) * modes
+                position[alive] = torch.arange(len(alive))
+                landscape = landscape.subset(keep)
+                if log:
+                    log(f"  iteration {k}: {len(x)} rows go on ({time.perf_counter() - started:.0f} s)")
+            if bounds[k] < bounds[k + 1]:
+                kept_draws[event_slot[bounds[k]:bounds[k + 1]]] = x[position[event_row[bounds[k]:bounds[k + 1]]]]
+            inner = torch.remainder(k, cycle)
+            on = inner >= first
+            lr = amplitude * factor * (0.5 * (torch.cos(inner * (math.pi / cycle)) + 1))
+            grad, soft, where, inside, far = landscape.step(x)
+            weight = on.to(soft.dtype)
+            soft_recent += soft * weight[:, None]
+            kept += weight
+            escaped += on & (far > ESCAPE)
+            inside &= on
+            core_count.view(-1).index_add_(0, flat + where, inside.to(torch.int32))
+            crossings += inside & (last >= 0) & (where != last)
+            last = torch.where(inside, where, last)
+            noise = torch.randn(len(streams), dim, generator=generator)[stream]
+            scale_noise = ((2 * lr * factor).sqrt() * weight)[:, None]
+            step = lr[:, None] * grad
+            langevin = len(x) - len(velocity)
             rules.sgld([x[:langevin]], [step[:langevin]], lr=1.0, weight_decay=0.0, noise_std=1.0,
-                       noise=[scale[:langevin] * noise[:langevin]])
-            if hmc:
-                rules.sghmc([x[langevin:]], [step[langevin:]], [velocity], lr=1.0, momentum=protocol.momentum,
-                            weight_decay=0.0, noise_std=1.0,
-                            noise=[(1 - protocol.momentum) ** 0.5 * scale[langevin:] * noise[langevin:]])
-            for (mine, rows, partition), j in zip(contours, indices):
-                if k < mine[0].steps:
-                    partition.update(j)
-                    weights[rows] = partition.importance_weights(j)
-            if keep_units.any():
-                kept[-1] = kept[-1][:3] + (weights.clone(),)
+                       noise=[scale_noise[:langevin] * noise[:langevin]])
+            if len(velocity):
+                rules.sghmc([x[langevin:]], [step[langevin:]], [velocity], lr=1.0, momentum=MOMENTUM,
+                            weight_decay=0.0, noise_std=1.0, noise=[scale_noise[langevin:] * noise[langevin:]])
     finally:
         torch.set_num_threads(threads)
-    seconds = time.perf_counter() - started
-    return [_draws(u, unit, kept, seeds, dim) for u, unit in enumerate(units)], seconds
+    outcome = Outcome(list(blocks), seconds=time.perf_counter() - started, rows=rows)
+    _collect(outcome, layout, recorded, kept_draws.numpy(), draw_first)
+    return outcome
 
 
-def _draws(u: int, unit: Unit, kept, seeds: int, dim: int) -> Draws:
-    """Per seed, the unit's kept draws of all its chains (those of the T = 1 replica for reSGLD)."""
-    chains = unit.method.chains
-    mine = [(k, x, w) for k, keep, x, w in kept if keep[u]]
-    block = slice(unit.first, unit.first + unit.rows)
-    if mine:
-        points = torch.stack([x[block] for _, x, _ in mine]).reshape(len(mine), seeds, chains, dim)
-        weights = torch.stack([w[block] for _, _, w in mine]).reshape(len(mine), seeds, chains)
-    else:
-        points, weights = torch.empty(0, seeds, chains, dim, dtype=torch.float64), torch.empty(0, seeds, chains)
-    if unit.method.rule == "resgld":
-        points, weights, chains = points[:, :, :1], weights[:, :, :1], 1
-    iterations = np.repeat(np.array([k for k, _, _ in mine], dtype=np.int64), chains)
-    draws = [points[:, s].reshape(-1, dim).numpy() for s in range(seeds)]
-    return Draws(unit.method.name, unit.step, unit.steps, draws, [weights[:, s].reshape(-1).numpy() for s in range(seeds)],
-                 iterations, [bool(np.isfinite(d).all()) for d in draws])
-
-
-MAX_SEED = 9999  # the starts of seed s are row s of one draw per target: seeds up to this
-
-
-def start_points(seeds: Sequence[int], dim: int, scale: Tensor | float, seed: int) -> Tensor:
-    """(len(seeds), 4, dim) starts N(0, scale^2), the same for every method: seed s starts at row s of one draw of
-    max(seeds) + 1 rows from the target's generator (``seed``), so seeds 0..n-1 start as they always have."""
-    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
-        raise ValueError(f"seeds from 0 to {MAX_SEED}, at least one: {list(seeds)}")
-    generator = torch.Generator().manual_seed(10_000 + seed)
-    draw = torch.randn(max(seeds) + 1, 4, dim, generator=generator, dtype=torch.float64) * scale
-    return draw[list(seeds)]
-
-
-__all__ = ["BY_NAME", "METHODS", "PAIRS", "Draws", "Method", "Protocol", "chain_steps", "gradient_evaluations",
-           "run", "start_points", "step_grid"]
+def _collect(outcome: Outcome, layout, recorded: dict, draws: np.ndarray, draw_first: dict) -> None:
+    """Regroup the recorded accumulators and the draws per block as (seeds, chains, ...) arrays."""
+    rows_of: dict[int, list[int]] = {}
+    for row, (b, _, _) in enumerate(layout):
+        rows_of.setdefault(b, []).append(row)
+    for k, (alive, soft_sum, kept, core_count, crossings, escaped, finite) in recorded.items():
+        index = np.full(len(layout), -1)
+        index[alive.numpy()] = np.arange(len(alive))
+        for b, rows in rows_of.items():
+            picked = index[rows]
+            if picked[0] < 0:
+                continue
+            block = outcome.blocks[b]
+            shape = (len(block.seeds), block.method.chains)
+            outcome.marks[(b, k)] = {
+                "soft": soft_sum[picked].numpy().reshape(*shape, -1), "kept": kept[picked].numpy().reshape(shape),
+                "core": core_count[picked].numpy().reshape(*shape, -1),
+                "crossings": crossings[picked].numpy().reshape(shape), "escaped": escaped[picked].numpy().reshape(shape),
+                "finite": finite[picked].numpy().reshape(shape)}
+    for (b, budget), offset in draw_first.items():
+        block = outcome.blocks[b]
+        count = len(block.seeds) * block.method.chains * (DRAWS // block.method.chains)
+        outcome.draws[(b, budget)] = draws[offset:offset + count].reshape(len(block.seeds), block.method.chains,
+                                                                         DRAWS // block.method.chains, -1)

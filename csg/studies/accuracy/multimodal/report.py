@@ -1,22 +1,40 @@
-"""``results/csgmcmc/accuracy_multimodal.{md,csv,png}`` (and ``accuracy_multimodal_runs.csv``, per chain)."""
+"""``results/csgmcmc/accuracy_multimodal.{md,csv,png}`` and the tables beside them.
+
+Written from the study's tables only (:func:`write`), so that ``--report-only`` rewrites the same report from the
+CSVs of a previous run (:func:`load`). The edge check runs again before anything is written.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from csg.studies.accuracy.multimodal import chains, study
-from csg.io.atomic import atomic_open, atomic_write_text
-from csg.evaluation.comparison import detectable_difference, method_statement, tally
+from csg.evaluation.comparison import method_statement, tally
+from csg.io.atomic import atomic_write_text
+from csg.studies.accuracy.multimodal import figures, reading, study, tuning, verdicts
+from csg.studies.accuracy.multimodal.targets import SPECS
 
-LABELS = {"mode_error": "mode-weight error", "mmd": "MMD", "w2": "W2", "predictive_tv": "predictive TV"}
-ORDER = [m.name for m in chains.METHODS] + ["exact"]
-WHAT = {"mixture2d": "2-D mixture, 5 modes (weights 0.35-0.08, variances 0.15-0.5)",
-        "mixture10d": "10-D mixture, 5 modes (weights 0.3-0.1, variances 0.3-1)",
-        "network": "1-2-1 tanh network, 45 points, 7 parameters (ordered, sign-fixed units)"}
+FILES = {"runs": "accuracy_multimodal_runs.csv", "tuning": "accuracy_multimodal_tuning.csv",
+         "barriers": "accuracy_multimodal_barriers.csv", "targets": "accuracy_multimodal_targets.csv"}
+NETWORK = Path("reference") / "network_multimodal.json"
+
+
+def summarise(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per target, method and budget: the tuned setting, M and its ceiling, and each metric's mean and s.e. over
+    the evaluation seeds, with the exact floor of W2."""
+    floor = runs[runs.method == "exact"].groupby(["target", "budget"]).w2.mean().rename("w2_floor")
+    runs = runs[runs.method != "exact"]
+    grouped = runs.groupby(["target", "method", "budget"], sort=False)
+    first = grouped[["step", "explore", "cycle", "cycles", "ceiling"]].first()
+    means = grouped[["mode_error", "core_tv", "w2", "crossings", "covered"]].mean()
+    errors = grouped[["mode_error", "core_tv", "w2", "crossings"]].sem().add_suffix("_se")
+    counts = grouped.agg(seeds=("seed", "count"), diverged=("finite", lambda f: int((~f.astype(bool)).sum())))
+    table = pd.concat([first, means, errors, counts], axis=1).reset_index()
+    return table.join(floor, on=["target", "budget"])
 
 
 def _cell(mean: float, se: float, digits: int = 3) -> str:
@@ -25,247 +43,174 @@ def _cell(mean: float, se: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f} +- {se:.{digits}f}" if math.isfinite(se) else f"{mean:.{digits}f}"
 
 
-def final_table(runs: pd.DataFrame, target: str) -> list[str]:
-    """Per metric, each method at its best step (full budget): mean +- s.e. over seeds."""
-    block = runs[(runs.target == target) & (runs.budget_share == runs.budget_share.max())]
-    present = [m for m in ORDER if m in set(block.method)]
-    lines = ["| metric | " + " | ".join(present) + " |", "|---|" + "---:|" * len(present)]
-    for metric in study.METRICS:
-        if block[metric].isna().all():
+def _setting(row) -> str:
+    if row.cycle <= 1:
+        return f"h = {tuning.power(row.step)} / L"
+    return f"alpha_0 = {tuning.power(row.step)} / L, beta {row.explore:g}, C {int(row.cycle)}"
+
+
+def labels(barriers: pd.DataFrame) -> dict[str, str]:
+    return {t: figures.barrier_label(barriers, t) for t in SPECS if t in set(barriers.target)}
+
+
+def _target_lines(tables: dict[str, pd.DataFrame], summary: pd.DataFrame) -> list[str]:
+    barriers, info = tables["barriers"], tables["targets"].set_index("target")
+    lines = ["## The targets and their barriers", "",
+             "Escape barriers from minimum-energy paths (the string method between each pair of neighbouring minima, "
+             "csg/studies/accuracy/multimodal/barriers.py): the highest energy on the path less the energy of the "
+             "minimum left. L: the largest curvature at the minima (steps are in units of 1 / L). Core share: the "
+             "exact probability of lying in a mode's core (Table 4's radius, 1.443 sd).", "",
+             "| target | modes | weights | pairs measured | escape barrier (nats): min / median / max | L | core share |",
+             "|---|---:|---|---:|---|---:|---:|"]
+    for target in labels(barriers):
+        block = barriers[barriers.target == target]
+        spec = SPECS[target]
+        weights = "0.75 / 0.25" if target.startswith("barrier") else "1/25 each"
+        lines.append(f"| {target}: {spec.label} | {int(info.modes[target])} | {weights} | {len(block) // 2} | "
+                     f"{block.barrier.min():.2f} / {block.barrier.median():.2f} / {block.barrier.max():.2f} | "
+                     f"{info.scale[target]:.4g} | {info.core_share[target]:.3f} |")
+    return lines + [""]
+
+
+def _verdict_lines(found: pd.DataFrame) -> list[str]:
+    lines = ["## Verdicts: cyclical against constant step, paired by seed", "",
+             method_statement(margin=f"mode-weight error: +-{verdicts.MODE_MARGIN:g}; W2: +-"
+                                     f"{100 * verdicts.W2_MARGIN:g} % of the constant-step method's excess over the "
+                                     "exact floor") +
+             f" One family: all {len(found)} comparisons below (every pair, target, budget and metric). Each "
+             "method at its tuned setting of that budget (chosen on seeds 0-4, judged on the evaluation seeds).", ""]
+    for metric, name in verdicts.METRICS.items():
+        block = found[found.metric == metric]
+        if block.empty:
             continue
-        best = study.best_steps(runs, metric)
-        cells = []
-        for method in present:
-            rows = block[block.method == method] if method == "exact" else \
-                block[(block.method == method) & (block.step == best.get((target, method), math.nan))]
-            cells.append(_cell(rows[metric].mean(), rows[metric].sem()))
-        lines.append(f"| {LABELS[metric]} | " + " | ".join(cells) + " |")
+        lines += [f"**{name}** (difference = cyclical - constant; lower is better):", "",
+                  "| target | budget | pair | cyclical | constant | difference | corrected interval | margin | "
+                  "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+        for row in block.itertuples():
+            interval = f"[{row.low:+.3f}, {row.high:+.3f}]" if math.isfinite(row.low) else "-"
+            lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | {row.method_mean:.3f} | "
+                         f"{row.baseline_mean:.3f} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
+                         f"{row.detectable:.3g} | {row.verdict} |")
+        lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
+                      f"(80 % power at the corrected level) is in median {block.detectable.median():.3g} "
+                      f"({block.detectable.min():.3g} to {block.detectable.max():.3g}).", ""]
+    return lines + [f"- **all {len(found)}**, one Holm family: {tally(found.itertuples())}.", ""]
+
+
+def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
+    lines = ["## Each target: tuned settings and scores on the evaluation seeds", "",
+             "Mean +- s.e. over the evaluation seeds. M: cycles in all (constant steps: chains), ceiling: the mode-weight "
+             "error of M perfect independent mode picks (exact, csg/studies/accuracy/multimodal/ceiling.py). Crossings: "
+             "entries into another mode's core per chain over the kept iterations. Covered: modes with more than 100 kept "
+             "iterations in their core (Table 4's rule), mean over seeds. W2: 128 draws against 128 exact draws; floor: "
+             "two exact samples.", ""]
+    names = labels(tables["barriers"])
+    for target in names:
+        block = summary[summary.target == target]
+        if block.empty:
+            continue
+        lines += [f"### {target}: {SPECS[target].label} ({names[target]})", "",
+                  "| budget | method | tuned setting | M | ceiling | mode-weight error | core TV | crossings / chain | "
+                  "covered | W2 (floor) |", "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in block.sort_values(["budget", "method"], key=_method_order).itertuples():
+            lines.append(f"| {row.budget:,} | {row.method} | {_setting(row)} | {int(row.cycles)} | {row.ceiling:.3f} | "
+                         f"{_cell(row.mode_error, row.mode_error_se)} | {_cell(row.core_tv, row.core_tv_se)} | "
+                         f"{row.crossings:.3g} | {row.covered:.2f} | {_cell(row.w2, row.w2_se, 2)} ({row.w2_floor:.2f}) |")
+        lines.append("")
     return lines
 
 
-def _reference_lines(references: Path) -> list[str]:
-    path = references / f"{study.REFERENCE}.json"
+def _method_order(column: pd.Series) -> pd.Series:
+    if column.name != "method":
+        return column
+    order = {"SGLD": 0, "cSGLD": 1, "SGLD x4": 2, "cSGLD x4": 3, "SGHMC": 4, "cSGHMC": 5}
+    return column.map(lambda m: order.get(m, 9))
+
+
+def _tuning_lines(protocol: study.Protocol, chosen: pd.DataFrame) -> list[str]:
+    methods = [tuning.BY_NAME[m] for m in protocol.methods]
+    cyclical = chosen[chosen.cyclical.astype(bool)]
+    beta_edges = int((cyclical.explore == max(protocol.grids.explore)).sum()) if len(protocol.grids.explore) > 1 else 0
+    cycle_low = int((cyclical.cycle == min(protocol.grids.cycles)).sum())
+    cycle_high = int((cyclical.cycle == max(protocol.grids.cycles)).sum())
+    return ["## Tuning", "",
+            f"Grids, per method: {'; '.join(tuning.grid_text(protocol.grids, methods))}. Every setting of every method "
+            f"ran on the tuning seeds {', '.join(map(str, protocol.tuning_seeds))} at every budget (a shorter budget's "
+            "chain is the start of a longer one's); the chosen setting has the lowest mean core TV over them "
+            "(csg/studies/accuracy/multimodal/tuning.py). **Edge check: passed**: none of the "
+            f"{len(chosen)} chosen steps (h or alpha_0) is its grid's smallest or largest value (the report is not "
+            "written otherwise). The small grids of beta and C are not held to it: of the "
+            f"{len(cyclical)} cyclical choices, {beta_edges} take beta = {max(protocol.grids.explore):g}, "
+            f"{cycle_low} the shortest cycle ({min(protocol.grids.cycles)}) and {cycle_high} the longest "
+            f"({max(protocol.grids.cycles)}). All settings' tuning means: accuracy_multimodal_tuning.csv.", ""]
+
+
+def _network_lines(references: Path) -> list[str]:
+    path = references / NETWORK.name
     if not path.exists():
         return []
-    s = json.loads(path.read_text())
-    nuts, pt = s["nuts"], s["tempering"]
-    return [
-        "## The network's reference",
-        "",
-        f"NumPyro NUTS, {nuts['chains']} chains from prior draws x ({nuts['warmup']} warm-up + {nuts['samples']} draws), "
-        f"{nuts['gradient_evaluations']:,} gradients, {nuts['seconds']:.0f} s, {nuts['divergences']} divergences; the chains "
-        f"cross between the modes and are pooled. Checked (`make reference-multimodal` refuses a reference that fails any):",
-        "",
-        "| check | NUTS | parallel tempering | allowed |",
-        "|---|---:|---:|---|",
-        f"| R-hat across independent chains / runs (parameters and mode indicators), max | {nuts['rhat_max']:.4f} | "
-        f"{pt['rhat_max']:.4f} | NUTS < 1.01; tempering < 1.1 |",
-        f"| ESS bulk / tail, min | {nuts['ess_bulk_min']:.0f} / {nuts['ess_tail_min']:.0f} | {pt['ess_bulk_min']:.0f} / "
-        f"{pt['ess_tail_min']:.0f} | NUTS >= 400; tempering >= 100 |",
-        f"| mode weights | {', '.join(_cell(w, e) for w, e in zip(s['weights'], s['weights_se']))} | "
-        f"{', '.join(_cell(w, e) for w, e in zip(pt['weights'], pt['weights_se']))} | within 3 s.e. + 0.01 |",
-        f"| predictive TV between the two | | {pt['predictive_tv']:.4f} | < 0.02 |",
-        "",
-        f"Parallel tempering: {pt['runs']} independent runs of {pt['temperatures']} MALA chains, T from 1 to "
-        f"{pt['max_temperature']:g}, {pt['warmup']} + {pt['samples']} iterations, {pt['seconds']:.0f} s: the check, whose "
-        "cold chain switches modes more slowly than NUTS, so its weights carry larger standard errors (from the spread "
-        "over its runs). Modes: 4 k-means regions of the NUTS draws (csg/studies/accuracy/multimodal/reference.py).",
-        "",
-    ]
+    facts = json.loads(path.read_text())
+    return ["## The network: not in this study", "", *facts.get("report", []), ""]
 
 
-def markdown(result: study.Study, verdicts: pd.DataFrame, references: Path,
-             leaders: pd.DataFrame | None = None) -> str:
-    runs, protocol = result.runs, result.protocol
-    leaders = study.leaders(runs) if leaders is None else leaders
-    seeds = sorted(runs.seed.unique())
-    timing = f"; {result.seconds / 60:.1f} min on CPU (2 cores)" if math.isfinite(result.seconds) else ""
-    budget = int(runs[runs.method != "exact"].gradient_evaluations.max())
-    lines = [
-        "# Do cycles pay on multimodal posteriors? Sampling accuracy against exact and tempered references",
-        "",
-        f"Budget: {budget:,} gradient evaluations per method, seed and step size (one chain of {budget:,} iterations, "
-        f"or 4 of {budget // 4:,}); seeds {', '.join(map(str, seeds))}; step sizes h = {', '.join(f'{f:.3g}' for f in protocol.factors)} "
-        f"/ L (L: the largest Hessian eigenvalue at the modes){timing}. Command: `make accuracy-multimodal` "
-        "(`make reference-multimodal` rebuilds the network's reference; `make accuracy-multimodal-report` rewrites "
-        "this file from accuracy_multimodal_runs.csv). Every number: mean +- standard error over the seeds.",
-        "",
-        "Methods: SGLD and SGHMC at a constant step h (10% burn-in); cSGLD and cSGHMC with the cosine schedule from "
-        f"2 h (the same mean step), {protocol.cycles_per_budget} cycles per budget (8 per chain of the 4-chain "
-        f"versions), exploration {protocol.explore:g} of each cycle without noise, draws from the sampling stages; "
-        "x4: 4 parallel chains sharing the budget; reSGLD x4: replicas at T = 1, 2, 4, 8 swapping after every step, "
-        "draws of T = 1; CSGLD and ICSGLD x4 (4 chains, one shared theta): 50 energy partitions, zeta 0.75, draws "
-        f"weighted by theta(J)^zeta. SGHMC: momentum {protocol.momentum}, lr = h (1 - momentum). Full-batch gradients; "
-        f"one draw every {protocol.thin} iterations of a chain; every chain of a seed starts at the same points, "
-        "N(0, 9 I) for the mixtures, the prior for the network.",
-        "",
-        "Metrics: **mode-weight error**, (1/2) sum |estimated - true mode weight| (mixtures: the mean responsibility "
-        "of each component, exact in expectation; network: the share of draws in each mode's region); **MMD** "
-        "(Gaussian kernel, median-distance bandwidth, to 1000 reference draws; the network's parameters in units of "
-        "their reference sd); **W2**, exact between 300 draws and 300 reference draws; **predictive TV** (network), "
-        "the mean over 29 inputs of the total variation between the predictive densities of y. The row **exact**: "
-        "independent exact draws, as many as a constant-step chain keeps: the floor at this sample size.",
-        "",
-        *_reference_lines(references),
-        "## Verdicts: do the cycles help?",
-        "",
-        "Each cyclical method against its constant-step counterpart, each at its best step of the grid (smallest "
-        "mean of that metric at the full budget), paired by seed: difference = metric(cyclical) - metric(baseline), "
-        "mean +- s.e. over the seeds. " + method_statement(margin=f"+-{100 * study.MARGIN:g} % of the baseline's "
-                                                          "excess over the exact row, same target and metric") +
-        f" One family: the {len(verdicts)} comparisons of this table (the best-method comparisons below are a "
-        "second). Each method's best step is chosen on the "
-        "same seeds its comparison is judged on, a selection effect that the intervals do not account for.",
-        "",
-        "| target | metric | cyclical | baseline | steps (cyclical / baseline) | difference | corrected interval "
-        "| margin | detectable (x excess over exact) | verdict |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---|",
-    ]
-    for _, row in verdicts.iterrows():
-        lines.append(f"| {row.target} | {LABELS[row.metric]} | {row.method} | {row.baseline} | {row.method_step:.3g} / "
-                     f"{row.baseline_step:.3g} | {_cell(row.difference, row.se)} | {_interval(row)} | "
-                     f"{_number(row.margin)} | {_detectable(row)} | {row.verdict} |")
-    lines += ["", *_summary_lines(verdicts), *_edge_lines(runs), "", *_leader_lines(leaders), ""]
-    for target in dict.fromkeys(runs.target):
-        grid = ", ".join(f"{h:.3g}" for h in sorted(runs[(runs.target == target) & (runs.method != "exact")].step.unique()))
-        lines += [f"## {target}: {WHAT.get(target, target)}", "", f"Step grid h: {grid}. Each method at its best step "
-                  "for that metric, at the full budget:", "", *final_table(runs, target), ""]
-    lines += ["![metrics against gradient evaluations](accuracy_multimodal.png)", ""]
+def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path) -> str:
+    protocol, tables = result.protocol, result.tables
+    load = f"; the machine's 15-minute load average at the end: {result.load:.2f}" if math.isfinite(result.load) else ""
+    took = f"{result.seconds / 60:.1f} min" if result.seconds >= 60 else f"{result.seconds:.0f} s"
+    processes = f"{protocol.workers} process{'es' if protocol.workers > 1 else ''}"
+    timing = f"{took} ({processes}{load})" if math.isfinite(result.seconds) else "time not recorded"
+    budgets = ", ".join(f"{b:,}" for b in protocol.budgets)
+    lines = ["# Where do cycles pay? Cyclical and constant steps on posteriors whose barriers we control", "",
+             f"Scale: {protocol.name}. Budgets {budgets} gradient evaluations per run (one chain of B iterations, or 4 "
+             f"chains of B / 4); methods {', '.join(protocol.methods)}; each tuned on seeds "
+             f"{', '.join(map(str, protocol.tuning_seeds))} and evaluated on {len(protocol.seeds)} fresh seeds "
+             f"({min(protocol.seeds)}-{max(protocol.seeds)}); {timing}. Command: `make accuracy-multimodal` "
+             "(`make accuracy-multimodal-report` rewrites this file from the CSVs beside it). Full-batch gradients; "
+             "SGLD's noise sqrt(2 h); SGHMC at momentum 0.9 with lr = h (1 - 0.9) (in the high-friction limit SGLD at "
+             "step h); the cyclical methods: cSG-MCMC's Eq. (1) from alpha_0, cycle length C, exploration (the first "
+             "share beta of each cycle) without noise, draws from the sampling stages; constant steps: 10 % burn-in. "
+             "Every run of a seed starts at the same points (uniform on a box around the modes; the grids: the paper's "
+             "U(-10, 10)^2) and sees the same noise.", "",
+             "## Where the cycles pay", "", *reading.bullets(found, summary, tables), "",
+             "![verdicts over barrier height and budget](accuracy_multimodal.png)", "",
+             *_target_lines(tables, summary), *_verdict_lines(found), *_per_target_lines(summary, tables),
+             *_tuning_lines(protocol, tables["chosen"]), *_network_lines(references),
+             "![mode-weight error against budget, with the ceilings](accuracy_multimodal_curves.png)", ""]
     return "\n".join(lines)
 
 
-def _number(value: float, digits: int = 3) -> str:
-    return f"{value:.{digits}g}" if math.isfinite(value) else "-"
-
-
-def _interval(row: pd.Series, digits: int = 3) -> str:
-    if not (math.isfinite(row.low) and math.isfinite(row.high)):
-        return "-"
-    return f"[{row.low:+.{digits}f}, {row.high:+.{digits}f}]"
-
-
-def _detectable(row: pd.Series) -> str:
-    if not math.isfinite(row.detectable):
-        return "-"
-    share = f" ({row.detectable_share:.2f} x)" if math.isfinite(row.detectable_share) else ""
-    return f"{row.detectable:.3g}{share}"
-
-
-def _summary_lines(verdicts: pd.DataFrame) -> list[str]:
-    """The counts of the verdicts per target and in all, and the smallest difference the comparisons could find."""
-    if verdicts.empty:
-        return []
-    lines = []
-    for target, block in verdicts.groupby("target", sort=False):
-        lines.append(f"- **{target}**: {len(block)} comparisons ({block.method.nunique()} pairs x "
-                     f"{block.metric.nunique()} metrics): {tally(block.itertuples())}.")
-    shares = verdicts.detectable_share.dropna()
-    lines.append(f"- **all {len(verdicts)}**, one Holm family: {tally(verdicts.itertuples())}.")
-    if len(shares):
-        lines.append(f"- The smallest difference these comparisons could detect (80 % power at their corrected "
-                     f"level) is, in median, {shares.median():.2f} x the baseline's excess over the exact row "
-                     f"({shares.min():.2f} to {shares.max():.2f} x; {_uncorrected(verdicts):.2f} x at an "
-                     f"uncorrected 5 % level; the margin is {study.MARGIN:g} x)" +
-                     (": in the median comparison, only a difference larger than the whole room the baseline leaves "
-                      "above exact sampling would register" if shares.median() > 1 else "") +
-                     ". 'Inconclusive' is not 'no difference'.")
-    return lines
-
-
-def _uncorrected(verdicts: pd.DataFrame) -> float:
-    """The median detectable difference of the comparisons, had each been tested alone at 5 %, x the excess."""
-    shares = [detectable_difference(row.se * math.sqrt(row.seeds), int(row.seeds), 0.05) / row.baseline_excess
-              for row in verdicts.itertuples() if row.baseline_excess > 0 and row.seeds > 1]
-    return float(pd.Series(shares, dtype=float).median())
-
-
-def _leader_lines(leaders: pd.DataFrame) -> list[str]:
-    """Which method is best per target and metric: the lowest mean against every other (:func:`study.leaders`)."""
-    if leaders.empty:
-        return []
-    lines = ["## Which method is best?", "",
-             "Per target and metric, the method with the lowest mean (each at its best step, full budget) against "
-             "each other method, paired by seed, difference = leader - other: a second Holm family, of all "
-             f"{len(leaders)} such comparisons of this report ({tally(leaders.itertuples())}). A method is called best "
-             "only where it helps against every other; otherwise the list names the methods it is not separated "
-             "from, and the closest of them (difference and corrected interval).", ""]
-    for (target, metric), block in leaders.groupby(["target", "metric"], sort=False):
-        leader = block.method.iloc[0]
-        head = f"- {target}, {LABELS[metric]}: lowest mean {leader} ({block.method_mean.iloc[0]:.3f})"
-        apart = block[block.verdict != "helps"]
-        if apart.empty:
-            lines.append(f"{head}: **best**, it helps against all {len(block)} others.")
-            continue
-        closest = apart.loc[apart.difference.abs().idxmin()]
-        beaten = block[block.verdict == "helps"].baseline
-        lines.append(f"{head}: not separated from {len(apart)} of the {len(block)} others ({', '.join(apart.baseline)}); "
-                     f"closest {closest.baseline} ({closest.baseline_mean:.3f}), difference {closest.difference:+.3f} "
-                     f"{_interval(closest)}" + (f"; lower than {', '.join(beaten)}" if len(beaten) else "") + ".")
-    return lines
-
-
-def _edge_lines(runs: pd.DataFrame) -> list[str]:
-    """Where the best step of the mode-weight error is the grid's largest: a larger one might do better."""
-    lines = []
-    best = study.best_steps(runs, "mode_error")
-    for target in dict.fromkeys(runs.target):
-        largest = runs[(runs.target == target) & (runs.method != "exact")].step.max()
-        edge = [m for (t, m), h in best.items() if t == target and math.isclose(h, largest)]
-        if edge:
-            lines.append(f"- {target}: the best step (mode-weight error) of {', '.join(edge)} is the grid's largest "
-                         f"({largest:.3g}); a larger one might do better.")
-    return lines
-
-
-def figure(runs: pd.DataFrame, path: Path) -> None:
-    """Per target (columns) and metric (rows): each method at its best step against gradient evaluations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    targets = list(dict.fromkeys(runs.target))
-    shown = [m for m in ("mode_error", "mmd", "predictive_tv") if runs[m].notna().any()]
-    fig, axes = plt.subplots(len(shown), len(targets), figsize=(4.6 * len(targets), 3.2 * len(shown)), squeeze=False)
-    colours = {m.name: f"C{i}" for i, m in enumerate(chains.METHODS)}
-    for column, target in enumerate(targets):
-        block = runs[runs.target == target]
-        for row, metric in enumerate(shown):
-            axis = axes[row, column]
-            if block[metric].isna().all():
-                axis.axis("off")
-                continue
-            best = study.best_steps(runs, metric)
-            for method in ORDER:
-                if method == "exact":
-                    curve = block[block.method == "exact"].groupby("gradient_evaluations")[metric].mean()
-                    axis.plot(curve.index, curve.values, "k:", label="exact")
-                    continue
-                if (target, method) not in best:
-                    continue
-                mine = block[(block.method == method) & (block.step == best[(target, method)])]
-                curve = mine.groupby("gradient_evaluations")[metric].mean()
-                style = "-" if method.startswith("c") else ("--" if method.endswith("x4") else "-.")
-                axis.plot(curve.index, curve.values, style, color=colours[method], marker=".", label=method)
-            axis.set(xscale="log", yscale="log", title=f"{target}: {LABELS[metric]}", xlabel="gradient evaluations")
-            axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    axes[0, 0].legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    with atomic_open(path) as handle:
-        fig.savefig(handle, format="png", dpi=100)
-    plt.close(fig)
-
-
 def write(result: study.Study, out: Path, references: Path) -> Path:
+    """Every file of the report into ``out`` (after the edge check)."""
+    tuning.check_edges(result.tables["chosen"])
     out.mkdir(parents=True, exist_ok=True)
-    verdicts, leaders = study.verdicts(result.runs), study.leaders(result.runs)
-    runs = result.runs.assign(study_seconds=result.seconds) if math.isfinite(result.seconds) else result.runs
-    atomic_write_text(out / "accuracy_multimodal_runs.csv", runs.to_csv(index=False))  # --report-only reads it back
-    summary = study.summarise(result.runs)
+    runs = result.tables["runs"]
+    summary = summarise(runs)
+    found = verdicts.verdicts(runs)
+    for key, name in FILES.items():
+        table = result.tables[key]
+        if key == "targets":
+            table = table.assign(study_seconds=result.seconds, study_load=result.load)
+        atomic_write_text(out / name, table.to_csv(index=False))
     atomic_write_text(out / "accuracy_multimodal.csv", summary.to_csv(index=False))
-    both = pd.concat([verdicts.assign(family="cycles"), leaders.assign(family="best")], ignore_index=True)
-    atomic_write_text(out / "accuracy_multimodal_verdicts.csv", both.to_csv(index=False))
-    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, verdicts, references, leaders))
-    figure(result.runs, out / "accuracy_multimodal.png")
+    atomic_write_text(out / "accuracy_multimodal_verdicts.csv", found.to_csv(index=False))
+    names = labels(result.tables["barriers"])
+    figures.phase_diagram(found, names, out / "accuracy_multimodal.png")
+    figures.curves(summary, names, out / "accuracy_multimodal_curves.png")
+    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, found, summary, references))
     return out / "accuracy_multimodal.md"
+
+
+def load(out: Path, protocol: study.Protocol) -> study.Study:
+    """The study of a previous run from its CSVs in ``out`` (``--report-only``)."""
+    tables = {key: pd.read_csv(out / name) for key, name in FILES.items()}
+    tables["chosen"] = tuning.choose(tables["tuning"])
+    facts = tables["targets"]
+    seconds = float(facts.study_seconds.iloc[0]) if "study_seconds" in facts else math.nan
+    load = float(facts.study_load.iloc[0]) if "study_load" in facts else math.nan
+    runs = tables["runs"]
+    measured = runs[runs.method != "exact"]
+    protocol = replace(protocol, seeds=tuple(sorted(int(s) for s in set(measured.seed))),
+                       budgets=tuple(sorted(int(b) for b in set(measured.budget))),
+                       methods=tuple(m for m in protocol.methods if m in set(measured.method)),
+                       targets=tuple(t for t in SPECS if t in set(measured.target)))
+    return study.Study(protocol, tables, seconds, load)

@@ -1,297 +1,225 @@
-"""The study: every method, step size and seed on each target, scored at checkpoints of the budget.
+r"""The study: tune every method on the tuning seeds, run the tuned settings on fresh seeds, score each run.
 
-Per target, :func:`prepare` fixes what the scores compare against (the mixtures' exact draws and weights, the
-network's reference), the step grid and the starts; :func:`score` turns a unit's kept draws into one row per
-seed and checkpoint; :func:`run_study` runs and scores everything. Besides the methods, an "exact" row scores
-independent exact draws (the reference's held-out draws for the network) as many as one chain keeps: the
-floor of each metric at that sample size.
+Per group of targets (:data:`GROUPS`: the two-mode mixtures, the two grids), one process (:func:`run_group`):
 
-**Verdicts** (:func:`verdicts`, through :func:`csg.evaluation.comparison.compare_paired`): for each cyclical
-method and its constant-step counterpart (cSGLD against SGLD, cSGHMC against SGHMC, and their 4-chain versions),
-each at its best step size (the grid's step with the smallest mean of the metric at the full budget), the paired
-differences metric(cyclical) - metric(baseline) over the seeds (both start from the same points), a t-interval
-Holm-corrected across every target, metric and pair of the report (one family): the cycles help or hurt where
-that interval excludes 0, are equivalent where it lies inside +-:data:`MARGIN` of the baseline's excess over the
-"exact" row (same target and metric, full budget), and are otherwise inconclusive. :func:`leaders` asks, in a
-second family, whether the method with the lowest mean of each target and metric is separated from every other.
-The best steps are chosen on the same seeds the comparisons are judged on: a selection effect.
+1. **tuning**: every setting of every method's grids (:mod:`.tuning`) on the tuning seeds, all budgets from one
+   vectorised run (:mod:`.chains`); per target, method and budget the setting with the lowest mean *core TV*
+   (:func:`scores`), never one at a grid's edge (:func:`.tuning.check_edges`);
+2. **evaluation**: each method at its tuned setting of each budget on the evaluation seeds (50 fresh ones), with
+   the draws for W2.
+
+**Scores of a run** (:func:`scores`, one chain or the pooled chains of an x4 method, over the budget's kept
+iterations): the *mode-weight error* :math:`\frac12\sum_k |\hat w_k - w_k|`, :math:`\hat w_k` the mean
+responsibility (:mod:`.landscapes`); the *core TV*, the total variation between the shares of the kept
+iterations in each mode's core (Table 4's radius) and outside all cores, and the exact shares (from
+:data:`EXACT_DRAWS` exact draws): it sees the mode weights and how tightly the chain holds each mode, so a step
+that spreads the chain over the whole box (which gets an equal-weight grid's weights right) scores badly; the
+*crossings* per chain; the *modes covered* (Table 4: more than 100 kept iterations within the radius, pooled);
+*W2* between the run's 128 draws and 128 exact draws (exact assignment), beside W2 between two exact samples
+(the floor); *M*, the cycles (constant steps: the chains), and the ceiling of M perfect picks (:mod:`.ceiling`).
+A run whose chain diverged, or whose kept iterations went more than 14 sd from every mode (a density below e^-100
+of the mode's: the chain has left the target, :data:`.chains.ESCAPE`), scores a mode-weight error and core TV of 1
+and no W2.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from csg.studies.accuracy.multimodal import chains, metrics
-from csg.studies.accuracy.multimodal.chains import Draws, Protocol
-from csg.studies.accuracy.multimodal.targets import TARGETS, StepNetwork, create
-from csg.evaluation.comparison import Paired, compare_paired, verdict_frame
-from csg.studies.targets import GaussianMixture
+from csg.studies.accuracy.multimodal import barriers, ceiling, chains, targets, tuning
+from csg.studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
+from csg.studies.accuracy.multimodal.landscapes import MixtureRows
+from csg.studies.accuracy.multimodal.metrics import w2
+from csg.studies.accuracy.multimodal.tuning import Grids
 
-REFERENCE = "network_multimodal"   # results/csgmcmc/reference/network_multimodal.{json,npz}
-SMOKE = Protocol(budget=1600, factors=(1 / 9, 1 / 3), checkpoints=(0.5, 1.0))
+GROUPS = (tuple(f"barrier{b}" for b in targets.BARRIERS), ("mog25", "wang25"))
+EXACT_DRAWS = 2**18
+COVERED = 100          # Table 4: a mode is covered when more than this many kept iterations lie in its core
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str = "full"
+    budgets: tuple[int, ...] = (5000, 20000, 80000, 320000)
+    tuning_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    seeds: tuple[int, ...] = tuple(range(1000, 1050))
+    methods: tuple[str, ...] = ("SGLD", "cSGLD", "SGLD x4", "cSGLD x4", "SGHMC", "cSGHMC")
+    grids: Grids = field(default_factory=Grids)
+    targets: tuple[str, ...] = targets.MIXTURES
+    workers: int = 2
+
+
+_SMOKE_STEPS = (1 / 256, 1 / 16, 1.0, 16.0)
+SMOKE = Protocol(name="smoke", budgets=(400, 1600), seeds=(1000, 1001, 1002, 1003),
+                 grids=Grids(sgld=_SMOKE_STEPS, csgld=_SMOKE_STEPS, sghmc=_SMOKE_STEPS + (256.0,),
+                             csghmc=_SMOKE_STEPS + (256.0,), explore=(0.25,), cycles=(25, 100)),
+                 targets=("barrier4", "barrier16"), workers=1)
 PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
-METRICS = ("mode_error", "mmd", "w2", "predictive_tv")
-W2_DRAWS = 300         # draws on each side of the exact W2
-REFERENCE_DRAWS = 1000  # reference draws of the MMD and the predictive TV
-MARGIN = 0.25          # equivalence margin: this share of the baseline's excess over the exact row
 
 
 @dataclass
 class Prepared:
+    """A target with what its runs are scored against."""
+
     name: str
     target: object
-    reference: np.ndarray        # reference draws (in the metric's units)
-    held_out: np.ndarray         # more exact draws, for the "exact" row
-    weights: np.ndarray          # exact (mixtures) or reference (network) mode weights
-    scale: np.ndarray            # the metric's units: draws / scale
-    bandwidth: float
-    steps: list[float]
-    starts: torch.Tensor
-    energy_low: float
-    modes: object = None         # the network's mode regions
+    scale: float                  # L: the largest curvature at its minima
+    core_exact: np.ndarray        # exact shares of each core and of the rest (K + 1)
+    low: np.ndarray
+    high: np.ndarray
 
 
-def prepare(name: str, references: Path, protocol: Protocol, seeds: Sequence[int]) -> Prepared:
-    """What ``name``'s chains start from and are scored against; its starts are those of ``seeds`` (values)."""
-    target = create(name)
-    generator = torch.Generator().manual_seed(20_000)
-    if isinstance(target, GaussianMixture):
-        exact = target.sample(2 * REFERENCE_DRAWS, generator).numpy()
-        scale = np.ones(target.dim)
-        centres = target.means
-        with torch.no_grad():
-            energy_low = float(target.energy(target.means).min())
-        weights, modes = target.weights.numpy(), None
-        start_scale = 3.0
-    else:
-        from csg.studies.accuracy.multimodal.reference import NetworkReference
-
-        loaded = NetworkReference.load(references / REFERENCE)
-        exact, modes, weights = loaded.draws, loaded.modes, loaded.weights
-        scale = exact.std(0)
-        centres = torch.from_numpy(modes.means)
-        energy_low = float(loaded.summary["energy_min"])
-        start_scale = target.tau
-    rng = np.random.default_rng(0)
-    order = rng.permutation(len(exact))
-    reference, held_out = exact[order[:REFERENCE_DRAWS]], exact[order[REFERENCE_DRAWS:]]
-    return Prepared(name, target, reference / scale, held_out / scale, np.asarray(weights), scale,
-                    metrics.median_bandwidth(reference / scale), chains.step_grid(target, centres, protocol),
-                    chains.start_points(seeds, target.dim, start_scale, 0), energy_low, modes)
+def prepare(name: str) -> Prepared:
+    target = targets.create(name)
+    scale = max(float(torch.linalg.eigvalsh(torch.autograd.functional.hessian(
+        lambda x: target.energy(x[None])[0], mean)).max()) for mean in target.means)
+    rows = MixtureRows([target], torch.zeros(EXACT_DRAWS, dtype=torch.long), dtype=torch.float64)
+    exact = target.sample(EXACT_DRAWS, torch.Generator().manual_seed(20_000))
+    _, _, mode, inside, _ = rows.step(exact)
+    shares = np.bincount(mode[inside].numpy(), minlength=rows.modes) / EXACT_DRAWS
+    low, high = targets.SPECS[name].start_box(target)
+    return Prepared(name, target, scale, np.append(shares, 1 - shares.sum()), low, high)
 
 
-def mode_weights(prepared: Prepared, draws: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The draws' estimate of the mode weights (module :mod:`.metrics`); ``draws`` in the target's units."""
-    w = weights / weights.sum()
-    if prepared.modes is None:
-        with torch.no_grad():
-            responsibilities = torch.softmax(prepared.target._log_components(torch.from_numpy(draws)), -1).numpy()
-        return w @ responsibilities
-    return np.bincount(prepared.modes.assign(draws), weights=w, minlength=len(prepared.modes))
+def starts_of(prepared: dict[str, Prepared], seeds: Sequence[int]) -> dict:
+    return {(name, seed): chains.start_points(targets.TARGETS.index(name), seed, 2, p.low, p.high)
+            for name, p in prepared.items() for seed in seeds}
 
 
-def scores(prepared: Prepared, draws: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> dict[str, float]:
-    """Every metric of one sample (``draws`` in the target's units, importance ``weights``)."""
-    nan = float("nan")
-    if len(draws) < 2 or not np.isfinite(draws).all() or weights.sum() <= 0:
-        return {key: nan for key in METRICS}
-    scaled = draws / prepared.scale
-    out = {"mode_error": metrics.mode_weight_error(mode_weights(prepared, draws, weights), prepared.weights),
-           "mmd": metrics.mmd(scaled, prepared.reference, prepared.bandwidth, weights),
-           "w2": metrics.w2(scaled, prepared.reference, W2_DRAWS, rng, weights), "predictive_tv": nan}
-    if isinstance(prepared.target, StepNetwork):
-        from csg.studies.accuracy.multimodal.reference import predictive_fits
+def _landscape(prepared: dict[str, Prepared]):
+    names = list(prepared)
 
-        chosen = metrics.systematic_resample(weights, min(len(draws), 500), rng)
-        out["predictive_tv"] = metrics.predictive_tv(predictive_fits(prepared.target, draws[chosen]),
-                                                     predictive_fits(prepared.target, prepared.reference * prepared.scale),
-                                                     prepared.target.noise)
-    return out
+    def landscape_of(row_targets: list[str]) -> MixtureRows:
+        index = torch.tensor([names.index(t) for t in row_targets])
+        return MixtureRows([prepared[n].target for n in names], index)
+
+    return landscape_of
 
 
-def score(prepared: Prepared, unit: Draws, protocol: Protocol, seeds: Sequence[int]) -> list[dict]:
-    """One row per seed and checkpoint: the metrics of the draws kept up to that share of the budget (``seeds``:
-    the seed of each of the unit's per-seed draws, in order)."""
-    method = chains.BY_NAME[unit.method]
+def scores(outcome: chains.Outcome, b: int, budget: int, prepared: Prepared) -> list[dict] | None:
+    """One row per seed of block ``b`` at ``budget`` (module docstring); ``None`` where the setting has no window."""
+    block = outcome.blocks[b]
+    span = chains.window(block.method, block.setting, budget)
+    if span is None or span[1] > block.iterations:
+        return None
+    start, end = outcome.marks[(b, span[0])], outcome.marks[(b, span[1])]
+    kept = (end["kept"] - start["kept"]).sum(1)
+    weights = (end["soft"] - start["soft"]).sum(1) / kept[:, None]
+    core = (end["core"] - start["core"]).sum(1)
+    shares = np.concatenate([core / kept[:, None], 1 - core.sum(1, keepdims=True) / kept[:, None]], 1)
+    escaped = (end["escaped"] - start["escaped"]).sum(1)
+    finite = end["finite"].all(1) & np.isfinite(weights).all(1) & (escaped == 0)
+    truth = prepared.target.weights.numpy()
     rows = []
-    for seed, draws, weights, finite in zip(seeds, unit.draws, unit.weights, unit.finite, strict=True):
-        rng = np.random.default_rng(1000 * seed + 7)
-        for share in protocol.checkpoints:
-            upto = unit.iterations < share * unit.steps
-            rows.append({"target": prepared.name, "method": unit.method, "step": unit.step, "seed": seed,
-                         "budget_share": share,
-                         "gradient_evaluations": int(share * chains.gradient_evaluations(method, protocol.budget)),
-                         "draws": int(upto.sum()), "finite": finite,
-                         **scores(prepared, draws[upto], weights[upto], rng)})
+    for s, seed in enumerate(block.seeds):
+        ok = bool(finite[s])
+        rows.append({"target": prepared.name, "method": block.method.name, "budget": budget, "seed": seed,
+                     "step": block.setting.step, "explore": block.setting.explore, "cycle": block.setting.cycle,
+                     "cycles": tuning.cycles(block.method, block.setting, budget), "finite": ok,
+                     "mode_error": 0.5 * float(np.abs(weights[s] - truth).sum()) if ok else 1.0,
+                     "core_tv": 0.5 * float(np.abs(shares[s] - prepared.core_exact).sum()) if ok else 1.0,
+                     "crossings": float((end["crossings"] - start["crossings"])[s].sum()) / block.method.chains,
+                     "covered": int((core[s] > COVERED).sum())})
     return rows
 
 
-def exact_rows(prepared: Prepared, seeds: Sequence[int], protocol: Protocol) -> list[dict]:
-    """The "exact" row: per seed, independent exact draws, as many as one constant-step chain keeps."""
-    rows = []
-    for seed in seeds:
-        rng = np.random.default_rng(1000 * seed + 11)
-        for share in protocol.checkpoints:
-            count = int(share * protocol.budget * (1 - protocol.burnin) / protocol.thin)
-            if isinstance(prepared.target, GaussianMixture):
-                generator = torch.Generator().manual_seed(30_000 + seed)
-                draws = prepared.target.sample(count, generator).numpy()
-            else:
-                draws = prepared.held_out[rng.choice(len(prepared.held_out), count, replace=False)] * prepared.scale
-            rows.append({"target": prepared.name, "method": "exact", "step": float("nan"), "seed": seed,
-                         "budget_share": share, "gradient_evaluations": int(share * protocol.budget), "draws": count,
-                         "finite": True, **scores(prepared, draws, np.ones(count), rng)})
-    return rows
+def exact_sample(prepared: Prepared, seed: int, budget: int, copy: int = 0) -> np.ndarray:
+    generator = torch.Generator().manual_seed(7_919 * seed + 31 * budget + copy + 104_729 * targets.TARGETS.index(prepared.name))
+    return prepared.target.sample(chains.DRAWS, generator).numpy()
+
+
+def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, pd.DataFrame]:
+    """Tuning and evaluation of one group of targets (module docstring): the tuning runs, the chosen settings, the
+    evaluation runs and the exact floor, as data frames."""
+    started = time.perf_counter()
+    prepared = {name: prepare(name) for name in names}
+    scale = {name: p.scale for name, p in prepared.items()}
+    methods = [BY_NAME[m] for m in protocol.methods]
+    longest = max(protocol.budgets)
+    blocks = [Block(name, method, setting, protocol.tuning_seeds, chains.chain_length(method, longest))
+              for name in names for method in methods for setting in protocol.grids.settings(method)]
+    log(f"{', '.join(names)}: tuning {len(blocks)} settings x {len(protocol.tuning_seeds)} seeds")
+    outcome = chains.run(blocks, _landscape(prepared), starts_of(prepared, protocol.tuning_seeds), scale,
+                         protocol.budgets, seed=1 + targets.TARGETS.index(names[0]), draws=False)
+    tuned = tuning.summarise(pd.DataFrame([row for b, block in enumerate(blocks) for budget in protocol.budgets
+                                           for row in scores(outcome, b, budget, prepared[block.target]) or []]))
+    chosen = tuning.choose(tuned)
+    log(f"{', '.join(names)}: tuned in {time.perf_counter() - started:.0f} s ({outcome.rows} rows)")
+    del outcome
+    evaluation = []
+    for (name, method_name), part in chosen.groupby(["target", "method"], sort=False):
+        method = BY_NAME[method_name]
+        for setting, budgets in part.groupby(tuning.SETTING, sort=False):
+            step, explore, cycle = setting
+            evaluation.append((Block(name, method, Setting(float(step), float(explore), int(cycle)), protocol.seeds,
+                                     chains.chain_length(method, int(budgets.budget.max()))), set(budgets.budget)))
+    blocks = [block for block, _ in evaluation]
+    outcome = chains.run(blocks, _landscape(prepared), starts_of(prepared, protocol.seeds), scale, protocol.budgets,
+                         seed=1000 + targets.TARGETS.index(names[0]))
+    runs = []
+    for b, (block, budgets) in enumerate(evaluation):
+        for budget in sorted(budgets):
+            rows = scores(outcome, b, budget, prepared[block.target])
+            draws = outcome.draws[(b, budget)]
+            for row, pooled in zip(rows, draws.reshape(len(block.seeds), -1, draws.shape[-1])):
+                exact = exact_sample(prepared[block.target], row["seed"], budget)
+                row["w2"] = w2(pooled, exact) if row["finite"] and np.isfinite(pooled).all() else math.nan
+            runs += rows
+    runs = pd.DataFrame(runs)
+    runs["ceiling"] = [ceiling.ceiling(prepared[t].target.weights.numpy(), m) for t, m in zip(runs.target, runs.cycles)]
+    floor = [{"target": name, "method": "exact", "budget": budget, "seed": seed, "finite": True,
+              "w2": w2(exact_sample(p, seed, budget, 1), exact_sample(p, seed, budget))}
+             for name, p in prepared.items() for budget in protocol.budgets for seed in protocol.seeds]
+    runs = pd.concat([runs, pd.DataFrame(floor)], ignore_index=True)
+    log(f"{', '.join(names)}: evaluated in {time.perf_counter() - started:.0f} s ({outcome.rows} rows)")
+    barrier = pd.concat([barriers.barrier_table(n, p.target, p.target.means.numpy(), p.scale) for n, p in prepared.items()],
+                        ignore_index=True)
+    info = pd.DataFrame([{"target": n, "scale": p.scale, "modes": len(p.core_exact) - 1,
+                          "core_share": 1 - p.core_exact[-1], "seconds": time.perf_counter() - started}
+                         for n, p in prepared.items()])
+    return {"tuning": tuned, "chosen": chosen, "runs": runs, "barriers": barrier, "targets": info}
 
 
 @dataclass
 class Study:
-    runs: pd.DataFrame       # one row per target, method, step, seed and checkpoint
-    seconds: float
     protocol: Protocol
-    steps: dict              # target -> its step grid
+    tables: dict[str, pd.DataFrame]
+    seconds: float
+    load: float = math.nan        # the machine's 15-minute load average when the study ended (other jobs' too)
 
 
-def run_study(references: Path, targets: tuple[str, ...] = TARGETS, seeds: Sequence[int] = (0, 1, 2, 3, 4),
-              protocol: Protocol = Protocol(), methods=chains.METHODS, log=print) -> Study:
-    """Every method at every step of each target's grid, for each seed of ``seeds`` (the values, each once, from 0
-    to :data:`~csg.studies.accuracy.multimodal.chains.MAX_SEED`; recorded as the rows' ``seed``).
+def _group_job(args):
+    names, protocol = args
+    return run_group(names, protocol, log=lambda line: print(line, flush=True))
 
-    All seeds' chains run as one tensor per target: seed s starts at row s of the target's start draw
-    (:func:`~csg.studies.accuracy.multimodal.chains.start_points`), is scored and gets its exact draws from generators of s,
-    and the batch's noise is one stream per target seeded by the target's index and the lowest seed (1000 x the
-    lowest seed + index). Seeds 0..n-1 give the study as it has always run; the same seeds give the same numbers."""
-    seeds = tuple(sorted(int(seed) for seed in seeds))
-    if not seeds or len(set(seeds)) < len(seeds) or seeds[0] < 0 or seeds[-1] > chains.MAX_SEED:
-        raise ValueError(f"seeds: distinct values from 0 to {chains.MAX_SEED}, at least one: {list(seeds)}")
+
+def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
+    """Every group of the protocol's targets, in ``workers`` processes (the report checks the grids' edges)."""
     started = time.perf_counter()
-    rows, grids = [], {}
-    for index, name in enumerate(targets):
-        prepared = prepare(name, references, protocol, seeds)
-        grids[name] = prepared.steps
-        units, seconds = chains.run(prepared.target, prepared.starts, prepared.steps, protocol,
-                                    energy_low=prepared.energy_low, methods=methods, seed=1000 * seeds[0] + index)
-        log(f"{name}: {len(units)} (method, step) pairs x {len(seeds)} seeds, {protocol.budget} gradients each: "
-            f"{seconds:.0f} s")
-        for unit in units:
-            rows += score(prepared, unit, protocol, seeds)
-        rows += exact_rows(prepared, seeds, protocol)
-        log(f"{name}: scored ({time.perf_counter() - started:.0f} s)")
-    return Study(pd.DataFrame(rows), time.perf_counter() - started, protocol, grids)
+    groups = [tuple(n for n in group if n in protocol.targets) for group in GROUPS]
+    groups = [g for g in groups if g]
+    if protocol.workers > 1 and len(groups) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(protocol.workers, len(groups)), mp_context=context) as pool:
+            results = list(pool.map(_group_job, [(g, protocol) for g in groups]))
+    else:
+        results = [run_group(g, protocol, log) for g in groups]
+    tables = {key: pd.concat([r[key] for r in results], ignore_index=True) for key in results[0]}
+    load = os.getloadavg()[2] if hasattr(os, "getloadavg") else math.nan
+    return Study(protocol, tables, time.perf_counter() - started, load)
 
 
-def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard error over seeds per target, method, step and checkpoint."""
-    keys = ["target", "method", "step", "budget_share"]
-    grouped = runs.groupby(keys, sort=False, dropna=False)
-    means = grouped[[*METRICS, "gradient_evaluations", "draws"]].mean()
-    errors = grouped[list(METRICS)].sem().add_suffix("_se")
-    return pd.concat([means, errors, grouped["seed"].count().rename("seeds")], axis=1).reset_index()
-
-
-def best_steps(runs: pd.DataFrame, metric: str) -> dict[tuple[str, str], float]:
-    """(target, method) -> the step with the smallest mean ``metric`` at the full budget."""
-    final = runs[(runs.budget_share == runs.budget_share.max()) & (runs.method != "exact")]
-    means = final.groupby(["target", "method", "step"])[metric].mean().dropna()
-    best = {}
-    for (target, method), block in means.groupby(level=[0, 1]):
-        best[(target, method)] = float(block.idxmin()[2])
-    return best
-
-
-def final_values(runs: pd.DataFrame, target: str, metric: str, method: str, step: float = math.nan) -> pd.Series:
-    """``metric`` of ``method`` at the full budget, by seed: at ``step`` (the exact row has none)."""
-    final = runs[(runs.target == target) & (runs.budget_share == runs.budget_share.max()) & (runs.method == method)]
-    if method != "exact":
-        final = final[np.isclose(final.step, step)]
-    return final.set_index("seed")[metric]
-
-
-def paired(runs: pd.DataFrame, target: str, metric: str, method: str, baseline: str,
-           best: dict) -> tuple[pd.Series, pd.Series]:
-    """metric(method) and metric(baseline) at the full budget, each at its best step, on the seeds both have."""
-    mine = final_values(runs, target, metric, method, best[(target, method)])
-    theirs = final_values(runs, target, metric, baseline, best[(target, baseline)])
-    return mine.align(theirs, join="inner")
-
-
-def exact_mean(runs: pd.DataFrame, target: str, metric: str) -> float:
-    """The mean over seeds of the exact row at the full budget (``nan`` where the study has none)."""
-    values = final_values(runs, target, metric, "exact").dropna()
-    return float(values.mean()) if len(values) else math.nan
-
-
-def margin(baseline_mean: float, exact: float) -> float:
-    """The equivalence margin: :data:`MARGIN` x the baseline's excess over exact (``nan``: none, or no room)."""
-    excess = baseline_mean - exact
-    return MARGIN * excess if math.isfinite(excess) and excess > 0 else math.nan
-
-
-def _family(runs: pd.DataFrame, rows: Sequence[dict], alpha: float, power: float) -> pd.DataFrame:
-    """Per row (target, metric, method, baseline, best), the verdict of one Holm family of all the rows."""
-    comparisons, columns = [], []
-    for row in rows:
-        target, metric, method, baseline, best = (row[k] for k in ("target", "metric", "method", "baseline", "best"))
-        mine, theirs = paired(runs, target, metric, method, baseline, best)
-        exact = exact_mean(runs, target, metric)
-        baseline_mean = float(final_values(runs, target, metric, baseline, best[(target, baseline)]).mean())
-        comparisons.append(Paired(mine.to_numpy(float), theirs.to_numpy(float), margin(baseline_mean, exact)))
-        columns.append({"target": target, "metric": metric, "method": method, "baseline": baseline,
-                        "method_step": best[(target, method)], "baseline_step": best[(target, baseline)],
-                        "method_mean": float(mine.mean()), "baseline_mean": baseline_mean, "exact": exact,
-                        "baseline_excess": baseline_mean - exact})
-    if not rows:
-        return pd.DataFrame()
-    found = verdict_frame(compare_paired(comparisons, alpha, power)).rename(columns={"n": "seeds"})
-    frame = pd.concat([pd.DataFrame(columns), found], axis=1)
-    room = frame.baseline_excess.where(frame.baseline_excess > 0)
-    frame.insert(frame.columns.get_loc("verdict"), "detectable_share", frame.detectable / room)
-    return frame
-
-
-def _measured(runs: pd.DataFrame):
-    """(metric, target, best steps) for every metric and target the runs measure."""
-    for metric in METRICS:
-        if runs[metric].notna().sum() == 0:
-            continue
-        best = best_steps(runs, metric)
-        for target in dict.fromkeys(runs.target):
-            if not runs[runs.target == target][metric].isna().all():
-                yield metric, target, best
-
-
-def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """Each cyclical method against its constant-step counterpart (:data:`chains.PAIRS`), per target and metric,
-    each at its best step: one Holm family of every comparison (module docstring). Columns: the comparison, its
-    steps and means, the exact row's mean, the baseline's excess over it, the statistics of
-    :class:`~csg.evaluation.comparison.Verdict` (``seeds``: its n), ``detectable_share`` (detectable / excess)
-    and ``verdict``."""
-    rows = [{"target": target, "metric": metric, "method": method, "baseline": baseline, "best": best}
-            for metric, target, best in _measured(runs) for method, baseline in chains.PAIRS
-            if (target, method) in best and (target, baseline) in best]
-    return _family(runs, rows, alpha, power)
-
-
-def leaders(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """Per target and metric, the method with the lowest mean (each at its best step, full budget) against every
-    other method, paired by seed: one Holm family of all these comparisons, separate from :func:`verdicts`'.
-    ``method`` is the leader; it is best only where it helps against every other. Columns as :func:`verdicts`'."""
-    rows = []
-    for metric, target, best in _measured(runs):
-        means = {name: final_values(runs, target, metric, name, best[(target, name)]).mean()
-                 for name in (m.name for m in chains.METHODS) if (target, name) in best}
-        means = {name: mean for name, mean in means.items() if math.isfinite(mean)}
-        if len(means) < 2:
-            continue
-        leader = min(means, key=means.get)
-        rows += [{"target": target, "metric": metric, "method": leader, "baseline": other, "best": best}
-                 for other in means if other != leader]
-    return _family(runs, rows, alpha, power)
+def with_seeds(protocol: Protocol, seeds: Sequence[int]) -> Protocol:
+    """The protocol evaluated on ``seeds`` (each once, none of them a tuning seed)."""
+    return replace(protocol, seeds=tuple(seeds))

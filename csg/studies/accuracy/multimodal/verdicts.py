@@ -1,0 +1,62 @@
+r"""Do the cycles help? Each cyclical method against its constant-step counterpart, one Holm family per report.
+
+For every target, budget and metric, and each pair (cSGLD against SGLD, cSGLD x4 against SGLD x4), both at their
+tuned settings of that budget, the evaluation seeds give paired differences metric(cyclical) - metric(constant)
+(a seed's runs share their start points and their noise): :func:`csg.evaluation.comparison.compare_paired`,
+Holm-corrected across every comparison of the report. Verdicts: helps / hurts where the corrected interval
+excludes 0, equivalent where it lies inside the margin, else inconclusive; each with the smallest difference it
+had 80 % power to detect.
+
+Margins: the mode-weight error, :data:`MODE_MARGIN` (two points of probability mass on the wrong modes); W2,
+:data:`W2_MARGIN` of the constant-step method's excess over the exact floor (W2 between two exact samples of the
+same size), as the project's other accuracy reports.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from csg.evaluation.comparison import Paired, compare_paired, verdict_frame
+from csg.studies.accuracy.multimodal.chains import PAIRS
+
+MODE_MARGIN = 0.02
+W2_MARGIN = 0.25
+METRICS = {"mode_error": "mode-weight error", "w2": "W2"}
+
+
+def _margin(metric: str, baseline_mean: float, floor: float) -> float:
+    if metric == "mode_error":
+        return MODE_MARGIN
+    excess = baseline_mean - floor
+    return W2_MARGIN * excess if math.isfinite(excess) and excess > 0 else math.nan
+
+
+def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """One row per target, budget, metric and pair present in ``runs`` (the evaluation runs, with the "exact"
+    rows of the W2 floor), in one Holm family."""
+    methods = set(runs.method)
+    floor = runs[runs.method == "exact"].groupby(["target", "budget"]).w2.mean()
+    rows, comparisons = [], []
+    for metric in METRICS:
+        for (target, budget), block in runs[runs.method != "exact"].groupby(["target", "budget"], sort=False):
+            for method, baseline in PAIRS:
+                if method not in methods or baseline not in methods:
+                    continue
+                mine = block[block.method == method].set_index("seed")[metric]
+                theirs = block[block.method == baseline].set_index("seed")[metric]
+                mine, theirs = mine.align(theirs, join="inner")
+                if not (mine.notna() & theirs.notna()).any():
+                    continue
+                exact = float(floor.get((target, budget), math.nan)) if metric == "w2" else math.nan
+                baseline_mean = float(theirs.mean())
+                comparisons.append(Paired(mine.to_numpy(float), theirs.to_numpy(float),
+                                          _margin(metric, baseline_mean, exact)))
+                rows.append({"target": target, "budget": budget, "metric": metric, "method": method,
+                             "baseline": baseline, "method_mean": float(mine.mean()), "baseline_mean": baseline_mean,
+                             "floor": exact})
+    if not rows:
+        return pd.DataFrame()
+    found = verdict_frame(compare_paired(comparisons, alpha, power)).rename(columns={"n": "seeds"})
+    return pd.concat([pd.DataFrame(rows), found], axis=1)
