@@ -125,9 +125,13 @@ def report(frame: pd.DataFrame) -> str:
         lines.append(f"| {name} | {once.sample_bytes:,} | {whole.sample_bytes:,} | {once.rest_bytes_once:,} |")
     lines.append("")
     for name, block in frame.groupby("model", sort=False):
-        ratio = block[(block.members == max(MEMBERS)) & (block.evaluation == "trunk once")].over_one_member.iloc[0]
+        once = block[block.evaluation == "trunk once"].set_index("members").median_s
+        ratio = once[max(MEMBERS)] / once[1]
         verdict = "met" if ratio <= GOAL else "MISSED"
-        lines.append(f"- {name}: {max(MEMBERS)} members cost {ratio:.2f}x one member (goal <= {GOAL}): {verdict}.")
+        each = (once[max(MEMBERS)] - once[1]) / (max(MEMBERS) - 1)
+        lines.append(f"- {name}: {max(MEMBERS)} members cost {ratio:.2f}x one member (goal <= {GOAL}): {verdict}. "
+                     f"One member (the trunk's pass included) takes {1000 * once[1]:.1f} ms, each further member "
+                     f"{1000 * each:.2f} ms (its file read, its head, its metrics and its share of the average).")
     return "\n".join(lines) + "\n"
 
 
