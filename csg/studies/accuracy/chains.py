@@ -124,12 +124,12 @@ def run_chain(cfg: DictConfig, factor: float, seed: int, x: torch.Tensor, y: tor
     """One full-batch chain of ``cfg`` with its schedule scaled by ``factor`` (float64, CPU)."""
     from csg.engine import distributed
     from csg.models import create_model
-    from csg.engine.build import build_sampler, build_schedule, plan_trace, seed_streams
+    from csg.engine.build import MODEL_KEYS, build_sampler, build_schedule, node_options, plan_trace, seed_streams
 
     streams = seed_streams(seed)
     torch.manual_seed(streams["init"])
     model = create_model(cfg.model.name, num_classes=2, input_shape=(x.shape[1],),
-                         **{k: v for k, v in cfg.model.items() if k != "name"}).double()
+                         **node_options(cfg.model, drop=MODEL_KEYS)).double()
     total = int(cfg.trainer.epochs)
     schedule = build_schedule(cfg, total)
     trace = plan_trace(cfg, schedule, total, model)
