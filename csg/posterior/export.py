@@ -4,9 +4,13 @@ machine without the run directory.
 The file is data only: tensors and text, never a pickle of code.
 
 - ``.safetensors`` (the safetensors format, read without unpickling anything): tensor ``member00003/<key>`` is
-  entry ``<key>`` of member 3's state dict; the header's metadata ``csg`` is a JSON document (below).
+  entry ``<key>`` of member 3's state dict, ``shared/<key>`` an entry every member holds alike; the header's
+  metadata ``csg`` is a JSON document (below).
 - ``.pt`` (``torch.save``, read back with ``torch.load(weights_only=True)``): ``{"csg": <the JSON document>,
-  "states": [state dict, ...]}``.
+  "states": [state dict, ...], "shared": {key: tensor}}``.
+
+An entry equal in every member (a part-sampling run's frozen rest: :mod:`csg.engine.part`) is stored once, as
+``shared``; each member holds the others, so a posterior over a last layer costs the layer per member.
 
 The JSON document: ``format`` (:data:`FORMAT`), ``config`` (the run's saved config, YAML text: the model's
 architecture is config, rebuilt from it by name, or through its ``_target_`` with ``trust_code``), ``metrics``
@@ -86,6 +90,8 @@ def write_posterior(path: str | Path, *, config: str, metrics: dict[str, Any], n
     kind = check_suffix(path)
     collected = [{key: tensor.detach().to("cpu").contiguous() for key, tensor in state.items()} for state in states]
     keys = list(collected[0]) if collected else []
+    shared = _shared(collected, keys)
+    collected = [{key: tensor for key, tensor in state.items() if key not in shared} for state in collected]
     document = json.dumps({"format": FORMAT, "config": config, "metrics": metrics, "names": names, "chains": chains,
                            "weights": weights, "weighting": weighting, "keys": keys, "source": source})
     try:
@@ -95,13 +101,24 @@ def write_posterior(path: str | Path, *, config: str, metrics: dict[str, Any], n
             # each tensor its own storage: safetensors refuses tensors sharing memory (tied weights)
             tensors = {f"member{i:05d}/{key}": tensor.clone() for i, state in enumerate(collected)
                        for key, tensor in state.items()}
+            tensors.update({f"shared/{key}": tensor.clone() for key, tensor in shared.items()})
             with atomic_open(path) as handle:
                 handle.write(save(tensors, metadata={"csg": document}))
         else:
-            atomic_torch_save({"csg": document, "states": collected}, path)
+            atomic_torch_save({"csg": document, "states": collected, "shared": shared}, path)
     except OSError as error:
         raise ConfigError("path", str(path), f"a file that can be written: {error.strerror or error}") from None
     return path
+
+
+def _shared(states: list[dict[str, Tensor]], keys: list[str]) -> dict[str, Tensor]:
+    """The entries equal in every one of two or more members (none where every entry is: each member keeps one)."""
+    if len(states) < 2:
+        return {}
+    same = {key: states[0][key] for key in keys
+            if all(key in s and s[key].shape == states[0][key].shape and torch.equal(s[key], states[0][key])
+                   for s in states[1:])}
+    return same if len(same) < len(keys) else {}
 
 
 def read_posterior(path: str | Path) -> PosteriorFile:
@@ -169,16 +186,23 @@ def _read_safetensors(path: Path, damaged):
         raise damaged(f"it is neither a torch.save file nor a safetensors file ({describe(error, limit=120)})"
                       ) from None
 
-    def shapes(index: int) -> dict[str, tuple[int, ...]]:
+    shared = {key[len("shared/"):]: shape for key, shape in tensor_shapes.items() if key.startswith("shared/")}
+
+    def own(index: int) -> dict[str, tuple[int, ...]]:
         prefix = f"member{index:05d}/"
         return {key[len(prefix):]: shape for key, shape in tensor_shapes.items() if key.startswith(prefix)}
 
+    def shapes(index: int) -> dict[str, tuple[int, ...]]:
+        mine = own(index)
+        return {**shared, **mine} if mine else {}
+
     def states() -> Iterator[dict[str, Tensor]]:
         index = 0
-        while shapes(index):
+        while own(index):
             prefix = f"member{index:05d}/"
             with safe_open(str(path), framework="pt", device="cpu") as handle:
-                yield {key: handle.get_tensor(prefix + key) for key in shapes(index)}
+                common = {key: handle.get_tensor(f"shared/{key}") for key in shared}
+                yield {**common, **{key: handle.get_tensor(prefix + key) for key in own(index)}}
             index += 1
 
     return document, states, shapes
@@ -194,14 +218,16 @@ def _read_torch(path: Path, damaged):
         raise damaged(why) from None
     if not isinstance(record, dict) or not isinstance(record.get("states"), list):
         raise damaged("it is a torch.save file, but not a posterior's (no states)")
-    states = record["states"]
-    if not all(isinstance(s, dict) and all(isinstance(t, Tensor) for t in s.values()) for s in states):
+    states, shared = record["states"], record.get("shared", {})
+    if not all(isinstance(s, dict) and all(isinstance(t, Tensor) for t in s.values()) for s in [*states, shared]):
         raise damaged("its states are not dicts of tensors")
 
     def shapes(index: int) -> dict[str, tuple[int, ...]]:
-        return {key: tuple(t.shape) for key, t in states[index].items()} if index < len(states) else {}
+        if index >= len(states) or not states[index]:
+            return {}
+        return {key: tuple(t.shape) for key, t in {**shared, **states[index]}.items()}
 
-    return record.get("csg"), lambda: iter(states), shapes
+    return record.get("csg"), lambda: ({**shared, **state} for state in states), shapes
 
 
 def loaded_config(saved: PosteriorFile, trust_code: bool):

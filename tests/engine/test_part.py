@@ -206,3 +206,29 @@ def test_a_part_sampled_by_two_processes_equals_one(pretrained, tmp_path):
     assert two.returncode == 0, two.stderr
     same = assert_same_samples(tmp_path / "one", tmp_path / "two", atol=1e-5)
     assert sorted(same) == [REST, "sample_0000_cycle00_epoch0001.pt", "sample_0001_cycle01_epoch0003.pt"]
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_a_last_layer_posterior_saved_as_one_file_holds_the_rest_once(pretrained, tmp_path, suffix):
+    import csg
+
+    run(f"model.weights={pretrained}", "sampler=csghmc", "sampler.params=[4]", run_dir=tmp_path / "run")
+    posterior = csg.Posterior.load(tmp_path / "run", trust_code=True)
+    path = posterior.save(tmp_path / f"posterior{suffix}")
+    if suffix == ".pt":
+        record = torch.load(path, weights_only=True)
+        stored = {"shared": set(record["shared"]), "members": [set(state) for state in record["states"]]}
+    else:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            names = list(handle.keys())
+        stored = {"shared": {n.split("/", 1)[1] for n in names if n.startswith("shared/")},
+                  "members": [{n.split("/", 1)[1] for n in names if n.startswith(f"member{i:05d}/")} for i in (0, 1)]}
+    rest = set(torch.load(tmp_path / "run" / "samples" / REST, weights_only=True)["state_dict"])
+    assert stored["shared"] == rest  # the frozen rest once; each member its head
+    assert stored["members"] == [{"4.weight", "4.bias"}] * 2
+    again = csg.Posterior.load(path, trust_code=True)
+    x = torch.randn(7, 4)
+    assert torch.equal(again.predict(x), posterior.predict(x))
+    assert again.evaluate() == pytest.approx(posterior.evaluate())
