@@ -330,3 +330,17 @@ def _holm(p_values: Sequence[float], alpha: float) -> tuple[list[float], list[fl
             stopped = alpha / (family - rank)
         levels[index] = stopped if stopped is not None else alpha / (family - rank)
     return levels, adjusted
+
+
+def mean_se(values: Sequence[float], digits: int, plus_minus: str = "+-") -> str:
+    """``mean +- s.e.`` of the finite ``values`` (the standard error s / sqrt(n)), each to ``digits`` decimals; the
+    mean alone for one value, ``-`` for none."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not finite:
+        return "-"
+    mean = sum(finite) / len(finite)
+    if len(finite) < 2:
+        return f"{mean:.{digits}f}"
+    se = float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
+    return f"{mean:.{digits}f} {plus_minus} {se:.{digits}f}"
+

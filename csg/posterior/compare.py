@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.errors import ConfigError, DamagedFileError, describe
+from csg.evaluation.comparison import mean_se
 
 __all__ = ["COMPARED", "Comparison", "compare"]
 
@@ -75,8 +76,8 @@ class Comparison:
                     f"{_number(run[c], COLUMNS[c][2]):>18}" for c in COLUMNS) + f"{run['members']:>10}"
                     f"{run['time_s']:>12.1f}")
             lines.append(f"{label:<16}{'mean ± s.e.':>12}" + "".join(
-                f"{_mean_se(runs[c], COLUMNS[c][2]):>18}" for c in COLUMNS) +
-                f"{runs['members'].mean():>10.1f}{_mean_se(runs['time_s'], 1):>12}")
+                f"{mean_se(runs[c], COLUMNS[c][2], '±'):>18}" for c in COLUMNS) +
+                f"{runs['members'].mean():>10.1f}{mean_se(runs['time_s'], 1, '±'):>12}")
         if self.verdicts.empty:
             lines.append("No verdicts: no two methods of one data set and model share a seed.")
         else:
@@ -228,12 +229,3 @@ def _verdicts(runs: pd.DataFrame, baseline: str | None, margins: dict[str, float
 
 def _number(value: float, digits: int) -> str:
     return "-" if not math.isfinite(value) else f"{value:.{digits}f}"
-
-
-def _mean_se(values: pd.Series, digits: int) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "-"
-    if len(values) < 2:
-        return f"{values.mean():.{digits}f}"
-    return f"{values.mean():.{digits}f} ± {values.std(ddof=1) / math.sqrt(len(values)):.{digits}f}"

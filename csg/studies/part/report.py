@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.evaluation.comparison import Paired, compare_paired
+from csg.evaluation.comparison import Paired, compare_paired, mean_se
 from csg.io.atomic import atomic_write_text
 from csg.studies.part.study import CYCLES, EPOCHS, METHODS
 
@@ -58,7 +58,7 @@ def report(frame: pd.DataFrame, out: Path, scale: str, command: str) -> Path:
         block = frame[frame.method == method]
         if block.empty:
             continue
-        cells = [_mean_se(block[key], digits) for key, _, digits in METRICS]
+        cells = [mean_se(block[key], digits) for key, _, digits in METRICS]
         lines.append(f"| {LABELS[method]} | {' | '.join(cells)} | {int(block.members.iloc[0])} | "
                      f"{block.train_s.mean():.1f} | {int(block.sample_bytes.mean()):,} |")
     lines += ["", "Mean +- standard error over the seeds. MI: the mean mutual information between the label and the "
@@ -82,15 +82,6 @@ def _reading(frame: pd.DataFrame) -> list[str]:
                          f"as much as the whole network's (MI), in {part.train_s / full.train_s:.2f}x its training "
                          f"time and {part.sample_bytes / full.sample_bytes:.3f}x its sample bytes.")
     return lines + [""]
-
-
-def _mean_se(values: pd.Series, digits: int) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "-"
-    if len(values) < 2:
-        return f"{values.mean():.{digits}f}"
-    return f"{values.mean():.{digits}f} +- {values.std(ddof=1) / math.sqrt(len(values)):.{digits}f}"
 
 
 def _verdicts(frame: pd.DataFrame) -> list[str]:
