@@ -232,3 +232,13 @@ def test_a_last_layer_posterior_saved_as_one_file_holds_the_rest_once(pretrained
     x = torch.randn(7, 4)
     assert torch.equal(again.predict(x), posterior.predict(x))
     assert again.evaluate() == pytest.approx(posterior.evaluate())
+
+
+def test_parallel_chains_each_store_their_rest_once_and_pool_their_heads(pretrained, tmp_path):
+    metrics = run(f"model.weights={pretrained}", "sampler=csgld", "sampler.params=[4]", "sampler.chains=2",
+                  run_dir=tmp_path / "run")
+    for chain in ("chain00", "chain01"):
+        store = SampleStore(tmp_path / "run" / "samples" / chain)
+        assert (store.directory / REST).is_file() and store.manifest()["rest"]["file"] == REST
+        assert all(set(SampleStore.load(p)["state_dict"]) == {"4.weight", "4.bias"} for p in store.recorded())
+    assert metrics["ensemble"]["num_samples"] == 4 and len(metrics["per_chain"]) == 2
