@@ -97,8 +97,7 @@ def main() -> None:
                          "rest_bytes_once": rest_bytes if way == "trunk once" else 0})
     frame = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(args.out / "part.csv.tmp", index=False)
-    (args.out / "part.csv.tmp").replace(args.out / "part.csv")
+    atomic_write_text(args.out / "part.csv", frame.to_csv(index=False))
     atomic_write_text(args.out / "part.md", report(frame))
     print(report(frame))
 

@@ -29,7 +29,7 @@ from torch import nn
 
 from csg.errors import ConfigError
 
-__all__ = ["REST_MODES", "SampledPart", "freeze_rest", "head_of", "select_part"]
+__all__ = ["REST_MODES", "SampledPart", "freeze_rest", "head_of", "part_of", "select_part"]
 
 REST_MODES = ("frozen", "sgd")
 
@@ -83,6 +83,11 @@ def select_part(model: nn.Module, patterns: list[str] | None, mode: str = "froze
     keys = tuple(key for key in model.state_dict()
                  if key in chosen or (key not in names and key.rpartition(".")[0] not in frozen_modules))
     return SampledPart(sampled, rest, mode, keys)
+
+
+def part_of(cfg, model: nn.Module) -> SampledPart:
+    """The :class:`SampledPart` a run's config (``sampler.params``, ``sampler.rest``) chooses of ``model``."""
+    return select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
 
 
 def _matches(name: str, pattern: str) -> bool:

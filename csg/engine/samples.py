@@ -71,8 +71,8 @@ class SampleStore:
         With ``part_keys``, the sample holds those keys, and the first save writes the rest to ``rest.pt``."""
         state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
         if self._entries is None:
-            self._entries = list(self.manifest_entries() or [])
-            self._rest_entry = (self.manifest() or {}).get("rest")
+            manifest = self.manifest() or {}
+            self._entries, self._rest_entry = list(manifest.get("samples", [])), manifest.get("rest")
         if self.part_keys is not None:
             if self._rest_entry is None:
                 rest_path = self.directory / REST
@@ -116,8 +116,9 @@ class SampleStore:
         each must be in the manifest with the same size and hash (a resume of a run from before manifests:
         each is read and recorded as it is). Raises :class:`DamagedFileError` (key ``samples``) naming the first
         missing, damaged or different file; writes nothing (:meth:`start` does)."""
-        listed = {entry["file"]: entry for entry in (self.manifest_entries() or [])}
-        self._rest_entry = (self.manifest() or {}).get("rest")
+        manifest_data = self.manifest() or {}
+        listed = {entry["file"]: entry for entry in manifest_data.get("samples", [])}
+        self._rest_entry = manifest_data.get("rest")
         manifest = self.directory / MANIFEST
         adopted = []
         for name in names:

@@ -106,7 +106,7 @@ def evaluate_samples(
     trunk = TrunkFeatures(model, head, device, autocast) if head is not None else None
 
     def predict(data):
-        if trunk is not None and trunk.usable(data):
+        if trunk is not None and not trunk.failed:
             probs, targets = trunk.probs(data)
         else:
             probs, targets = predict_probs(model, data, device, autocast)

@@ -40,10 +40,6 @@ class TrunkFeatures:
         """Features are kept (for at least one loader) and the head was found to be the model's last layer."""
         return bool(self._features) and not self.failed
 
-    def usable(self, loader) -> bool:
-        """Whether :meth:`probs` can serve ``loader`` (False once the head was found not to be last)."""
-        return not self.failed
-
     def load_head(self, state_dict: dict[str, Tensor]) -> None:
         """Load the head's entries of a member's whole ``state_dict`` into the head."""
         prefix = f"{self.name}."

@@ -101,12 +101,11 @@ def evaluate_store(
     one chain, ``diagnostics``: do the chains agree (:func:`csg.evaluation.diagnostics.chain_diagnostics` of the
     members' test log-likelihoods).
     """
-    from csg.engine.part import head_of, select_part
+    from csg.engine.part import head_of, part_of
 
     layout = layout or distributed.Layout()
     members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)
     names, chains, weights = members.names, members.chains, members.weights
-    part = select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
     result = evaluate_samples(
         model,
         members.states(),
@@ -118,7 +117,7 @@ def evaluate_store(
         ood_loader=ood_loader,
         groups=chains,
         gather=lambda t: distributed.gather_rows(t, layout),
-        head=head_of(model, part),  # a sampled last layer on a frozen trunk: the trunk runs once
+        head=head_of(model, part_of(cfg, model)),  # a sampled last layer on a frozen trunk: the trunk runs once
     )
     per_sample = [
         {"file": name, "chain": chain, "weight": weight, **sample_metrics}

@@ -317,7 +317,7 @@ class Posterior:
         evaluate as well; ``False``: none, not even the run's. Computed by :func:`csg.evaluation.evaluate_samples`,
         one member at a time (a sampled last layer on a frozen trunk: the trunk once, :mod:`csg.evaluation.heads`).
         """
-        from csg.engine.part import head_of, select_part
+        from csg.engine.part import head_of, part_of
         from csg.evaluation import evaluate_samples
 
         if ood_loader is None and loader is None:
@@ -327,10 +327,9 @@ class Posterior:
         else:
             ood = CheckedInputs(repeatable(ood_loader), self._inputs, type(ood_loader).__name__)
         data = self.data.test if loader is None else self._pairs(loader)
-        part = select_part(self.model, self.cfg.sampler.get("params"), str(self.cfg.sampler.get("rest", "frozen")))
         result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, data, self.device,
                                   n_bins=int(self.cfg.evaluation.ece_bins), autocast=self.precision.autocast,
-                                  ood_loader=ood, head=head_of(self.model, part))
+                                  ood_loader=ood, head=head_of(self.model, part_of(self.cfg, self.model)))
         metrics = dict(result.ensemble)
         if result.ood is not None:
             metrics.update(ood_auroc=result.ood["auroc"], ood_entropy_mean=result.ood["entropy_mean"],
