@@ -98,6 +98,10 @@ def test_mixture_rows_give_the_mixture_gradient_and_responsibilities():
 # --- tuning and its edge check ---------------------------------------------------------------------------------------
 
 
+_GRIDS = tuning.Grids(sgld=(0.25, 0.5, 1.0, 2.0), csgld=(0.5, 1.0, 2.0), explore=(0.25,), cycles=(50,),
+                      explore_lattice=(0.0, 0.25, 0.5, 0.75), cycle_lattice=(2, 10, 50, 100, 400))
+
+
 def _tuning(best_step: float) -> pd.DataFrame:
     rows = [{"target": "t", "method": "SGLD", "budget": 400, "step": h, "explore": 0.0, "cycle": 1, "seed": s,
              "cycles": 1, "finite": True, "core_tv": abs(math.log2(h / best_step)) + 0.01 * s,
@@ -106,10 +110,10 @@ def _tuning(best_step: float) -> pd.DataFrame:
 
 
 def test_the_lowest_core_tv_is_chosen_and_an_edge_is_refused_in_one_line():
-    chosen = tuning.choose(_tuning(1.0))
-    assert chosen.step.tolist() == [1.0] and not chosen.edge.any()
+    chosen = tuning.choose(_tuning(1.0), _GRIDS)
+    assert chosen.step.tolist() == [1.0] and not chosen.edge.any() and chosen.missing.tolist() == [0]
     tuning.check_edges(chosen)
-    edge = tuning.choose(_tuning(2.0))
+    edge = tuning.choose(_tuning(2.0), _GRIDS)
     assert edge.edge.all()
     with pytest.raises(tuning.GridEdge) as refused:
         tuning.check_edges(edge)
@@ -117,8 +121,67 @@ def test_the_lowest_core_tv_is_chosen_and_an_edge_is_refused_in_one_line():
     assert "\n" not in message and "t SGLD at 400: h = 2 / L, grid 0.25 .. 2" in message and "no report" in message
 
 
+def _cyclical(settings: list[tuple[float, float, int]], best: tuple[float, float, int]) -> pd.DataFrame:
+    rows = [{"target": "t", "method": "cSGLD", "budget": 400, "step": a, "explore": b, "cycle": c, "seed": 0,
+             "cycles": 400 // c, "finite": True, "mode_error": 0.1, "crossings": 0.0,
+             "core_tv": 0.1 + abs(math.log2(a / best[0])) + abs(b - best[1]) + abs(math.log(c / best[2]))}
+            for a, b, c in settings]
+    return tuning.summarise(pd.DataFrame(rows))
+
+
+def test_a_choice_is_bracketed_only_when_every_neighbour_in_the_domain_ran():
+    first = [(a, 0.25, 50) for a in (0.5, 1.0, 2.0)]
+    chosen = tuning.choose(_cyclical(first, (1.0, 0.5, 100)), _GRIDS)
+    # beta 0 and 0.5, C 10 and 100 not run: four neighbours missing, so the search goes on and the report is refused
+    assert chosen.missing.tolist() == [4] and not chosen.edge.any()
+    with pytest.raises(tuning.GridEdge, match="4 neighbour"):
+        tuning.check_edges(chosen)
+    more = tuning.wanted(chosen, _cyclical(first, (1.0, 0.5, 100)), _GRIDS)
+    assert all(budget == 400 for budget in more.values()) and len(more) == 3 * 3 * 3 - 3
+    assert (("t", "cSGLD", Setting(1.0, 0.5, 100)) in more) and ("t", "cSGLD", Setting(1.0, 0.25, 50)) not in more
+    # the whole neighbourhood run: the optimum (1.0, 0.5, 100) is chosen, and its own neighbours are the next round
+    table = _cyclical(first + [(s.step, s.explore, s.cycle) for _, _, s in more], (1.0, 0.5, 100))
+    chosen = tuning.choose(table, _GRIDS)
+    assert (chosen.step.item(), chosen.explore.item(), chosen.cycle.item()) == (1.0, 0.5, 100)
+    assert chosen.missing.item() > 0 and len(tuning.wanted(chosen, table, _GRIDS)) > 0
+
+
+def test_the_domain_bounds_bracket_beta_0_a_2_iteration_cycle_and_one_cycle_per_chain():
+    everything = [(a, b, c) for a in (0.5, 1.0, 2.0) for b in (0.0, 0.25, 0.5, 0.75) for c in (2, 10, 50, 100, 400)]
+    for best, bounds in (((1.0, 0.0, 2), "beta 0, C 2"), ((1.0, 0.25, 400), "C 400")):
+        chosen = tuning.choose(_cyclical(everything, best), _GRIDS)
+        assert chosen.bounds.item() == bounds and chosen.missing.item() == 0 and not chosen.edge.any()
+        tuning.check_edges(chosen)
+    # at budget 400 a chain of cSGLD runs 400 iterations: C = 400 is one cycle, so a longer cycle is not a neighbour
+    assert tuning.axes(_GRIDS, BY_NAME["cSGLD"], Setting(1.0, 0.25, 400), 400)["cycle"] == (100, tuning.BOUND)
+    assert tuning.axes(_GRIDS, BY_NAME["cSGLD x4"], Setting(1.0, 0.25, 100), 400)["cycle"] == (50, tuning.BOUND)
+    # beta's lattice ends at 0.75 below the domain's end 1: a choice there is not bracketed
+    chosen = tuning.choose(_cyclical(everything, (1.0, 0.75, 50)), _GRIDS)
+    assert chosen.edge.item()
+
+
+def test_a_later_round_scores_a_setting_as_the_first_round_would():
+    prepared = {"barrier4": study.prepare("barrier4")}
+    streams = [("barrier4", seed, c) for seed in (0, 1) for c in range(4)]
+    block = Block("barrier4", BY_NAME["cSGLD"], Setting(2.0, 0.25, 50), (0, 1), 400)
+    other = Block("barrier4", BY_NAME["SGLD x4"], Setting(0.5), (0, 1), 100)
+
+    def marks(blocks):
+        return chains.run(blocks, study._landscape(prepared), study.starts_of(prepared, (0, 1)), {"barrier4": 1.0},
+                          (400,), seed=3, draws=False, streams=streams).marks
+
+    alone, together = marks([block]), marks([other, block])
+    for key in ("kept", "core", "crossings"):
+        assert np.array_equal(alone[(0, 400)][key], together[(1, 400)][key])
+    # float32 arithmetic on tensors of other lengths rounds differently in the last bits, nothing more
+    assert np.allclose(alone[(0, 400)]["soft"], together[(1, 400)]["soft"], rtol=1e-5)
+    with_own_streams = chains.run([block], study._landscape(prepared), study.starts_of(prepared, (0, 1)),
+                                  {"barrier4": 1.0}, (400,), seed=3, draws=False).marks
+    assert not np.allclose(alone[(0, 400)]["soft"], with_own_streams[(0, 400)]["soft"], rtol=1e-2)
+
+
 def test_the_report_refuses_to_write_when_a_step_is_at_an_edge(tmp_path):
-    chosen = tuning.choose(_tuning(0.25)).assign(cycles=1)
+    chosen = tuning.choose(_tuning(0.25), _GRIDS).assign(cycles=1)
     result = study.Study(study.SMOKE, {"chosen": chosen}, math.nan)
     with pytest.raises(tuning.GridEdge):
         report.write(result, tmp_path / "out", tmp_path)

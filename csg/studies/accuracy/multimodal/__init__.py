@@ -5,7 +5,8 @@
 - :mod:`.barriers`: each target's barriers, measured on minimum-energy paths (the string method);
 - :mod:`.landscapes`, :mod:`.chains`: every method, setting and seed of a group of targets as one vectorised run,
   every budget scored from it;
-- :mod:`.tuning`: bracketed grids, the choice on the tuning seeds, the edge check that refuses the report;
+- :mod:`.tuning`: step grids and the lattices of beta and C, the search that brackets every choice, the edge
+  check that refuses the report;
 - :mod:`.ceiling`: the mode-weight error of M perfect picks, exactly;
 - :mod:`.study`, :mod:`.verdicts`, :mod:`.report`, :mod:`.reading`, :mod:`.figures`:
   ``results/csgmcmc/accuracy_multimodal.{md,csv,png}`` and the tables beside them;

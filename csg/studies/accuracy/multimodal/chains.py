@@ -175,16 +175,19 @@ def _draw_events(blocks: Sequence[Block], layout, budgets: Sequence[int]):
 
 
 def run(blocks: Sequence[Block], landscape_of: Callable, starts: dict, scale: dict[str, float],
-        budgets: Sequence[int], *, seed: int, draws: bool = True, log=None) -> Outcome:
+        budgets: Sequence[int], *, seed: int, draws: bool = True, streams: Sequence[tuple] = (), log=None) -> Outcome:
     """Run ``blocks``: ``landscape_of(targets)`` builds the landscape of rows whose targets are the list given;
     ``starts[(target, seed)]``: (4, dim) start points; ``scale[target]``: L, so that a step of s means s / L;
-    ``draws``: whether to keep the draws for W2 (the tuning runs need only the accumulators)."""
+    ``draws``: whether to keep the draws for W2 (the tuning runs need only the accumulators); ``streams``: every
+    (target, seed, chain) whose noise each iteration draws (default: the rows'), so that runs of different blocks
+    given the same ``streams`` and ``seed`` give a row the same noise."""
     from csg.samplers import functional as rules
 
     layout = _rows(blocks)
     block_of = [b for b, _, _ in layout]
     dim = next(iter(starts.values())).shape[-1]
-    streams = {key: i for i, key in enumerate(sorted({(blocks[b].target, blocks[b].seeds[s], c) for b, s, c in layout}))}
+    own = {(blocks[b].target, blocks[b].seeds[s], c) for b, s, c in layout}
+    streams = {key: i for i, key in enumerate(sorted(own | set(streams)))}
     stream = torch.tensor([streams[(blocks[b].target, blocks[b].seeds[s], c)] for b, s, c in layout])
     x = torch.stack([starts[(blocks[b].target, blocks[b].seeds[s])][c] for b, s, c in layout]).float()
     amplitude = torch.tensor([blocks[b].setting.step / scale[blocks[b].target] for b in block_of], dtype=torch.float32)

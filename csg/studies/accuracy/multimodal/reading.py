@@ -35,7 +35,7 @@ def _heat(step: float) -> str:
     factor = heat(step)
     if math.isinf(factor):
         return "unbounded (at or past 2 / L the chain spreads over the box)"
-    return f"{factor:.2g} x the target's"
+    return f"{factor:.2g} x the target's" if factor < 100 else f"{factor:.0f} x the target's"
 
 
 def _picks(count: float) -> str:
@@ -52,7 +52,12 @@ def _cells(block: pd.DataFrame, verdict: str) -> str:
     for target, cells in block[block.verdict == verdict].groupby("target", sort=False):
         parts.append(f"{target} at {_budgets(cells.budget)} ({cells.difference.min():+.3f} to {cells.difference.max():+.3f})"
                      if len(cells) > 1 else f"{target} at {_budgets(cells.budget)} ({cells.difference.iloc[0]:+.3f})")
-    return "; ".join(parts) if parts else "nowhere"
+    return "; ".join(parts)
+
+
+def _where(block: pd.DataFrame, verdict: str) -> str:
+    cells = _cells(block, verdict)
+    return f"on {cells}" if cells else "nowhere"
 
 
 def _row(summary: pd.DataFrame, target: str, method: str, budget: int):
@@ -109,8 +114,8 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
                 continue
             counts = block.verdict.value_counts()
             lines.append(f"- **{method} against {baseline}, {name}** ({len(block)} target x budget cells): "
-                         + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER) + ". The cycles pay on "
-                         + _cells(block, "helps") + "; they cost on " + _cells(block, "hurts") + ".")
+                         + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER) + ". The cycles pay "
+                         + _where(block, "helps") + "; they cost " + _where(block, "hurts") + ".")
         for verdict in ("helps", "hurts"):
             why = _why(found, summary, method, baseline, verdict)
             if why:

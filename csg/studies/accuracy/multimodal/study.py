@@ -2,9 +2,10 @@ r"""The study: tune every method on the tuning seeds, run the tuned settings on 
 
 Per group of targets (:data:`GROUPS`: the two-mode mixtures, the two grids), one process (:func:`run_group`):
 
-1. **tuning**: every setting of every method's grids (:mod:`.tuning`) on the tuning seeds, all budgets from one
-   vectorised run (:mod:`.chains`); per target, method and budget the setting with the lowest mean *core TV*
-   (:func:`scores`), never one at a grid's edge (:func:`.tuning.check_edges`);
+1. **tuning**: the first round runs every step of every method's grid (:mod:`.tuning`) on the tuning seeds, all
+   budgets from one vectorised run (:mod:`.chains`); per target, method and budget the setting with the lowest
+   mean *core TV* (:func:`scores`) is chosen, and later rounds run the neighbourhoods of the choices not yet
+   bracketed in step, :math:`\beta` and C (:func:`_tune`) until each is (:func:`.tuning.check_edges`);
 2. **evaluation**: each method at its tuned setting of each budget on the evaluation seeds (50 fresh ones), with
    the draws for W2.
 
@@ -60,7 +61,8 @@ class Protocol:
 _SMOKE_STEPS = (1 / 256, 1 / 16, 1.0, 16.0)
 SMOKE = Protocol(name="smoke", budgets=(400, 1600), seeds=(1000, 1001, 1002, 1003),
                  grids=Grids(sgld=_SMOKE_STEPS, csgld=_SMOKE_STEPS, sghmc=_SMOKE_STEPS + (256.0,),
-                             csghmc=_SMOKE_STEPS + (256.0,), explore=(0.25,), cycles=(25, 100)),
+                             csghmc=_SMOKE_STEPS + (256.0,), explore=(0.25,), cycles=(25, 100),
+                             explore_lattice=(0.0, 0.25, 0.5, 0.75), cycle_lattice=(2, 5, 25, 100, 400, 1600)),
                  targets=("barrier4", "barrier16"), workers=1)
 PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
 
@@ -112,9 +114,10 @@ def scores(outcome: chains.Outcome, b: int, budget: int, prepared: Prepared) -> 
         return None
     start, end = outcome.marks[(b, span[0])], outcome.marks[(b, span[1])]
     kept = (end["kept"] - start["kept"]).sum(1)
-    weights = (end["soft"] - start["soft"]).sum(1) / kept[:, None]
     core = (end["core"] - start["core"]).sum(1)
-    shares = np.concatenate([core / kept[:, None], 1 - core.sum(1, keepdims=True) / kept[:, None]], 1)
+    with np.errstate(invalid="ignore"):    # no kept iteration (no sampling stage: ceil(beta C) = C) scores 1
+        weights = (end["soft"] - start["soft"]).sum(1) / kept[:, None]
+        shares = np.concatenate([core / kept[:, None], 1 - core.sum(1, keepdims=True) / kept[:, None]], 1)
     escaped = (end["escaped"] - start["escaped"]).sum(1)
     finite = end["finite"].all(1) & np.isfinite(weights).all(1) & (escaped == 0)
     truth = prepared.target.weights.numpy()
@@ -136,6 +139,33 @@ def exact_sample(prepared: Prepared, seed: int, budget: int, copy: int = 0) -> n
     return prepared.target.sample(chains.DRAWS, generator).numpy()
 
 
+def _tune(blocks: list[Block], prepared: dict[str, Prepared], protocol: Protocol, log) -> tuple:
+    """The tuning rounds of :mod:`.tuning`: the first round's ``blocks``, then the neighbourhoods of the choices
+    that are not bracketed yet; every round with the first round's noise streams and starts. Returns the tuning
+    table, the choices and the number of rounds."""
+    names = list(prepared)
+    streams = [(name, seed, c) for name in names for seed in protocol.tuning_seeds for c in range(4)]
+    starts = starts_of(prepared, protocol.tuning_seeds)
+    scale = {name: p.scale for name, p in prepared.items()}
+    rows: list[dict] = []
+    for round_ in range(1, protocol.grids.rounds + 1):
+        log(f"{', '.join(names)}: tuning round {round_}, {len(blocks)} settings x {len(protocol.tuning_seeds)} seeds")
+        outcome = chains.run(blocks, _landscape(prepared), starts, scale, protocol.budgets,
+                             seed=1 + targets.TARGETS.index(names[0]), draws=False, streams=streams)
+        rows += [row for b, block in enumerate(blocks) for budget in protocol.budgets
+                 for row in scores(outcome, b, budget, prepared[block.target]) or []]
+        del outcome
+        runs = pd.DataFrame(rows).drop_duplicates(tuning.KEYS + tuning.SETTING + ["seed"])
+        table = tuning.summarise(runs)
+        chosen = tuning.choose(table, protocol.grids)
+        more = tuning.wanted(chosen, table, protocol.grids)
+        if not more:
+            break
+        blocks = [Block(name, BY_NAME[method], setting, protocol.tuning_seeds,
+                        chains.chain_length(BY_NAME[method], budget)) for (name, method, setting), budget in more.items()]
+    return table, chosen, round_
+
+
 def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, pd.DataFrame]:
     """Tuning and evaluation of one group of targets (module docstring): the tuning runs, the chosen settings, the
     evaluation runs and the exact floor, as data frames."""
@@ -146,14 +176,8 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
     longest = max(protocol.budgets)
     blocks = [Block(name, method, setting, protocol.tuning_seeds, chains.chain_length(method, longest))
               for name in names for method in methods for setting in protocol.grids.settings(method)]
-    log(f"{', '.join(names)}: tuning {len(blocks)} settings x {len(protocol.tuning_seeds)} seeds")
-    outcome = chains.run(blocks, _landscape(prepared), starts_of(prepared, protocol.tuning_seeds), scale,
-                         protocol.budgets, seed=1 + targets.TARGETS.index(names[0]), draws=False)
-    tuned = tuning.summarise(pd.DataFrame([row for b, block in enumerate(blocks) for budget in protocol.budgets
-                                           for row in scores(outcome, b, budget, prepared[block.target]) or []]))
-    chosen = tuning.choose(tuned)
-    log(f"{', '.join(names)}: tuned in {time.perf_counter() - started:.0f} s ({outcome.rows} rows)")
-    del outcome
+    tuned, chosen, rounds = _tune(blocks, prepared, protocol, log)
+    log(f"{', '.join(names)}: tuned in {time.perf_counter() - started:.0f} s ({rounds} rounds)")
     evaluation = []
     for (name, method_name), part in chosen.groupby(["target", "method"], sort=False):
         method = BY_NAME[method_name]
@@ -182,7 +206,7 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
     log(f"{', '.join(names)}: evaluated in {time.perf_counter() - started:.0f} s ({outcome.rows} rows)")
     barrier = pd.concat([barriers.barrier_table(n, p.target, p.target.means.numpy(), p.scale) for n, p in prepared.items()],
                         ignore_index=True)
-    info = pd.DataFrame([{"target": n, "scale": p.scale, "modes": len(p.core_exact) - 1,
+    info = pd.DataFrame([{"target": n, "scale": p.scale, "modes": len(p.core_exact) - 1, "tuning_rounds": rounds,
                           "core_share": 1 - p.core_exact[-1], "seconds": time.perf_counter() - started}
                          for n, p in prepared.items()])
     return {"tuning": tuned, "chosen": chosen, "runs": runs, "barriers": barrier, "targets": info}

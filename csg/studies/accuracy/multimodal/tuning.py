@@ -1,26 +1,37 @@
-r"""Fair, bracketed tuning: every method's settings from grids, chosen on the tuning seeds, never at a grid's edge.
+r"""Fair, bracketed tuning: every method's settings chosen on the tuning seeds, never at the edge of what was tried.
 
-**Grids** (:class:`Grids`): a constant step h and a cyclical peak :math:`\alpha_0` each on its own geometric grid
-(ratio 2, in units of 1/L) per update rule, wide enough for both ends to be worse than the inside; :math:`\alpha_0`
-is chosen independently of any h (SGLD's grid spans from far below to 8 x above its stability limit 2/L, SGHMC's
-past its heavy-ball limit 2 (1 + m) / (1 - m) = 38 / L).
-The cyclical methods also take the exploration share :math:`\beta` and the cycle length C from small grids
-(C: iterations of one chain; at a budget of B gradient evaluations the method runs M = B / C cycles in all, a
-setting that leaves no whole cycle at a budget is skipped there).
+**The lattice** (:class:`Grids`): a constant step h and a cyclical peak :math:`\alpha_0` each on its own geometric
+grid (ratio 2, in units of 1/L) per update rule, wide enough for both ends to be worse than the inside;
+:math:`\alpha_0` is chosen independently of any h (SGLD's grid spans from far below to 8 x above its stability
+limit 2/L, SGHMC's past its heavy-ball limit 2 (1 + m) / (1 - m) = 38 / L). The cyclical methods also take the
+exploration share :math:`\beta` and the cycle length C (iterations of one chain; at a budget of B gradient
+evaluations M = B / C cycles in all) from lattices that span their domains: :math:`\beta` from 0 (no exploration
+stage, the domain's bound) to 15/16, C from 2 (the shortest cycle with a schedule, the domain's bound) to the
+longest chain, by x5 to 1250 and then x4 through the budgets' chain lengths, so that one cycle per chain is on it.
+At a budget a cycle must divide the chain's iterations; one cycle per chain is that budget's bound.
+
+**The search** (:func:`wanted`, driven by :func:`csg.studies.accuracy.multimodal.study.run_group`): the first
+round runs every step of the grid at the first round's :math:`\beta` and C (:attr:`Grids.explore`,
+:attr:`Grids.cycles`); each later round adds, around every choice that lacks a neighbour, the 3 x 3 x 3 block of
+its neighbours in step, :math:`\beta` and C that lie in the domain, until every choice has all its axis
+neighbours run (at most :attr:`Grids.rounds` rounds). Every round's rows see the noise and starts of the first
+(common random numbers), so a setting scores the same whichever round runs it, and the choice is the lattice's.
 
 **Choice** (:func:`choose`), per target, method and budget, from the tuning seeds' runs: the lowest mean core TV
 over the seeds (:mod:`.study`: the shares of the kept iterations in each mode's core and outside them against the
 exact shares; it punishes wrong mode weights and wrong shapes alike, so a step so large that the chain spreads over
-the whole box, which gets an equal-weight grid's weights right, loses). It is estimated from every kept iteration,
-so it separates settings that 128 draws' W2 cannot. A run that diverged scores 1, the worst.
+the whole box, which gets an equal-weight grid's weights right, loses). A run that diverged scores 1, the worst.
 
-**The edge check** (:func:`check_edges`): a chosen h or :math:`\alpha_0` at its grid's smallest or largest value
-means the grid did not bracket the optimum; :class:`GridEdge` names every such choice in one line and the report
-is not written. (:math:`\beta` and C are not checked: their grids are small by design and say so in the report.)
+**The edge check** (:func:`check_edges`): a choice is *bracketed* when each of its neighbours along every axis was
+run and scored no better, or lies outside the domain (:math:`\beta = 0`, C = 2, one cycle per chain: the
+optimum is then on the domain's boundary, which the report counts). A choice at the end of a grid or lattice that
+the domain goes past (a step's grid, :math:`\beta` = 15/16), or one whose neighbours were not all run, means
+the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +39,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from csg.errors import CsgError
-from csg.studies.accuracy.multimodal.chains import BY_NAME, Method, Setting
+from csg.studies.accuracy.multimodal.chains import BY_NAME, Method, Setting, chain_length
 
 
 def _powers(low: int, high: int) -> tuple[float, ...]:
@@ -38,7 +49,7 @@ def _powers(low: int, high: int) -> tuple[float, ...]:
 @dataclass(frozen=True)
 class Grids:
     """Step grids in units of 1 / L, per update rule and schedule (h for a constant step, alpha_0 for a cyclical
-    one), and the cyclical methods' small grids of beta and C."""
+    one); the lattices of beta and C, and the values of them that the first round runs at every step."""
 
     sgld: tuple[float, ...] = field(default_factory=lambda: _powers(-10, 6))
     csgld: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 4))
@@ -46,18 +57,22 @@ class Grids:
     csghmc: tuple[float, ...] = field(default_factory=lambda: _powers(-6, 8))
     explore: tuple[float, ...] = (0.25, 0.5)
     cycles: tuple[int, ...] = (50, 250, 1250)
+    explore_lattice: tuple[float, ...] = (0.0, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 7 / 8, 15 / 16)
+    cycle_lattice: tuple[int, ...] = (2, 10, 50, 250, 1250, 5000, 20000, 80000, 320000)
+    rounds: int = 8
 
     def steps(self, method: Method) -> tuple[float, ...]:
         return getattr(self, ("c" if method.cyclical else "") + method.rule)
 
     def settings(self, method: Method) -> list[Setting]:
+        """The first round's settings of a method."""
         if not method.cyclical:
             return [Setting(h) for h in self.steps(method)]
         return [Setting(a, beta, c) for a in self.steps(method) for beta in self.explore for c in self.cycles]
 
 
 class GridEdge(CsgError):
-    """A chosen step sits at its grid's edge: the grid did not bracket the optimum, so no report is written."""
+    """A choice is not bracketed by what was tried: no report is written."""
 
     exit_code = 1
 
@@ -65,6 +80,7 @@ class GridEdge(CsgError):
 KEYS = ["target", "method", "budget"]
 SETTING = ["step", "explore", "cycle"]
 CRITERION = "core_tv"
+END, BOUND = "end", "bound"     # a neighbour past a grid's end (not bracketed) / past the domain's bound (bracketed)
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -75,31 +91,109 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
                        diverged=("finite", lambda f: int((~f.astype(bool)).sum())), seeds=("seed", "count")).reset_index()
 
 
-def choose(table: pd.DataFrame) -> pd.DataFrame:
+def _index(values: Sequence[float], value: float) -> int:
+    return next(i for i, v in enumerate(values) if math.isclose(v, value, rel_tol=1e-9, abs_tol=1e-12))
+
+
+def _cycles_at(grids: Grids, method: Method, budget: int) -> list[int]:
+    """The lattice's cycle lengths that fit a budget: dividing its chain's iterations."""
+    n = chain_length(method, budget)
+    return [c for c in grids.cycle_lattice if c <= n and n % c == 0]
+
+
+def axes(grids: Grids, method: Method, setting: Setting, budget: int) -> dict[str, tuple[object, object]]:
+    """Per axis, the lower and upper neighbour of ``setting`` at ``budget``: a value, :data:`END` (past a grid's
+    end) or :data:`BOUND` (past the domain's bound)."""
+    def around(values, value, low_end, high_end):
+        i = _index(values, value)
+        return (values[i - 1] if i > 0 else low_end, values[i + 1] if i + 1 < len(values) else high_end)
+
+    found = {"step": around(grids.steps(method), setting.step, END, END)}
+    if method.cyclical:
+        found["explore"] = around(grids.explore_lattice, setting.explore, BOUND, END)
+        found["cycle"] = around(_cycles_at(grids, method, budget), setting.cycle, BOUND, BOUND)
+    return found
+
+
+def _cube(grids: Grids, method: Method, setting: Setting, budget: int) -> list[Setting]:
+    """The setting and its neighbours along every axis and diagonal, in the domain."""
+    options = {axis: [v for v in (low, getattr(setting, axis), high) if v not in (END, BOUND)]
+               for axis, (low, high) in axes(grids, method, setting, budget).items()}
+    if not method.cyclical:
+        return [Setting(h) for h in options["step"]]
+    return [Setting(a, b, c) for a, b, c in itertools.product(options["step"], options["explore"], options["cycle"])]
+
+
+def _tried(table: pd.DataFrame) -> set[tuple]:
+    return {(r.target, r.method, int(r.budget), float(r.step), float(r.explore), int(r.cycle))
+            for r in table[KEYS + SETTING].itertuples()}
+
+
+def choose(table: pd.DataFrame, grids: Grids) -> pd.DataFrame:
     """Per target, method and budget, the setting with the lowest mean core TV over the tuning seeds (ties: the lower
     mode-weight error, then the smaller setting), from the :func:`summarise` d ``table``. Columns: the keys, the
-    setting, its means, its grid's ends ``low`` and ``high`` and ``edge``."""
-    rows = []
+    setting, its means, ``edge`` (a neighbour past a grid's end), ``missing`` (neighbours in the domain not run),
+    ``bounds`` (the axes at the domain's bound, e.g. ``beta 0``) and ``low`` / ``high`` of its step grid."""
+    tried, rows = _tried(table), []
     for key, block in table.groupby(KEYS, sort=False):
         best = block.sort_values([CRITERION, "mode_error", *SETTING], kind="stable").iloc[0]
-        grid = sorted(set(block.step))
-        method = BY_NAME[key[1]]
+        method, budget = BY_NAME[key[1]], int(key[2])
+        setting = Setting(float(best.step), float(best.explore), int(best.cycle))
+        neighbours = axes(grids, method, setting, budget)
+        missing = sum(1 for axis, pair in neighbours.items() for v in pair if v not in (END, BOUND)
+                      and (*key[:2], budget, *_replaced(setting, axis, v)) not in tried)
+        bounds = [f"{_NAMES[axis]} {_value(axis, getattr(setting, axis))}" for axis, pair in neighbours.items()
+                  if BOUND in pair]
+        steps = grids.steps(method)
         rows.append({**dict(zip(KEYS, key)), **{k: best[k] for k in SETTING}, "cycles": int(best.cycles),
                      CRITERION: float(best[CRITERION]), "mode_error": float(best.mode_error),
-                     "low": grid[0], "high": grid[-1], "cyclical": method.cyclical,
-                     "edge": bool(math.isclose(best.step, grid[0]) or math.isclose(best.step, grid[-1]))})
+                     "low": steps[0], "high": steps[-1], "cyclical": method.cyclical,
+                     "edge": any(END in pair for pair in neighbours.values()), "missing": missing,
+                     "bounds": ", ".join(bounds)})
     return pd.DataFrame(rows)
 
 
+_NAMES = {"step": "step", "explore": "beta", "cycle": "C"}
+
+
+def _value(axis: str, value) -> str:
+    return str(int(value)) if axis == "cycle" else f"{value:g}"
+
+
+def _replaced(setting: Setting, axis: str, value) -> tuple[float, float, int]:
+    values = {"step": setting.step, "explore": setting.explore, "cycle": setting.cycle, axis: value}
+    return float(values["step"]), float(values["explore"]), int(values["cycle"])
+
+
+def wanted(chosen: pd.DataFrame, table: pd.DataFrame, grids: Grids) -> dict[tuple[str, str, Setting], int]:
+    """The next round: around every choice with a neighbour not run, each setting of its neighbourhood not yet run
+    at that budget, with the largest budget it is wanted at (its chains run that long)."""
+    tried, found = _tried(table), {}
+    for row in chosen[chosen.missing > 0].itertuples():
+        method, budget = BY_NAME[row.method], int(row.budget)
+        for setting in _cube(grids, method, Setting(float(row.step), float(row.explore), int(row.cycle)), budget):
+            if (row.target, row.method, budget, setting.step, setting.explore, setting.cycle) not in tried:
+                key = (row.target, row.method, setting)
+                found[key] = max(found.get(key, 0), budget)
+    return found
+
+
 def check_edges(chosen: pd.DataFrame) -> None:
-    """Raise :class:`GridEdge` (one line) if any chosen h or alpha_0 is at its grid's edge."""
-    edges = chosen[chosen.edge]
+    """Raise :class:`GridEdge` (one line) if any choice is not bracketed (module docstring)."""
+    edges = chosen[chosen.edge | (chosen.missing > 0)]
     if edges.empty:
         return
-    listed = "; ".join(f"{r.target} {r.method} at {r.budget:,}: {'alpha_0' if r.cyclical else 'h'} = {r.step:g} / L, "
-                       f"grid {r.low:g} .. {r.high:g}" for r in edges.itertuples())
-    raise GridEdge(f"{len(edges)} tuned step(s) at a grid's edge, so the grid did not bracket them and no report "
-                   f"was written (widen the grid): {listed}")
+    listed = "; ".join(f"{r.target} {r.method} at {r.budget:,}: {_described(r)}"
+                       + (f", grid {r.low:g} .. {r.high:g}" if r.edge else f", {r.missing} neighbour(s) not run")
+                       for r in edges.itertuples())
+    raise GridEdge(f"{len(edges)} tuned setting(s) not bracketed, so no report was written (widen the grid or allow "
+                   f"more rounds): {listed}")
+
+
+def _described(row) -> str:
+    if not row.cyclical:
+        return f"h = {row.step:g} / L"
+    return f"alpha_0 = {row.step:g} / L, beta {row.explore:g}, C {int(row.cycle)}"
 
 
 def cycles(method: Method, setting: Setting, budget: int) -> int:
@@ -122,6 +216,14 @@ def grid_text(grids: Grids, methods: Sequence[Method]) -> list[str]:
         name = "alpha_0" if method.cyclical else "h"
         lines.append(f"{method.name}: {name} from {power(min(values))} to {power(max(values))} / L (x2, {len(values)} "
                      "values)")
-    lines.append(f"the cyclical methods: beta {', '.join(f'{b:g}' for b in grids.explore)}, C "
-                 f"{', '.join(str(c) for c in grids.cycles)} iterations")
+    lines.append(f"the cyclical methods: beta on {', '.join(_fraction(b) for b in grids.explore_lattice)}, C on "
+                 f"{', '.join(str(c) for c in grids.cycle_lattice)} iterations (the first round: beta "
+                 f"{', '.join(_fraction(b) for b in grids.explore)}, C {', '.join(str(c) for c in grids.cycles)})")
     return list(dict.fromkeys(lines))
+
+
+def _fraction(value: float) -> str:
+    if value in (0.0, 1.0):
+        return f"{value:g}"
+    denominator = 2 ** max(0, math.ceil(-math.log2(min(value, 1 - value))))
+    return f"{round(value * denominator)}/{denominator}"
