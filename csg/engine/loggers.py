@@ -8,11 +8,13 @@ iterations: loss, lr, temperature, stage), ``log_epoch``, ``log_sample``,
 from __future__ import annotations
 
 import csv
+import io
 import os
 from pathlib import Path
 from typing import Any
 
 from csg.errors import ConfigError
+from csg.io.atomic import atomic_write_text
 
 
 class NullLogger:
@@ -36,18 +38,44 @@ class CSVLogger(NullLogger):
     """Writes one row per epoch to ``epochs.csv`` and one per logged step to ``steps.csv``.
 
     ``append`` (a resumed run): the files of the interrupted run keep their rows and the new ones follow.
+    ``resumed_at``: per chain, the (epoch, iteration) its checkpoint resumes from; the interrupted run's rows past
+    it (an epoch or steps logged after the last checkpoint) are dropped, since the resumed run logs them again.
     """
 
-    def __init__(self, directory: str | Path, append: bool = False):
+    def __init__(self, directory: str | Path, append: bool = False,
+                 resumed_at: dict[int, tuple[int, int]] | None = None):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.append = append
+        self.resumed_at = resumed_at or {}
         self._files: dict[str, tuple[Any, csv.DictWriter]] = {}
+
+    def _keeps(self, name: str, row: dict[str, str]) -> bool:
+        """Whether a row of the interrupted run comes before its chain's checkpoint."""
+        chain = int(row["chain"]) if row.get("chain") else next(iter(self.resumed_at), 0)
+        if chain not in self.resumed_at:
+            return True
+        epoch, iteration = self.resumed_at[chain]
+        return int(row["epoch"]) < epoch if name == "epochs.csv" else int(row["step"]) <= iteration
+
+    def _drop_rows_past_the_checkpoint(self, path: Path, name: str) -> None:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            fields, rows = reader.fieldnames or [], list(reader)
+        kept = [row for row in rows if self._keeps(name, row)]
+        if len(kept) < len(rows):
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\r\n")
+            writer.writeheader()
+            writer.writerows(kept)
+            atomic_write_text(path, buffer.getvalue())
 
     def _write(self, name: str, row: dict[str, Any]) -> None:
         if name not in self._files:
             path = self.directory / name
             continued = self.append and path.exists() and path.stat().st_size > 0
+            if continued and self.resumed_at:
+                self._drop_rows_past_the_checkpoint(path, name)
             handle = open(path, "a" if continued else "w", newline="")
             writer = csv.DictWriter(handle, fieldnames=list(row))
             if not continued:
@@ -107,12 +135,13 @@ WANDB_MODES = ("offline", "online", "disabled")
 
 
 def build_logger(name: str, directory: str | Path, config: dict[str, Any], *, resume: bool = False,
-                 **options: Any) -> NullLogger:
-    """The logger ``name``; ``resume``: the run continues from a checkpoint (the CSV files are appended to)."""
+                 resumed_at: dict[int, tuple[int, int]] | None = None, **options: Any) -> NullLogger:
+    """The logger ``name``; ``resume``: the run continues from a checkpoint (the CSV files are appended to, less
+    their rows past ``resumed_at``, each chain's (epoch, iteration))."""
     if name == "none":
         return NullLogger()
     if name == "csv":
-        return CSVLogger(directory, append=resume)
+        return CSVLogger(directory, append=resume, resumed_at=resumed_at)
     if name == "wandb":
         return WandbLogger(directory, config, **options)
     raise ConfigError("logger.name", name, f"one of {', '.join(LOGGERS)}")

@@ -117,8 +117,9 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     for chain in prepared:  # each chain's manifest: no sample yet, or those its checkpoint records
         if layout.is_chain_leader:
             chain.store.start()
-    logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, **node_options(cfg.logger))
-              if layout.is_global_zero else NullLogger())
+    resumed_at = {c.chain: (c.state.epoch, c.state.iteration) for c in prepared if c.state is not None}
+    logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, resumed_at=resumed_at,
+                           **node_options(cfg.logger)) if layout.is_global_zero else NullLogger())
     chains: list[FittedChain] = []
     try:
         for group in [prepared] if method else [[chain] for chain in prepared]:

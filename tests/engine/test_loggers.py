@@ -1,0 +1,49 @@
+"""The CSV logger of a resumed run: the interrupted run's rows up to each chain's checkpoint stay, those past it go
+(the resumed run logs them again), so no epoch or step appears twice."""
+
+from __future__ import annotations
+
+import csv
+
+from csg.engine.loggers import CSVLogger
+
+
+def _rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_resumed_run_drops_the_rows_past_each_chains_checkpoint(tmp_path):
+    first = CSVLogger(tmp_path)
+    for epoch in range(4):
+        for chain in (0, 1):
+            first.log_epoch(epoch, {"chain": chain, "epoch": epoch, "train_loss": 1.0 / (epoch + 1)})
+    for step in (10, 20, 30, 40):
+        first.log_step(step, {"chain": 0, "loss": 0.5})
+    first.close()
+    # chain 0's checkpoint: epoch 2 next, 25 iterations done; chain 1's: epoch 3 next
+    resumed = CSVLogger(tmp_path, append=True, resumed_at={0: (2, 25), 1: (3, 35)})
+    resumed.log_epoch(2, {"chain": 0, "epoch": 2, "train_loss": 0.3})
+    resumed.log_step(30, {"chain": 0, "loss": 0.4})
+    resumed.close()
+    epochs = [(row["chain"], row["epoch"]) for row in _rows(tmp_path / "epochs.csv")]
+    assert epochs == [("0", "0"), ("1", "0"), ("0", "1"), ("1", "1"), ("1", "2"), ("0", "2")]
+    steps = [(row["step"], row["loss"]) for row in _rows(tmp_path / "steps.csv")]
+    assert steps == [("10", "0.5"), ("20", "0.5"), ("30", "0.4")]
+
+
+def test_one_chain_without_a_chain_column_and_a_plain_append(tmp_path):
+    first = CSVLogger(tmp_path)
+    for epoch in range(3):
+        first.log_epoch(epoch, {"epoch": epoch, "lr": 0.1})
+    first.close()
+    CSVLogger(tmp_path, append=True, resumed_at={3: (1, 0)}).close()  # opens nothing: the file is untouched
+    assert len(_rows(tmp_path / "epochs.csv")) == 3
+    resumed = CSVLogger(tmp_path, append=True, resumed_at={3: (1, 0)})  # the run's only chain, index 3
+    resumed.log_epoch(1, {"epoch": 1, "lr": 0.2})
+    resumed.close()
+    assert [(row["epoch"], row["lr"]) for row in _rows(tmp_path / "epochs.csv")] == [("0", "0.1"), ("1", "0.2")]
+    appended = CSVLogger(tmp_path, append=True)  # no positions given: every row stays
+    appended.log_epoch(2, {"epoch": 2, "lr": 0.3})
+    appended.close()
+    assert [row["epoch"] for row in _rows(tmp_path / "epochs.csv")] == ["0", "1", "2"]
