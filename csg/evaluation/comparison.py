@@ -69,7 +69,9 @@ class Verdict:
         """``+0.012 [-0.004, +0.028] (n = 5): inconclusive``: the difference, its corrected interval, the verdict."""
         if self.n < 2:
             return f"{self.difference:+.{digits}g} (n = {self.n}, no interval): {self.verdict}"
-        return (f"{self.difference:+.{digits}g} [{self.low:+.{digits}g}, {self.high:+.{digits}g}] "
+        # a mean of differences that cancel carries rounding noise (+2.96e-16 for 0); beside its interval it is 0
+        shown = 0.0 if abs(self.difference) <= 1e-12 * max(abs(self.low), abs(self.high)) else self.difference
+        return (f"{shown:+.{digits}g} [{self.low:+.{digits}g}, {self.high:+.{digits}g}] "
                 f"(n = {self.n}): {self.verdict}")
 
 

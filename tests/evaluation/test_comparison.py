@@ -170,3 +170,13 @@ def test_variance_ratio_verdicts_level_and_power():
         assert np.mean(p < 0.05) == pytest.approx(expected, abs=0.03)
         (first,) = compare_variances([VarianceRatio(a[0], 10, b[0], 10)])
         assert first.p_value == pytest.approx(p[0])
+
+
+def test_a_mean_difference_that_cancels_is_shown_as_zero_beside_its_interval():
+    # differences that cancel: their mean is 0, but float arithmetic leaves 7.4e-17
+    values = np.array([2.1, 1.7, 2.2])
+    [verdict] = compare_paired([Paired(values, np.full(3, values.mean()))])
+    assert verdict.difference != 0 and abs(verdict.difference) < 1e-15
+    assert verdict.describe().startswith("+0 [")
+    [clear] = compare_paired([Paired([1.1, 1.2, 1.15], [1.0, 1.0, 1.0])])
+    assert clear.describe().startswith("+0.15 [")
