@@ -94,11 +94,17 @@ class NetworkRows:
         new.rows = int(keep.numel())
         return new
 
-    def step(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        _, grad = self.network.energy_and_grad(x)
+    def regions(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The mode of each row (the largest Gaussian-fit log density -d^2 / 2 - log det / 2), whether it lies in
+        that mode's 99 % ellipsoid, and its squared Mahalanobis distance d^2 to that mode."""
         z = torch.einsum("rd,kde->rke", x, self.whiten) - torch.einsum("kd,kde->ke", self.centres, self.whiten)
         distance = z.pow(2).sum(-1)
         mode = torch.argmax(-0.5 * distance - self.half_logdet, -1)
-        soft = torch.nn.functional.one_hot(mode, self.modes).to(x.dtype)
         nearest = distance.gather(1, mode[:, None])[:, 0]
-        return grad, soft, mode, nearest < CORE_CHI2_7, nearest
+        return mode, nearest < CORE_CHI2_7, nearest
+
+    def step(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        _, grad = self.network.energy_and_grad(x)
+        mode, inside, nearest = self.regions(x)
+        soft = torch.nn.functional.one_hot(mode, self.modes).to(x.dtype)
+        return grad, soft, mode, inside, nearest
