@@ -115,7 +115,7 @@ def estimate(log_weights: np.ndarray, marks: np.ndarray, modes: int) -> dict:
     import arviz as az
 
     values, se = self_normalised(log_weights, marks)
-    _, khat = az.psislw(log_weights.copy())
+    _, khat = az.psislw(log_weights - log_weights.max())
     w = np.exp(log_weights - log_weights.max())
     return {"weights": values[:modes].tolist(), "weights_se": se[:modes].tolist(),
             "core_exact": values[modes:].tolist(), "core_exact_se": se[modes:].tolist(),
@@ -138,8 +138,6 @@ def adapt(target, start: StudentMixture, betas: tuple[float, ...], draws: int, c
     at ``defensive``. The flat posteriors of small :math:`\beta` reach the broad regions that no minimum marks (both
     units near-linear); each step narrows the proposal towards :math:`p`. The estimate uses fresh draws of the
     last proposal, so the adaptation biases nothing."""
-    from sklearn.mixture import GaussianMixture
-
     q, generator, rng = start, torch.Generator().manual_seed(seed), np.random.default_rng(seed)
     for r, beta in enumerate(betas):
         theta = q.sample(draws, generator)
@@ -147,8 +145,15 @@ def adapt(target, start: StudentMixture, betas: tuple[float, ...], draws: int, c
             log_w = (-beta * target.energy(theta) - q.log_density(theta)).numpy()
         w = np.exp(log_w - log_w.max())
         picked = theta.numpy()[rng.choice(draws, size=draws // 4, p=w / w.sum())]
-        fit = GaussianMixture(components, covariance_type="full", reg_covar=1e-6, random_state=seed + r).fit(picked)
-        fitted = StudentMixture(torch.as_tensor(fit.means_), torch.linalg.cholesky(torch.as_tensor(inflate**2 * fit.covariances_)),
-                                torch.as_tensor(fit.weights_), start.df)
-        q = mixed(fitted, start, defensive)
+        q = mixed(fitted_t(picked, components, inflate, start.df, seed + r), start, defensive)
     return q
+
+
+def fitted_t(points: np.ndarray, components: int, inflate: float, df: int, seed: int) -> StudentMixture:
+    """A Gaussian mixture of ``components`` fitted to ``points`` (scikit-learn, EM), as t densities with
+    ``inflate``^2 x its covariances."""
+    from sklearn.mixture import GaussianMixture
+
+    fit = GaussianMixture(components, covariance_type="full", reg_covar=1e-6, random_state=seed).fit(points)
+    return StudentMixture(torch.as_tensor(fit.means_), torch.linalg.cholesky(torch.as_tensor(inflate**2 * fit.covariances_)),
+                          torch.as_tensor(fit.weights_), df)

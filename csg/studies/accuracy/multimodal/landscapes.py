@@ -12,7 +12,9 @@ The chains (:mod:`.chains`) hold thousands of rows in one tensor; a *landscape* 
   99 % ellipsoid of the mode's Gaussian fit. The cores do not overlap. Crossings and Table 4's coverage count
   cores, so that a chain dithering on a boundary crosses nothing;
 - ``far``: (rows,) the squared distance to that mode in its own units (a mixture: :math:`|x - \mu_k|^2 /
-  \sigma_k^2`; the network: Mahalanobis), by which the chains tell a chain that has left the target.
+  \sigma_k^2`; the network: :math:`2 (U(x) - U_{min})`, its Gaussian equivalent, since 4 % of the network's
+  posterior lies more than 200 squared Mahalanobis units from every fit, along ridges where a unit is nearly
+  linear), by which the chains tell a chain that has left the target.
 
 Rows are dropped as their chains finish (:meth:`subset`).
 """
@@ -78,10 +80,12 @@ class MixtureRows:
 
 
 class NetworkRows:
-    """The network's gradient for every row; modes: Gaussian fits (means, covariances) of the reference's modes."""
+    """The network's gradient for every row; modes: Gaussian fits (means, covariances) of the reference's modes;
+    ``floor``: the lowest minimum's energy."""
 
-    def __init__(self, network, means: Tensor, covariances: Tensor, rows: int, dtype: torch.dtype = torch.float32):
-        self.network, self.rows = network, rows
+    def __init__(self, network, means: Tensor, covariances: Tensor, rows: int, dtype: torch.dtype = torch.float32,
+                 floor: float = 0.0):
+        self.network, self.rows, self.floor = network, rows, floor
         chol = torch.linalg.cholesky(torch.as_tensor(covariances, dtype=torch.float64))
         self.whiten = torch.linalg.inv(chol).transpose(-1, -2).to(dtype)   # (K, dim, dim): z = (x - m) @ whiten
         self.centres = torch.as_tensor(means, dtype=dtype)
@@ -104,7 +108,7 @@ class NetworkRows:
         return mode, nearest < CORE_CHI2_7, nearest
 
     def step(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        _, grad = self.network.energy_and_grad(x)
-        mode, inside, nearest = self.regions(x)
+        energy, grad = self.network.energy_and_grad(x)
+        mode, inside, _ = self.regions(x)
         soft = torch.nn.functional.one_hot(mode, self.modes).to(x.dtype)
-        return grad, soft, mode, inside, nearest
+        return grad, soft, mode, inside, 2 * (energy - self.floor)

@@ -59,13 +59,15 @@ def _target_lines(tables: dict[str, pd.DataFrame], summary: pd.DataFrame) -> lis
              "Escape barriers from minimum-energy paths (the string method between each pair of neighbouring minima, "
              "csg/studies/accuracy/multimodal/barriers.py): the highest energy on the path less the energy of the "
              "minimum left. L: the largest curvature at the minima (steps are in units of 1 / L). Core share: the "
-             "exact probability of lying in a mode's core (Table 4's radius, 1.443 sd).", "",
+             "exact probability of lying in a mode's core (Table 4's radius, 1.443 sd; the network: the 99 % ellipsoid of the "
+             "mode's Laplace fit, by the reference below).", "",
              "| target | modes | weights | pairs measured | escape barrier (nats): min / median / max | L | core share |",
              "|---|---:|---|---:|---|---:|---:|"]
     for target in labels(barriers):
         block = barriers[barriers.target == target]
         spec = SPECS[target]
-        weights = "0.75 / 0.25" if target.startswith("barrier") else "1/25 each"
+        weights = ("0.75 / 0.25" if target.startswith("barrier") else
+                   "the reference's (below)" if target == "network" else "1/25 each")
         lines.append(f"| {target}: {spec.label} | {int(info.modes[target])} | {weights} | {len(block) // 2} | "
                      f"{block.barrier.min():.2f} / {block.barrier.median():.2f} / {block.barrier.max():.2f} | "
                      f"{info.scale[target]:.4g} | {info.core_share[target]:.3f} |")
@@ -150,7 +152,9 @@ def _network_lines(references: Path) -> list[str]:
     if not path.exists():
         return []
     facts = json.loads(path.read_text())
-    return ["## The network: not in this study", "", *facts.get("report", []), ""]
+    title = ("## The network: its reference, and why MCMC could not give one" if facts.get("accepted")
+             else "## The network: not in this study")
+    return [title, "", *facts.get("report", []), ""]
 
 
 def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path) -> str:
