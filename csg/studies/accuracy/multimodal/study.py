@@ -89,10 +89,11 @@ class Prepared:
         return self.covariances is None
 
 
-def prepare_network(reference: Path = NETWORK_REFERENCE) -> Prepared:
+def prepare_network(reference: Path | None = None) -> Prepared:
     """The network (:class:`.targets.StepNetwork`) with what ``make reference-multimodal`` measured: its modes'
     Gaussian fits (the main minima and their Laplace covariances), the reference's mode weights and core shares
     (importance sampling, checked by a second proposal), L the largest curvature at the main minima."""
+    reference = reference or NETWORK_REFERENCE
     facts = json.loads(reference.read_text()) if reference.exists() else {}
     if not facts.get("accepted"):
         raise ConfigError("targets", "network", f"mixtures only: {reference} holds no accepted reference "
