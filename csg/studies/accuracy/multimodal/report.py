@@ -117,7 +117,7 @@ def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
         for row in block.sort_values(["budget", "method"], key=_method_order).itertuples():
             lines.append(f"| {row.budget:,} | {row.method} | {_setting(row)} | {int(row.cycles)} | {row.ceiling:.3f} | "
                          f"{_cell(row.mode_error, row.mode_error_se)} | {_cell(row.core_tv, row.core_tv_se)} | "
-                         f"{row.crossings:.3g} | {row.covered:.2f} | {_cell(row.w2, row.w2_se, 2)} ({row.w2_floor:.2f}) |")
+                         f"{row.crossings:.3g} | {row.covered:.2f} | {_cell(row.w2, row.w2_se, 2)}{f' ({row.w2_floor:.2f})' if math.isfinite(row.w2_floor) else ''} |")
         lines.append("")
     return lines
 
