@@ -162,8 +162,8 @@ def _network_lines(references: Path, protocol: study.Protocol) -> list[str]:
             "weights, its core TV against the reference's core shares. A run whose kept iterations reach an energy "
             "100 nats above the lowest minimum (density e^-100 of the mode's, 2 (U - U_min) > 200) counts as a chain "
             "that left the target (error 1), as on the mixtures; here it is mostly one that has not yet arrived: from "
-            "the box (U of 1,700 to 29,000 nats), SGLD at h = 1 / L leaves 15 % of its chains above that level after "
-            "500 iterations, 6 % after 8,000 and 2 % after 20,000 (flat plateaus where a unit saturates).", ""]
+            "the box (energies of thousands of nats) some chains descend slowly, along plateaus where a unit "
+            "saturates.", ""]
 
 
 def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path) -> str:
