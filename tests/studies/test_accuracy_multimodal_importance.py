@@ -2,9 +2,9 @@
 
 import numpy as np
 import torch
-from scipy.stats import chi2
+from scipy.stats import chi2, kstest, multivariate_t
 
-from csg.studies.accuracy.multimodal.importance import adapt, estimate, proposal, sample_weighted
+from csg.studies.accuracy.multimodal.importance import StudentMixture, adapt, estimate, proposal, sample_weighted
 from csg.studies.accuracy.multimodal.landscapes import CORE_CHI2_7, NetworkRows
 
 WEIGHTS = np.array([0.7, 0.3])
@@ -52,3 +52,16 @@ def test_a_missed_mode_passes_khat_unseen_and_annealed_adaptation_finds_it():
     log_w, marks = sample_weighted(target, repaired, rows, 50_000, torch.Generator().manual_seed(3))
     found = estimate(log_w, marks, 2)
     assert found["khat"] < 0.7 and abs(found["weights"][1] - 0.3) < 4 * found["weights_se"][1] + 1e-3
+
+
+def test_the_student_mixtures_density_is_scipys_and_its_draws_follow_it():
+    rng = np.random.default_rng(0)
+    shape = np.cov(rng.normal(size=(7, 20)))
+    one = StudentMixture(torch.ones(1, 7, dtype=torch.float64), torch.linalg.cholesky(torch.from_numpy(shape))[None],
+                         torch.ones(1, dtype=torch.float64), 3)
+    x = one.sample(20_000, torch.Generator().manual_seed(0))
+    expected = multivariate_t(np.ones(7), shape, df=3).logpdf(x[:5].numpy())
+    assert np.allclose(one.log_density(x[:5]).numpy(), expected)
+    d = x.numpy() - 1
+    f_ratio = np.einsum("ni,ij,nj->n", d, np.linalg.inv(shape), d) / 7                  # ~ F(7, df)
+    assert kstest(f_ratio, "f", args=(7, 3)).pvalue > 0.01

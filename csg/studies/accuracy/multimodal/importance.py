@@ -75,7 +75,7 @@ def proposal(minima: np.ndarray, covariances: np.ndarray, log_mass: np.ndarray, 
              inflate: float = 1.5, df: int = 5, defensive: float = 0.05) -> StudentMixture:
     r"""Student-t components at ``minima`` with scales ``inflate``^2 x their Laplace covariances, weighted half by
     their Laplace masses :math:`e^{-U_k} |H_k|^{-1/2}` (``log_mass``) and half equally; plus the defensive
-    component N-like t(0, diag(prior_sd^2)) of weight ``defensive``."""
+    component, a t centred at 0 with the prior's scales diag(prior_sd^2), of weight ``defensive``."""
     mass = np.exp(log_mass - log_mass.max())
     weights = (1 - defensive) * (0.5 * mass / mass.sum() + 0.5 / len(mass))
     centres = np.concatenate([minima, np.zeros((1, minima.shape[1]))])
