@@ -1,6 +1,9 @@
 r"""The study: tune every method on the tuning seeds, run the tuned settings on fresh seeds, score each run.
 
-Per group of targets (:data:`GROUPS`: the two-mode mixtures, the two grids), one process (:func:`run_group`):
+Per group of targets (:data:`GROUPS`: the two-mode mixtures, the two grids, the network), one process
+(:func:`run_group`; the network's group runs the budgets :attr:`Protocol.network_budgets` only, :func:`protocol_of`,
+and reads its mode weights and core shares from ``make reference-multimodal``'s JSON, :func:`prepare_network`; it
+has no exact sampler, so no W2):
 
 1. **tuning**: every setting of every method's grids (:mod:`.tuning`) on the tuning seeds, all budgets from one
    vectorised run (:mod:`.chains`); per target, method and budget the setting with the lowest mean *core TV*
