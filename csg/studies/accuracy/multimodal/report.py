@@ -156,8 +156,8 @@ def _network_lines(references: Path, protocol: study.Protocol) -> list[str]:
         return ["## The network: not in this study", "", *facts.get("report", []), ""]
     budgets = ", ".join(f"{b:,}" for b in protocol.network_budgets)
     return ["## The network: its reference, and why MCMC could not give one", "", *facts["report"], "",
-            f"The network's runs: budgets {budgets} only (a gradient of the network costs about 12 x a 2-D mixture's; "
-            "its longest budget would take about 20 min of one core), started uniformly on +-2 prior sd. No exact "
+            f"The network's runs: budgets {budgets} only (the study's time: a gradient of the network costs about "
+            "12 x a 2-D mixture's), started uniformly on +-2 prior sd. No exact "
             "sampler, so no W2 and no W2 verdicts; its mode-weight errors and ceilings are against the reference's "
             "weights, its core TV against the reference's core shares. A run whose kept iterations reach an energy "
             "100 nats above the lowest minimum (density e^-100 of the mode's, 2 (U - U_min) > 200) counts as a chain "
