@@ -165,12 +165,12 @@ def run_accuracy_multimodal(job: Job) -> list[str]:
     from dataclasses import replace
 
     from csg.studies.accuracy.multimodal import report, study
-    from csg.studies.accuracy.multimodal.targets import MIXTURES
+    from csg.studies.accuracy.multimodal.targets import TARGETS
 
-    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(MIXTURES)}"})
+    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}"})
     protocol = study.PROTOCOLS[job.scale]
     if "targets" in options:
-        protocol = replace(protocol, targets=_names(options["targets"], list(MIXTURES), "targets"))
+        protocol = replace(protocol, targets=_names(options["targets"], list(TARGETS), "targets"))
     if job.seeds is not None:
         seeds = tuple(int(seed) for seed in job.seeds.split(","))
         if set(seeds) & set(protocol.tuning_seeds):

@@ -10,5 +10,6 @@
 - :mod:`.ceiling`: the mode-weight error of M perfect picks, exactly;
 - :mod:`.study`, :mod:`.verdicts`, :mod:`.report`, :mod:`.reading`, :mod:`.figures`:
   ``results/csgmcmc/accuracy_multimodal.{md,csv,png}`` and the tables beside them;
-- :mod:`.reference`: the network with real barriers: its minima, barriers, and why it has no reference.
+- :mod:`.reference`, :mod:`.importance`: the network with real barriers: its minima, barriers, and the reference
+  of its mode weights (importance sampling from two independent proposals; NUTS and parallel tempering fail there).
 """

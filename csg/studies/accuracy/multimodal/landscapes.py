@@ -12,7 +12,9 @@ The chains (:mod:`.chains`) hold thousands of rows in one tensor; a *landscape* 
   99 % ellipsoid of the mode's Gaussian fit. The cores do not overlap. Crossings and Table 4's coverage count
   cores, so that a chain dithering on a boundary crosses nothing;
 - ``far``: (rows,) the squared distance to that mode in its own units (a mixture: :math:`|x - \mu_k|^2 /
-  \sigma_k^2`; the network: Mahalanobis), by which the chains tell a chain that has left the target.
+  \sigma_k^2`; the network: :math:`2 (U(x) - U_{min})`, its Gaussian equivalent, since 4 % of the network's
+  posterior lies more than 200 squared Mahalanobis units from every fit, along ridges where a unit is nearly
+  linear), by which the chains tell a chain that has left the target.
 
 Rows are dropped as their chains finish (:meth:`subset`).
 """
@@ -78,10 +80,12 @@ class MixtureRows:
 
 
 class NetworkRows:
-    """The network's gradient for every row; modes: Gaussian fits (means, covariances) of the reference's modes."""
+    """The network's gradient for every row; modes: Gaussian fits (means, covariances) of the reference's modes;
+    ``floor``: the lowest minimum's energy."""
 
-    def __init__(self, network, means: Tensor, covariances: Tensor, rows: int, dtype: torch.dtype = torch.float32):
-        self.network, self.rows = network, rows
+    def __init__(self, network, means: Tensor, covariances: Tensor, rows: int, dtype: torch.dtype = torch.float32,
+                 floor: float = 0.0):
+        self.network, self.rows, self.floor = network, rows, floor
         chol = torch.linalg.cholesky(torch.as_tensor(covariances, dtype=torch.float64))
         self.whiten = torch.linalg.inv(chol).transpose(-1, -2).to(dtype)   # (K, dim, dim): z = (x - m) @ whiten
         self.centres = torch.as_tensor(means, dtype=dtype)
@@ -94,11 +98,17 @@ class NetworkRows:
         new.rows = int(keep.numel())
         return new
 
-    def step(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        _, grad = self.network.energy_and_grad(x)
+    def regions(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The mode of each row (the largest Gaussian-fit log density -d^2 / 2 - log det / 2), whether it lies in
+        that mode's 99 % ellipsoid, and its squared Mahalanobis distance d^2 to that mode."""
         z = torch.einsum("rd,kde->rke", x, self.whiten) - torch.einsum("kd,kde->ke", self.centres, self.whiten)
         distance = z.pow(2).sum(-1)
         mode = torch.argmax(-0.5 * distance - self.half_logdet, -1)
-        soft = torch.nn.functional.one_hot(mode, self.modes).to(x.dtype)
         nearest = distance.gather(1, mode[:, None])[:, 0]
-        return grad, soft, mode, nearest < CORE_CHI2_7, nearest
+        return mode, nearest < CORE_CHI2_7, nearest
+
+    def step(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        energy, grad = self.network.energy_and_grad(x)
+        mode, inside, _ = self.regions(x)
+        soft = torch.nn.functional.one_hot(mode, self.modes).to(x.dtype)
+        return grad, soft, mode, inside, 2 * (energy - self.floor)

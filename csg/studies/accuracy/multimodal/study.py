@@ -1,6 +1,9 @@
 r"""The study: tune every method on the tuning seeds, run the tuned settings on fresh seeds, score each run.
 
-Per group of targets (:data:`GROUPS`: the two-mode mixtures, the two grids), one process (:func:`run_group`):
+Per group of targets (:data:`GROUPS`: the two-mode mixtures, the two grids, the network), one process
+(:func:`run_group`; the network's group runs the budgets :attr:`Protocol.network_budgets` only, :func:`protocol_of`,
+and reads its mode weights and core shares from ``make reference-multimodal``'s JSON, :func:`prepare_network`; it
+has no exact sampler, so no W2):
 
 1. **tuning**: the first round runs every step of every method's grid (:mod:`.tuning`) on the tuning seeds, all
    budgets from one vectorised run (:mod:`.chains`); per target, method and budget the setting with the lowest
@@ -25,23 +28,28 @@ and no W2.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from csg.errors import ConfigError
+from csg.paths import ROOT
 from csg.studies.accuracy.multimodal import barriers, ceiling, chains, targets, tuning
 from csg.studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
-from csg.studies.accuracy.multimodal.landscapes import MixtureRows
+from csg.studies.accuracy.multimodal.landscapes import MixtureRows, NetworkRows
 from csg.studies.accuracy.multimodal.metrics import w2
 from csg.studies.accuracy.multimodal.tuning import Grids
 
-GROUPS = (tuple(f"barrier{b}" for b in targets.BARRIERS), ("mog25", "wang25"))
+GROUPS = (tuple(f"barrier{b}" for b in targets.BARRIERS), ("mog25", "wang25"), ("network",))
+NETWORK_REFERENCE = ROOT / "results" / "csgmcmc" / "reference" / "network_multimodal.json"
 EXACT_DRAWS = 2**18
 COVERED = 100          # Table 4: a mode is covered when more than this many kept iterations lie in its core
 
@@ -54,8 +62,9 @@ class Protocol:
     seeds: tuple[int, ...] = tuple(range(1000, 1050))
     methods: tuple[str, ...] = ("SGLD", "cSGLD", "SGLD x4", "cSGLD x4", "SGHMC", "cSGHMC")
     grids: Grids = field(default_factory=Grids)
-    targets: tuple[str, ...] = targets.MIXTURES
+    targets: tuple[str, ...] = targets.TARGETS
     workers: int = 2
+    network_budgets: tuple[int, ...] = (5000, 20000, 80000)   # the network's (a gradient costs 12 x a mixture's)
 
 
 _SMOKE_STEPS = (1 / 256, 1 / 16, 1.0, 16.0)
@@ -63,7 +72,7 @@ SMOKE = Protocol(name="smoke", budgets=(400, 1600), seeds=(1000, 1001, 1002, 100
                  grids=Grids(sgld=_SMOKE_STEPS, csgld=_SMOKE_STEPS, sghmc=_SMOKE_STEPS + (256.0,),
                              csghmc=_SMOKE_STEPS + (256.0,), explore=(0.25,), cycles=(25, 100),
                              explore_lattice=(0.0, 0.25, 0.5, 0.75), cycle_lattice=(2, 5, 25, 100, 400, 1600)),
-                 targets=("barrier4", "barrier16"), workers=1)
+                 targets=("barrier4", "barrier16"), workers=1, network_budgets=(400,))
 PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
 
 
@@ -77,9 +86,38 @@ class Prepared:
     core_exact: np.ndarray        # exact shares of each core and of the rest (K + 1)
     low: np.ndarray
     high: np.ndarray
+    covariances: np.ndarray | None = None     # the network: its modes' Gaussian fits (no exact sampler, no W2)
+    floor: float = 0.0                         # the network: its lowest minimum's energy
+
+    @property
+    def exact(self) -> bool:
+        return self.covariances is None
+
+
+def prepare_network(reference: Path | None = None) -> Prepared:
+    """The network (:class:`.targets.StepNetwork`) with what ``make reference-multimodal`` measured: its modes'
+    Gaussian fits (the main minima and their Laplace covariances), the reference's mode weights and core shares
+    (importance sampling, checked by a second proposal), L the largest curvature at the main minima."""
+    reference = reference or NETWORK_REFERENCE
+    facts = json.loads(reference.read_text()) if reference.exists() else {}
+    if not facts.get("accepted"):
+        raise ConfigError("targets", "network", f"mixtures only: {reference} holds no accepted reference "
+                                                "(make reference-multimodal)")
+    target = targets.create("network")
+    means = np.array(facts["modes"]["means"])
+    target.means, target.weights = torch.from_numpy(means), torch.tensor(facts["weights"], dtype=torch.float64)
+    scale = max(float(torch.linalg.eigvalsh(torch.autograd.functional.hessian(
+        lambda x: target.energy(x[None])[0], mean)).max()) for mean in target.means)
+    low, high = targets.SPECS["network"].start_box(target)
+    with torch.no_grad():
+        floor = float(target.energy(target.means).min())
+    return Prepared("network", target, scale, np.array(facts["core_exact"]), low, high,
+                    np.array(facts["modes"]["covariances"]), floor)
 
 
 def prepare(name: str) -> Prepared:
+    if name == "network":
+        return prepare_network()
     target = targets.create(name)
     scale = max(float(torch.linalg.eigvalsh(torch.autograd.functional.hessian(
         lambda x: target.energy(x[None])[0], mean)).max()) for mean in target.means)
@@ -92,14 +130,17 @@ def prepare(name: str) -> Prepared:
 
 
 def starts_of(prepared: dict[str, Prepared], seeds: Sequence[int]) -> dict:
-    return {(name, seed): chains.start_points(targets.TARGETS.index(name), seed, 2, p.low, p.high)
+    return {(name, seed): chains.start_points(targets.TARGETS.index(name), seed, len(p.low), p.low, p.high)
             for name, p in prepared.items() for seed in seeds}
 
 
 def _landscape(prepared: dict[str, Prepared]):
     names = list(prepared)
 
-    def landscape_of(row_targets: list[str]) -> MixtureRows:
+    def landscape_of(row_targets: list[str]) -> MixtureRows | NetworkRows:
+        if names == ["network"]:
+            p = prepared["network"]
+            return NetworkRows(p.target, p.target.means, torch.from_numpy(p.covariances), len(row_targets), floor=p.floor)
         index = torch.tensor([names.index(t) for t in row_targets])
         return MixtureRows([prepared[n].target for n in names], index)
 
@@ -194,15 +235,16 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
             rows = scores(outcome, b, budget, prepared[block.target])
             draws = outcome.draws[(b, budget)]
             for row, pooled in zip(rows, draws.reshape(len(block.seeds), -1, draws.shape[-1])):
-                exact = exact_sample(prepared[block.target], row["seed"], budget)
-                row["w2"] = w2(pooled, exact) if row["finite"] and np.isfinite(pooled).all() else math.nan
+                p = prepared[block.target]
+                ok = p.exact and row["finite"] and np.isfinite(pooled).all()
+                row["w2"] = w2(pooled, exact_sample(p, row["seed"], budget)) if ok else math.nan
             runs += rows
     runs = pd.DataFrame(runs)
     runs["ceiling"] = [ceiling.ceiling(prepared[t].target.weights.numpy(), m) for t, m in zip(runs.target, runs.cycles)]
     floor = [{"target": name, "method": "exact", "budget": budget, "seed": seed, "finite": True,
               "w2": w2(exact_sample(p, seed, budget, 1), exact_sample(p, seed, budget))}
-             for name, p in prepared.items() for budget in protocol.budgets for seed in protocol.seeds]
-    runs = pd.concat([runs, pd.DataFrame(floor)], ignore_index=True)
+             for name, p in prepared.items() if p.exact for budget in protocol.budgets for seed in protocol.seeds]
+    runs = pd.concat([runs, pd.DataFrame(floor)], ignore_index=True) if floor else runs
     log(f"{', '.join(names)}: evaluated in {time.perf_counter() - started:.0f} s ({outcome.rows} rows)")
     barrier = pd.concat([barriers.barrier_table(n, p.target, p.target.means.numpy(), p.scale) for n, p in prepared.items()],
                         ignore_index=True)
@@ -225,6 +267,13 @@ def _group_job(args):
     return run_group(names, protocol, log=lambda line: print(line, flush=True))
 
 
+def protocol_of(group: Sequence[str], protocol: Protocol) -> Protocol:
+    """The network's group runs the protocol's ``network_budgets`` only: its gradient costs about 12 x a 2-D
+    mixture's (1 against 0.08 microseconds a row); at budgets up to 80,000 its group took 2.2 to 4 min of one busy
+    core, and the longest budget, 320,000, would take about 4 x that."""
+    return replace(protocol, budgets=protocol.network_budgets) if tuple(group) == ("network",) else protocol
+
+
 def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
     """Every group of the protocol's targets, in ``workers`` processes (the report checks the grids' edges)."""
     started = time.perf_counter()
@@ -236,9 +285,9 @@ def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
 
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(protocol.workers, len(groups)), mp_context=context) as pool:
-            results = list(pool.map(_group_job, [(g, protocol) for g in groups]))
+            results = list(pool.map(_group_job, [(g, protocol_of(g, protocol)) for g in groups]))
     else:
-        results = [run_group(g, protocol, log) for g in groups]
+        results = [run_group(g, protocol_of(g, protocol), log) for g in groups]
     tables = {key: pd.concat([r[key] for r in results], ignore_index=True) for key in results[0]}
     load = os.getloadavg()[2] if hasattr(os, "getloadavg") else math.nan
     return Study(protocol, tables, time.perf_counter() - started, load)
