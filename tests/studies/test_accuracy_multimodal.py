@@ -155,7 +155,10 @@ def test_the_domain_bounds_bracket_beta_0_a_2_iteration_cycle_and_one_cycle_per_
     # at budget 400 a chain of cSGLD runs 400 iterations: C = 400 is one cycle, so a longer cycle is not a neighbour
     assert tuning.axes(_GRIDS, BY_NAME["cSGLD"], Setting(1.0, 0.25, 400), 400)["cycle"] == (100, tuning.BOUND)
     assert tuning.axes(_GRIDS, BY_NAME["cSGLD x4"], Setting(1.0, 0.25, 100), 400)["cycle"] == (50, tuning.BOUND)
-    # beta's lattice ends at 0.75 below the domain's end 1: a choice there is not bracketed
+    # a 2-iteration cycle at beta 0.75 would have no sampling stage: beta 0.5 is then the domain's top
+    assert tuning.axes(_GRIDS, BY_NAME["cSGLD"], Setting(1.0, 0.5, 2), 400)["explore"] == (0.25, tuning.BOUND)
+    assert tuning.axes(_GRIDS, BY_NAME["cSGLD"], Setting(1.0, 0.5, 10), 400)["explore"] == (0.25, 0.75)
+    # beta's lattice ends at 0.75 below the domain's end: a choice there is not bracketed
     chosen = tuning.choose(_cyclical(everything, (1.0, 0.75, 50)), _GRIDS)
     assert chosen.edge.item()
 

@@ -139,6 +139,7 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
     bounds = cyclical.bounds.fillna("").str.split(", ").explode()
     bounds = bounds[bounds != ""]
     beta_zero = int((bounds == "beta 0").sum())
+    beta_top = int(bounds.str.startswith("beta 0.").sum())
     shortest = int((bounds == f"C {min(protocol.grids.cycle_lattice)}").sum())
     single = int(sum(int(r.cycles) == tuning.BY_NAME[r.method].chains for r in cyclical.itertuples()))
     spread = f"{int(settings.min())} to {int(settings.max())}" if len(settings) else "0"
@@ -155,7 +156,7 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
             f"{len(chosen)} choices is bracketed, every neighbour along every axis ran and scored no better or lies "
             "outside the domain (the report is not written otherwise). On the domain's bound, where the optimum is "
             f"the boundary itself: of the {len(cyclical)} cyclical choices, {beta_zero} take beta = 0 (no exploration "
-            f"stage), {shortest} the shortest cycle C = {min(protocol.grids.cycle_lattice)} and {single} one cycle "
+            f"stage), {beta_top} the largest beta that leaves a sampling stage, {shortest} the shortest cycle C = {min(protocol.grids.cycle_lattice)} and {single} one cycle "
             "per chain. All settings' tuning means: accuracy_multimodal_tuning.csv.", ""]
 
 
@@ -185,6 +186,8 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
     processes = f"{protocol.workers} process{'es' if protocol.workers > 1 else ''}"
     timing = f"{took} ({processes}{load})" if math.isfinite(result.seconds) else "time not recorded"
     budgets = ", ".join(f"{b:,}" for b in protocol.budgets)
+    if "network" in set(tables["runs"].target) and tuple(protocol.network_budgets) != tuple(protocol.budgets):
+        budgets += f" (the network: {', '.join(f'{b:,}' for b in protocol.network_budgets)}, below)"
     lines = ["# Where do cycles pay? Cyclical and constant steps on posteriors whose barriers we control", "",
              f"Scale: {protocol.name}. Budgets {budgets} gradient evaluations per run (one chain of B iterations, or 4 "
              f"chains of B / 4); methods {', '.join(protocol.methods)}; each tuned on seeds "

@@ -6,7 +6,8 @@ grid (ratio 2, in units of 1/L) per update rule, wide enough for both ends to be
 limit 2/L, SGHMC's past its heavy-ball limit 2 (1 + m) / (1 - m) = 38 / L). The cyclical methods also take the
 exploration share :math:`\beta` and the cycle length C (iterations of one chain; at a budget of B gradient
 evaluations M = B / C cycles in all) from lattices that span their domains: :math:`\beta` from 0 (no exploration
-stage, the domain's bound) to 15/16, C from 2 (the shortest cycle with a schedule, the domain's bound) to the
+stage, the domain's bound) by 1/16, 1/8, 1/4 and then :math:`1 - 2^{-k}` towards 1, up to the largest that leaves
+the cycle a sampling stage (the domain's other bound, which depends on C), C from 2 (the shortest cycle with a schedule, the domain's bound) to the
 longest chain, by x5 to 1250 and then x4 through the budgets' chain lengths, so that one cycle per chain is on it.
 At a budget a cycle must divide the chain's iterations; one cycle per chain is that budget's bound.
 
@@ -23,9 +24,10 @@ exact shares; it punishes wrong mode weights and wrong shapes alike, so a step s
 the whole box, which gets an equal-weight grid's weights right, loses). A run that diverged scores 1, the worst.
 
 **The edge check** (:func:`check_edges`): a choice is *bracketed* when each of its neighbours along every axis was
-run and scored no better, or lies outside the domain (:math:`\beta = 0`, C = 2, one cycle per chain: the
-optimum is then on the domain's boundary, which the report counts). A choice at the end of a grid or lattice that
-the domain goes past (a step's grid, :math:`\beta` = 15/16), or one whose neighbours were not all run, means
+run and scored no better, or lies outside the domain (:math:`\beta = 0` or no larger one with a sampling stage,
+C = 2, one cycle per chain: the optimum is then on the domain's boundary, which the report counts). A choice at
+the end of a grid or lattice that the domain goes past (a step's grid), or one whose neighbours were not all run,
+means
 the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written.
 """
 
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from csg.errors import CsgError
-from csg.studies.accuracy.multimodal.chains import BY_NAME, Method, Setting, chain_length
+from csg.studies.accuracy.multimodal.chains import BY_NAME, Method, Setting, chain_length, first_kept
 
 
 def _powers(low: int, high: int) -> tuple[float, ...]:
@@ -57,9 +59,9 @@ class Grids:
     csghmc: tuple[float, ...] = field(default_factory=lambda: _powers(-6, 8))
     explore: tuple[float, ...] = (0.25, 0.5)
     cycles: tuple[int, ...] = (50, 250, 1250)
-    explore_lattice: tuple[float, ...] = (0.0, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 7 / 8, 15 / 16)
+    explore_lattice: tuple[float, ...] = (0.0, 1 / 16, 1 / 8, 1 / 4, *(1 - 2.0**-k for k in range(1, 21)))
     cycle_lattice: tuple[int, ...] = (2, 10, 50, 250, 1250, 5000, 20000, 80000, 320000)
-    rounds: int = 8
+    rounds: int = 12
 
     def steps(self, method: Method) -> tuple[float, ...]:
         return getattr(self, ("c" if method.cyclical else "") + method.rule)
@@ -110,7 +112,10 @@ def axes(grids: Grids, method: Method, setting: Setting, budget: int) -> dict[st
 
     found = {"step": around(grids.steps(method), setting.step, END, END)}
     if method.cyclical:
-        found["explore"] = around(grids.explore_lattice, setting.explore, BOUND, END)
+        low, high = around(grids.explore_lattice, setting.explore, BOUND, END)
+        if high != END and first_kept(Setting(setting.step, high, setting.cycle)) >= setting.cycle:
+            high = BOUND                       # a larger beta leaves the cycle no sampling stage
+        found["explore"] = (low, high)
         found["cycle"] = around(_cycles_at(grids, method, budget), setting.cycle, BOUND, BOUND)
     return found
 
@@ -216,7 +221,7 @@ def grid_text(grids: Grids, methods: Sequence[Method]) -> list[str]:
         name = "alpha_0" if method.cyclical else "h"
         lines.append(f"{method.name}: {name} from {power(min(values))} to {power(max(values))} / L (x2, {len(values)} "
                      "values)")
-    lines.append(f"the cyclical methods: beta on {', '.join(_fraction(b) for b in grids.explore_lattice)}, C on "
+    lines.append(f"the cyclical methods: beta on {_lattice(grids.explore_lattice)}, C on "
                  f"{', '.join(str(c) for c in grids.cycle_lattice)} iterations (the first round: beta "
                  f"{', '.join(_fraction(b) for b in grids.explore)}, C {', '.join(str(c) for c in grids.cycles)})")
     return list(dict.fromkeys(lines))
@@ -225,5 +230,10 @@ def grid_text(grids: Grids, methods: Sequence[Method]) -> list[str]:
 def _fraction(value: float) -> str:
     if value in (0.0, 1.0):
         return f"{value:g}"
-    denominator = 2 ** max(0, math.ceil(-math.log2(min(value, 1 - value))))
-    return f"{round(value * denominator)}/{denominator}"
+    k = max(0, math.ceil(-math.log2(min(value, 1 - value))))
+    return f"1 - 2^-{k}" if value > 0.5 and k > 4 else f"{round(value * 2**k)}/{2**k}"
+
+
+def _lattice(values: Sequence[float]) -> str:
+    shown = [_fraction(v) for v in values]
+    return ", ".join(shown if len(shown) <= 10 else [*shown[:9], "...", shown[-1]])
