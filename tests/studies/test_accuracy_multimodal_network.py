@@ -28,6 +28,15 @@ def test_a_reference_that_was_not_accepted_keeps_the_network_out(tmp_path):
         study.prepare_network(path)
 
 
+def test_the_study_refuses_a_missing_reference_before_any_group_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "NETWORK_REFERENCE", tmp_path / "absent.json")
+    started = []
+    monkeypatch.setattr(study, "run_group", lambda *args, **kwargs: started.append(args))
+    with pytest.raises(ConfigError, match="no accepted reference"):
+        study.run_study(replace(study.SMOKE, targets=("barrier4", "network")), log=lambda line: None)
+    assert started == []
+
+
 def test_the_network_group_scores_mode_weights_against_the_reference_and_has_no_w2(monkeypatch):
     monkeypatch.setattr(study.barriers, "barrier_table", lambda name, *rest: pd.DataFrame(
         [{"target": name, "from": 0, "to": 1, "barrier": 10.0}]))            # the string method takes 30 s

@@ -94,15 +94,21 @@ class Prepared:
         return self.covariances is None
 
 
-def prepare_network(reference: Path | None = None) -> Prepared:
-    """The network (:class:`.targets.StepNetwork`) with what ``make reference-multimodal`` measured: its modes'
-    Gaussian fits (the main minima and their Laplace covariances), the reference's mode weights and core shares
-    (importance sampling, checked by a second proposal), L the largest curvature at the main minima."""
+def network_reference(reference: Path | None = None) -> dict:
+    """The facts of ``make reference-multimodal``'s JSON; a one-line refusal where it holds no accepted reference."""
     reference = reference or NETWORK_REFERENCE
     facts = json.loads(reference.read_text()) if reference.exists() else {}
     if not facts.get("accepted"):
         raise ConfigError("targets", "network", f"mixtures only: {reference} holds no accepted reference "
                                                 "(make reference-multimodal)")
+    return facts
+
+
+def prepare_network(reference: Path | None = None) -> Prepared:
+    """The network (:class:`.targets.StepNetwork`) with what ``make reference-multimodal`` measured: its modes'
+    Gaussian fits (the main minima and their Laplace covariances), the reference's mode weights and core shares
+    (importance sampling, checked by a second proposal), L the largest curvature at the main minima."""
+    facts = network_reference(reference)
     target = targets.create("network")
     means = np.array(facts["modes"]["means"])
     target.means, target.weights = torch.from_numpy(means), torch.tensor(facts["weights"], dtype=torch.float64)
@@ -279,6 +285,8 @@ def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
     started = time.perf_counter()
     groups = [tuple(n for n in group if n in protocol.targets) for group in GROUPS]
     groups = [g for g in groups if g]
+    if "network" in protocol.targets:
+        network_reference()            # refused before any group starts, not in the network's own process
     if protocol.workers > 1 and len(groups) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
