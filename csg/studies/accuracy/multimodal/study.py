@@ -94,6 +94,12 @@ class Prepared:
         return self.covariances is None
 
 
+def largest_curvature(target) -> float:
+    """L: the largest eigenvalue of the Hessian of U at any of the target's ``means`` (its minima)."""
+    return max(float(torch.linalg.eigvalsh(torch.autograd.functional.hessian(
+        lambda x: target.energy(x[None])[0], mean)).max()) for mean in target.means)
+
+
 def network_reference(reference: Path | None = None) -> dict:
     """The facts of ``make reference-multimodal``'s JSON; a one-line refusal where it holds no accepted reference."""
     reference = reference or NETWORK_REFERENCE
@@ -112,8 +118,7 @@ def prepare_network(reference: Path | None = None) -> Prepared:
     target = targets.create("network")
     means = np.array(facts["modes"]["means"])
     target.means, target.weights = torch.from_numpy(means), torch.tensor(facts["weights"], dtype=torch.float64)
-    scale = max(float(torch.linalg.eigvalsh(torch.autograd.functional.hessian(
-        lambda x: target.energy(x[None])[0], mean)).max()) for mean in target.means)
+    scale = largest_curvature(target)
     low, high = targets.SPECS["network"].start_box(target)
     with torch.no_grad():
         floor = float(target.energy(target.means).min())
@@ -125,8 +130,7 @@ def prepare(name: str) -> Prepared:
     if name == "network":
         return prepare_network()
     target = targets.create(name)
-    scale = max(float(torch.linalg.eigvalsh(torch.autograd.functional.hessian(
-        lambda x: target.energy(x[None])[0], mean)).max()) for mean in target.means)
+    scale = largest_curvature(target)
     rows = MixtureRows([target], torch.zeros(EXACT_DRAWS, dtype=torch.long), dtype=torch.float64)
     exact = target.sample(EXACT_DRAWS, torch.Generator().manual_seed(20_000))
     _, _, mode, inside, _ = rows.step(exact)

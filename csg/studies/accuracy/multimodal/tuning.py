@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -129,8 +129,12 @@ def _cube(grids: Grids, method: Method, setting: Setting, budget: int) -> list[S
     return [Setting(a, b, c) for a, b, c in itertools.product(options["step"], options["explore"], options["cycle"])]
 
 
+def _key(target: str, method: str, budget: int, setting: Setting) -> tuple:
+    return target, method, int(budget), float(setting.step), float(setting.explore), int(setting.cycle)
+
+
 def _tried(table: pd.DataFrame) -> set[tuple]:
-    return {(r.target, r.method, int(r.budget), float(r.step), float(r.explore), int(r.cycle))
+    return {_key(r.target, r.method, r.budget, Setting(r.step, r.explore, r.cycle))
             for r in table[KEYS + SETTING].itertuples()}
 
 
@@ -146,7 +150,7 @@ def choose(table: pd.DataFrame, grids: Grids) -> pd.DataFrame:
         setting = Setting(float(best.step), float(best.explore), int(best.cycle))
         neighbours = axes(grids, method, setting, budget)
         missing = sum(1 for axis, pair in neighbours.items() for v in pair if v not in (END, BOUND)
-                      and (*key[:2], budget, *_replaced(setting, axis, v)) not in tried)
+                      and _key(*key[:2], budget, replace(setting, **{axis: v})) not in tried)
         bounds = [f"{_NAMES[axis]} {_value(axis, getattr(setting, axis))}" for axis, pair in neighbours.items()
                   if BOUND in pair]
         steps = grids.steps(method)
@@ -165,11 +169,6 @@ def _value(axis: str, value) -> str:
     return str(int(value)) if axis == "cycle" else f"{value:g}"
 
 
-def _replaced(setting: Setting, axis: str, value) -> tuple[float, float, int]:
-    values = {"step": setting.step, "explore": setting.explore, "cycle": setting.cycle, axis: value}
-    return float(values["step"]), float(values["explore"]), int(values["cycle"])
-
-
 def wanted(chosen: pd.DataFrame, table: pd.DataFrame, grids: Grids) -> dict[tuple[str, str, Setting], int]:
     """The next round: around every choice with a neighbour not run, each setting of its neighbourhood not yet run
     at that budget, with the largest budget it is wanted at (its chains run that long)."""
@@ -177,7 +176,7 @@ def wanted(chosen: pd.DataFrame, table: pd.DataFrame, grids: Grids) -> dict[tupl
     for row in chosen[chosen.missing > 0].itertuples():
         method, budget = BY_NAME[row.method], int(row.budget)
         for setting in _cube(grids, method, Setting(float(row.step), float(row.explore), int(row.cycle)), budget):
-            if (row.target, row.method, budget, setting.step, setting.explore, setting.cycle) not in tried:
+            if _key(row.target, row.method, budget, setting) not in tried:
                 key = (row.target, row.method, setting)
                 found[key] = max(found.get(key, 0), budget)
     return found
