@@ -1,26 +1,46 @@
 r"""Verdicts on one method against another, paired by seed, corrected across a report's comparisons.
 
-Every table of csg that says one method helps, hurts or matches another says it through
-:func:`compare_paired`. A comparison holds the metric of a method and of its baseline on the same seeds
-(lower is better unless said). For each comparison the differences :math:`d_s = m_s - b_s` give the
-paired t statistic :math:`t = \bar d / (s_d / \sqrt n)` with :math:`n - 1` degrees of freedom (scipy's
-``ttest_1samp``). Across the :math:`K` comparisons of one report (a *family*) the 95 % intervals are
-corrected by Holm's step-down rule: sorted by p-value, the :math:`i`-th (from 0) is tested at
-:math:`\alpha / (K - i)` while every earlier one was rejected; once one is not, every later one is read at
-that same level. Each comparison's interval is the t-interval at its level, so it excludes 0 exactly where
-Holm rejects (Holm 1979; the compatible intervals of Strassburger and Bretz 2008, in their simple form).
+Every table of csg that says one method helps, hurts, matches or fails alike with another says it through
+:func:`compare_paired` (or its unpaired and variance-ratio forms). A comparison holds the metric of a method and
+of its baseline; its estimate :math:`\hat\theta` is the method's minus the baseline's (lower is better unless
+said). For paired seeds, the differences :math:`d_s = m_s - b_s` give :math:`\hat\theta = \bar d`, standard
+error :math:`s_d / \sqrt n` and the t distribution with :math:`n - 1` degrees of freedom.
 
-Verdicts, from that one interval :math:`[l, u]`:
+**Differences: one directional Holm family.** Each of the :math:`K` comparisons of a report (the *family*) is two
+one-sided hypotheses, :math:`H^+_k: \theta_k \le 0` and :math:`H^-_k: \theta_k \ge 0`, and Holm's step-down rule
+(Holm 1979) runs over all :math:`2K` at level :math:`\alpha`: sorted by p-value, the :math:`r`-th (from 0) is
+rejected at :math:`\alpha / (2K - r)` while every earlier one was. ``helps`` / ``hurts`` where one of a
+comparison's two is rejected (the method's metric lower / higher, for a lower-is-better metric); the family-wise
+rate of any wrong claim of a direction is at most :math:`\alpha`.
 
-- ``helps`` / ``hurts``: the interval excludes 0 (the method's metric is lower / higher, for a
-  lower-is-better metric);
-- ``equivalent``: the interval lies inside :math:`(-\delta, \delta)`, the margin the report states (two
-  one-sided tests at the corrected level, each at half of it: conservative);
-- ``inconclusive``: neither; in particular always with one seed, or with no margin.
+**Intervals, simultaneous and compatible with that test** (Strassburger and Bretz 2008, their Holm case, applied to
+the :math:`2K` one-sided hypotheses): with :math:`A` the hypotheses Holm kept (never empty: a comparison's two
+cannot both be rejected), a comparison's lower bound is 0 where :math:`H^+_k` was rejected, else the one-sided
+bound at level :math:`\alpha / |A|`; its upper bound likewise from :math:`H^-_k`. All :math:`K` intervals cover
+their :math:`\theta_k` together with probability at least :math:`1 - \alpha`. A rejected comparison's interval
+ends at 0 on the side of 0, open there (:math:`(0, u]` for a claimed :math:`\theta_k > 0`): it says the
+direction, not how far from 0; every other interval holds 0 inside. With ``intervals="bonferroni"`` both the test and the intervals are Bonferroni's
+instead (each two-sided at :math:`\alpha / K`): less powerful, but every interval is a plain t-interval.
 
-Each comparison also states the smallest difference it could detect: the :math:`|\Delta|` at which the
-two-sided paired t-test at its corrected level has 80 % power, from the non-central t distribution with
-the observed :math:`s_d` (:func:`detectable_difference`).
+**Equivalence: two one-sided tests in their own Holm family.** A comparison with a margin :math:`\delta` (absolute,
+in the metric's units, stated by the report) has the TOST p-value
+:math:`\max(P(\hat\theta \ge \text{obs} \mid \theta = -\delta),\ P(\hat\theta \le \text{obs} \mid \theta = \delta))`;
+Holm's rule across the comparisons with a margin, at :math:`\alpha`, rejects non-equivalence. So at most
+:math:`\alpha` is the chance of calling any comparison whose true difference lies outside its margin
+``equivalent``, whatever the number of comparisons.
+
+**Both fail.** A comparison may state a competence bar (``bar``, in the metric's units): a method meets it where its
+mean over the seeds is at most the bar (at least, for a higher-is-better metric). Where neither method meets it,
+the verdict is ``both fail``, whatever the tests said (their reading is kept in ``tested``): two methods that miss
+the target alike are not "equivalent", and one that misses it by less does not "help" in the sense a reader takes.
+
+Verdicts, in that order of precedence: ``both fail``; ``helps`` / ``hurts``; ``equivalent``; else
+``inconclusive`` (always with one seed, or with no margin and no rejection).
+
+Each comparison also states the smallest difference it could detect: the :math:`|\Delta|` at which its two-sided
+test at the level the family's kept hypotheses were tested at (:math:`2\alpha / |A|`; Bonferroni:
+:math:`\alpha / K`) has 80 % power, from the non-central t distribution with the observed spread
+(:func:`detectable_difference`).
 """
 
 from __future__ import annotations
@@ -32,87 +52,130 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-VERDICTS = ("helps", "hurts", "equivalent", "inconclusive")
+from csg.evaluation.multiplicity import INTERVALS, Decision, Estimate, decide
+
+VERDICTS = ("helps", "hurts", "equivalent", "both fail", "inconclusive")
 
 
 @dataclass(frozen=True)
 class Paired:
     """One comparison: the metric of ``method`` and of ``baseline``, entry ``s`` of each from seed ``s``.
 
-    ``margin`` is the equivalence margin :math:`\\delta` in the metric's units (``nan``: none stated, so the
-    comparison can never be ``equivalent``). ``lower_is_better`` orients ``helps`` / ``hurts``.
+    ``margin`` is the equivalence margin :math:`\\delta`, absolute, in the metric's units (``nan``: none stated, so
+    the comparison can never be ``equivalent``). ``bar`` the competence bar in the same units (``nan``: none, so
+    never ``both fail``). ``lower_is_better`` orients ``helps`` / ``hurts`` and the bar.
     """
 
     method: Sequence[float]
     baseline: Sequence[float]
     margin: float = math.nan
     lower_is_better: bool = True
+    bar: float = math.nan
 
 
 @dataclass(frozen=True)
 class Verdict:
     """The statistics of one comparison (differences are method - baseline)."""
 
-    n: int                   # seeds with both values finite
-    difference: float        # mean paired difference
-    se: float                # its standard error, s_d / sqrt(n)
-    low: float               # the corrected interval
+    n: int                   # seeds with both values finite (unpaired: the smaller sample)
+    difference: float        # the estimate: mean paired difference (unpaired: difference of means)
+    se: float                # its standard error
+    low: float               # the simultaneous interval (module docstring: which kind)
     high: float
-    confidence: float        # its level, 1 - alpha / (K - i) under Holm's rule
+    confidence: float        # the family's simultaneous level, 1 - alpha
     p_value: float           # two-sided, uncorrected
-    p_holm: float            # Holm-adjusted
+    p_holm: float            # adjusted for the family of differences (Holm over 2K one-sided; Bonferroni: K p)
     margin: float
-    detectable: float        # smallest |difference| detectable with 80 % power at the corrected level
-    verdict: str             # helps | hurts | equivalent | inconclusive
+    p_equivalence: float     # TOST, adjusted over the family of comparisons with a margin (nan: no margin)
+    bar: float
+    method_meets: bool | None    # the method's mean meets the bar (None: no bar, or no finite value)
+    baseline_meets: bool | None
+    detectable: float        # smallest |difference| detectable with 80 % power (module docstring: at what level)
+    tested: str              # what the tests alone say: helps | hurts | equivalent | inconclusive
+    verdict: str             # helps | hurts | equivalent | both fail | inconclusive
 
     def describe(self, digits: int = 3) -> str:
-        """``+0.012 [-0.004, +0.028] (n = 5): inconclusive``: the difference, its corrected interval, the verdict."""
-        if self.n < 2:
+        """``+0.012 [-0.004, +0.028] (n = 5): inconclusive``: the difference, its interval, the verdict."""
+        if self.n < 2 or not (math.isfinite(self.low) and math.isfinite(self.high)):
             return f"{self.difference:+.{digits}g} (n = {self.n}, no interval): {self.verdict}"
         # a mean of differences that cancel carries rounding noise (+2.96e-16 for 0); beside its interval it is 0
         shown = 0.0 if abs(self.difference) <= 1e-12 * max(abs(self.low), abs(self.high)) else self.difference
-        return (f"{shown:+.{digits}g} [{self.low:+.{digits}g}, {self.high:+.{digits}g}] "
+        return (f"{shown:+.{digits}g} [{_bound(self.low, digits)}, {_bound(self.high, digits)}] "
                 f"(n = {self.n}): {self.verdict}")
 
 
-def compare_paired(comparisons: Sequence[Paired], alpha: float = 0.05, power: float = 0.8) -> list[Verdict]:
-    """Verdicts for a family of paired comparisons, Holm-corrected across the family (see the module)."""
-    from scipy import stats
+def _bound(value: float, digits: int) -> str:
+    return "0" if value == 0 else f"{value:+.{digits}g}"
 
+
+def _meets(values: np.ndarray, bar: float, lower_is_better: bool) -> bool | None:
+    finite = values[np.isfinite(values)]
+    if not math.isfinite(bar) or not len(finite):
+        return None
+    mean = float(finite.mean())
+    return mean <= bar if lower_is_better else mean >= bar
+
+
+def _verdicts(comparisons, estimates: Sequence[Estimate | None], sizes: Sequence[int], sides, alpha: float,
+              power: float, intervals: str, detectable, untested=None) -> list[Verdict]:
+    """The verdicts of a family, from its estimates; ``sides`` the (method, baseline) values for the bar,
+    ``detectable(estimate, level, power)`` the smallest detectable difference, ``untested(k)`` the difference shown
+    for a comparison without an estimate (default: from ``sides``)."""
     if not 0 < alpha < 1 or not 0 < power < 1:
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha} and {power}")
-    differences = [_differences(c) for c in comparisons]
-    p_values = []
-    for d in differences:
-        if len(d) < 2:
-            p_values.append(math.nan)
-        elif np.ptp(d) == 0:
-            p_values.append(1.0 if d[0] == 0 else 0.0)  # no spread: a sure sign, or exactly no difference
-        else:
-            p_values.append(float(stats.ttest_1samp(d, 0.0).pvalue))
-    levels, p_holm = _holm(p_values, alpha)
+    margins = [float(c.margin) for c in comparisons]
+    found = decide(estimates, margins, alpha, intervals)
     verdicts = []
-    for comparison, d, p, level, adjusted in zip(comparisons, differences, p_values, levels, p_holm):
-        n = len(d)
-        mean = float(np.mean(d)) if n else math.nan
-        se = float(np.std(d, ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-        low = high = detectable = math.nan
-        verdict = "inconclusive"
-        if n > 1:
-            if se > 0:
-                half = float(stats.t.ppf(1 - level / 2, n - 1)) * se
-                detectable = detectable_difference(se * math.sqrt(n), n, level, power)
-            else:
-                half, detectable = 0.0, 0.0
-            low, high = mean - half, mean + half
-            if low > 0 or high < 0:
-                verdict = "helps" if (mean < 0) == comparison.lower_is_better else "hurts"
-            elif math.isfinite(comparison.margin) and -comparison.margin < low and high < comparison.margin:
-                verdict = "equivalent"
-        verdicts.append(Verdict(n=n, difference=mean, se=se, low=low, high=high, confidence=1 - level,
-                                p_value=p, p_holm=adjusted, margin=float(comparison.margin),
-                                detectable=detectable, verdict=verdict))
+    for k, (comparison, estimate, n, (mine, theirs)) in enumerate(zip(comparisons, estimates, sizes, sides)):
+        tested = "inconclusive"
+        if found.rejected_above[k] or found.rejected_below[k]:
+            tested = "hurts" if found.rejected_above[k] == getattr(comparison, "lower_is_better", True) else "helps"
+        elif found.equivalent[k]:
+            tested = "equivalent"
+        bar = float(getattr(comparison, "bar", math.nan))
+        lower_is_better = getattr(comparison, "lower_is_better", True)
+        method_meets, baseline_meets = _meets(mine, bar, lower_is_better), _meets(theirs, bar, lower_is_better)
+        verdict = "both fail" if method_meets is False and baseline_meets is False else tested
+        value = estimate.value if estimate is not None else (untested(k) if untested else _fallback(mine, theirs))
+        verdicts.append(Verdict(
+            n=n, difference=value, se=estimate.se if estimate is not None else math.nan,
+            low=found.low[k], high=found.high[k], confidence=1 - alpha, p_value=found.p_value[k],
+            p_holm=found.p_adjusted[k], margin=margins[k], p_equivalence=found.p_equivalence[k], bar=bar,
+            method_meets=method_meets, baseline_meets=baseline_meets,
+            detectable=detectable(estimate, found.level, power) if estimate is not None else math.nan,
+            tested=tested, verdict=verdict))
     return verdicts
+
+
+def _fallback(mine: np.ndarray, theirs: np.ndarray) -> float:
+    """The difference of a comparison with no test (under two seeds): the mean difference, nan for none."""
+    if len(mine) and len(mine) == len(theirs):
+        return float(np.mean(mine - theirs))
+    return float(np.mean(mine) - np.mean(theirs)) if len(mine) and len(theirs) else math.nan
+
+
+def compare_paired(comparisons: Sequence[Paired], alpha: float = 0.05, power: float = 0.8,
+                   intervals: str = "holm") -> list[Verdict]:
+    """Verdicts for a family of paired comparisons (see the module): ``intervals`` "holm" (the default) or
+    "bonferroni"."""
+    estimates, sizes, sides = [], [], []
+    for comparison in comparisons:
+        method, baseline = _pair(comparison)
+        d = method - baseline
+        finite = np.isfinite(d)
+        d, n = d[finite], int(finite.sum())
+        sizes.append(n)
+        sides.append((method[finite], baseline[finite]))
+        if n < 2:
+            estimates.append(None)
+            continue
+        estimates.append(Estimate(float(np.mean(d)), float(np.std(d, ddof=1) / math.sqrt(n)), df=n - 1))
+
+    def detectable(estimate: Estimate, level: float, power: float) -> float:
+        n = int(estimate.df) + 1
+        return detectable_difference(estimate.se * math.sqrt(n), n, level, power) if estimate.se > 0 else 0.0
+
+    return _verdicts(comparisons, estimates, sizes, sides, alpha, power, intervals, detectable)
 
 
 def detectable_difference(sd: float, n: int, alpha: float, power: float = 0.8) -> float:
@@ -139,84 +202,83 @@ def detectable_difference(sd: float, n: int, alpha: float, power: float = 0.8) -
 
 
 def verdict_frame(verdicts: Sequence[Verdict]) -> pd.DataFrame:
-    """The verdicts as columns (n, difference, se, low, high, confidence, p_value, p_holm, margin,
-    detectable, verdict), one row per comparison in the order given."""
+    """The verdicts as columns (the fields of :class:`Verdict`), one row per comparison in the order given."""
     return pd.DataFrame([v.__dict__ for v in verdicts])
 
 
 def tally(verdicts: Sequence[Verdict]) -> str:
-    """``2 helps, 0 hurts, 1 equivalent, 37 inconclusive``: the counts of a family's verdicts."""
+    """``2 helps, 0 hurts, 1 equivalent, 0 both fail, 37 inconclusive``: the counts of a family's verdicts."""
     counts = {name: 0 for name in VERDICTS}
     for v in verdicts:
         counts[v.verdict] += 1
     return ", ".join(f"{counts[name]} {name}" for name in VERDICTS)
 
 
-def method_statement(alpha: float = 0.05, power: float = 0.8, margin: str = "") -> str:
-    """The sentence a report prints above its verdicts: what they mean and how they were reached."""
-    equivalence = (f"equivalent where that interval lies inside the margin ({margin})" if margin
+def method_statement(alpha: float = 0.05, power: float = 0.8, margin: str = "", bar: str = "",
+                     intervals: str = "holm", pairing: str = "paired by seed") -> str:
+    """The sentences a report prints above its verdicts: what they mean and how they were reached. ``margin`` and
+    ``bar`` say the report's equivalence margins and competence bar (in the metric's units); empty: none."""
+    if intervals not in INTERVALS:
+        raise ValueError(f"intervals must be one of {', '.join(INTERVALS)}, got {intervals!r}")
+    level = f"{100 * (1 - alpha):g} %"
+    if intervals == "holm":
+        test = (f"Holm's step-down test over both directions of every comparison of this report (family-wise error "
+                f"{100 * alpha:g} %); intervals: simultaneous {level}, compatible with that test (Strassburger and "
+                f"Bretz 2008): an interval excludes 0 exactly where its comparison is rejected, and then ends at 0 "
+                f"on that side")
+    else:
+        test = f"Bonferroni: each comparison's t-interval at {100 * alpha:g} % / K, simultaneous {level} over the K"
+    equivalence = (f"equivalent where two one-sided tests reject a difference beyond the margin ({margin}), "
+                   f"Holm-corrected in a family of their own" if margin
                    else "no margin is stated, so nothing is called equivalent")
-    return (f"Verdicts (csg.evaluation.comparison): paired by seed, difference = method - baseline, a t-interval "
-            f"per comparison, Holm-corrected to {100 * (1 - alpha):g} % across the comparisons of this report; "
-            f"helps / hurts where the corrected interval excludes 0, {equivalence}, else inconclusive. "
-            f"'detectable': the smallest difference the comparison had {100 * power:g} % power to find.")
+    failing = (f"both fail where neither method's mean meets the bar ({bar}), whatever the tests say" if bar
+               else "no competence bar is stated")
+    return (f"Verdicts (csg.evaluation.comparison): {pairing}, difference = method - baseline; {test}. "
+            f"helps / hurts where the difference is rejected in that direction; {equivalence}; {failing}; "
+            f"else inconclusive. 'detectable': the smallest difference the comparison had {100 * power:g} % "
+            f"power to find.")
 
 
 @dataclass(frozen=True)
 class Unpaired:
     """One comparison of independent samples: the metric of ``method`` on its repeats and of ``baseline`` on
-    others, which share no seed (the two may differ in length). ``margin`` and ``lower_is_better`` as in
+    others, which share no seed (the two may differ in length). ``margin``, ``lower_is_better`` and ``bar`` as in
     :class:`Paired`."""
 
     method: Sequence[float]
     baseline: Sequence[float]
     margin: float = math.nan
     lower_is_better: bool = True
+    bar: float = math.nan
 
 
-def compare_unpaired(comparisons: Sequence[Unpaired], alpha: float = 0.05, power: float = 0.8) -> list[Verdict]:
+def compare_unpaired(comparisons: Sequence[Unpaired], alpha: float = 0.05, power: float = 0.8,
+                     intervals: str = "holm") -> list[Verdict]:
     r"""Verdicts for a family of unpaired comparisons: :func:`compare_paired` where the repeats of the two
-    methods are independent. Welch's t (scipy's ``ttest_ind(equal_var=False)``): difference
-    :math:`\bar m - \bar b`, standard error :math:`\sqrt{s_m^2 / n_m + s_b^2 / n_b}`, Welch-Satterthwaite
-    degrees of freedom; the same Holm correction across the family, the same verdicts from the corrected
-    interval, and the detectable difference from the non-central t at those degrees of freedom. A verdict's
-    ``n`` is the smaller of the two samples (finite values only); below 2 there is no interval."""
-    from scipy import stats
-
-    if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"alpha and power must lie in (0, 1), got {alpha} and {power}")
-    samples = [(_finite(c.method), _finite(c.baseline)) for c in comparisons]
-    p_values, moments = [], []
-    for m, b in samples:
+    methods are independent. Welch's t: difference :math:`\bar m - \bar b`, standard error
+    :math:`\sqrt{s_m^2 / n_m + s_b^2 / n_b}`, Welch-Satterthwaite degrees of freedom; the same families,
+    intervals and verdicts, and the detectable difference from the non-central t at those degrees of freedom. A
+    verdict's ``n`` is the smaller of the two samples (finite values only); below 2 there is no test."""
+    estimates, sizes, sides = [], [], []
+    for c in comparisons:
+        m, b = _finite(c.method), _finite(c.baseline)
+        sizes.append(min(len(m), len(b)))
+        sides.append((m, b))
         if min(len(m), len(b)) < 2:
-            p_values.append(math.nan)
-            moments.append((math.nan, math.nan, math.nan))
+            estimates.append(None)
             continue
         vm, vb = np.var(m, ddof=1) / len(m), np.var(b, ddof=1) / len(b)
-        mean, se = float(m.mean() - b.mean()), float(math.sqrt(vm + vb))
-        if se == 0:
-            p_values.append(1.0 if mean == 0 else 0.0)  # no spread in either: a sure sign, or none
-            moments.append((mean, 0.0, float(len(m) + len(b) - 2)))
-            continue
-        df = float((vm + vb) ** 2 / (vm**2 / (len(m) - 1) + vb**2 / (len(b) - 1)))
-        p_values.append(float(stats.ttest_ind(m, b, equal_var=False).pvalue))
-        moments.append((mean, se, df))
-    levels, p_holm = _holm(p_values, alpha)
-    verdicts = []
-    for comparison, (m, b), p, level, adjusted, (mean, se, df) in zip(comparisons, samples, p_values, levels,
-                                                                        p_holm, moments):
-        n = min(len(m), len(b))
-        low = high = detectable = math.nan
-        if n > 1:
-            half = float(stats.t.ppf(1 - level / 2, df)) * se if se > 0 else 0.0
-            # detectable_difference at df + 1 "seeds" of sd se sqrt(df + 1): the non-central t at df, times se
-            detectable = detectable_difference(se * math.sqrt(df + 1), df + 1, level, power) if se > 0 else 0.0
-            low, high = mean - half, mean + half
-        verdicts.append(Verdict(n=n, difference=mean if n else math.nan, se=se, low=low, high=high,
-                                confidence=1 - level, p_value=p, p_holm=adjusted, margin=float(comparison.margin),
-                                detectable=detectable,
-                                verdict=_verdict_of(mean, low, high, comparison.margin, comparison.lower_is_better)))
-    return verdicts
+        se = float(math.sqrt(vm + vb))
+        df = float((vm + vb) ** 2 / (vm**2 / (len(m) - 1) + vb**2 / (len(b) - 1))) if se > 0 else len(m) + len(b) - 2.0
+        estimates.append(Estimate(float(m.mean() - b.mean()), se, df=df))
+
+    def detectable(estimate: Estimate, level: float, power: float) -> float:
+        # detectable_difference at df + 1 "seeds" of sd se sqrt(df + 1): the non-central t at df, times se
+        if estimate.se == 0:
+            return 0.0
+        return detectable_difference(estimate.se * math.sqrt(estimate.df + 1), estimate.df + 1, level, power)
+
+    return _verdicts(comparisons, estimates, sizes, sides, alpha, power, intervals, detectable)
 
 
 @dataclass(frozen=True)
@@ -233,59 +295,48 @@ class VarianceRatio:
     margin: float = math.nan
 
 
-def compare_variances(comparisons: Sequence[VarianceRatio], alpha: float = 0.05,
-                      power: float = 0.8) -> list[Verdict]:
+def compare_variances(comparisons: Sequence[VarianceRatio], alpha: float = 0.05, power: float = 0.8,
+                      intervals: str = "holm") -> list[Verdict]:
     r"""Verdicts for a family of variance ratios: the F-test of :math:`F = s_m^2 / s_b^2` on
-    :math:`(n_m - 1, n_b - 1)` degrees of freedom (normal repeats), two-sided, with the same Holm correction,
-    interval rule and verdicts as :func:`compare_paired`, on the log scale: the interval of
-    :math:`\log(\sigma_m^2 / \sigma_b^2)` at level :math:`c` is
-    :math:`[\log F - \log F_{(1+c)/2}, \log F - \log F_{(1-c)/2}]`; ``helps`` where it lies below 0 (the
-    method's variance is smaller). ``se`` is the delta method's :math:`\sqrt{2/(n_m-1) + 2/(n_b-1)}`;
-    ``detectable`` the smallest :math:`|\log \rho|` (either direction, the larger of the two) at which the
-    corrected test rejects with probability ``power``. A zero or non-finite standard deviation is no test."""
+    :math:`(n_m - 1, n_b - 1)` degrees of freedom (normal repeats), with the families, intervals and verdicts of
+    :func:`compare_paired`, on the log scale :math:`\theta = \log(\sigma_m^2 / \sigma_b^2)`, whose estimate minus
+    :math:`\theta` is the log of an F variable; ``helps`` where the method's variance is smaller. ``se`` is the
+    delta method's :math:`\sqrt{2/(n_m-1) + 2/(n_b-1)}`; ``detectable`` the smallest :math:`|\log \rho|` (either
+    direction, the larger of the two) at which the two-sided F-test at the family's level rejects with
+    probability ``power``. A zero or non-finite standard deviation is no test."""
     from scipy import optimize, stats
 
-    if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"alpha and power must lie in (0, 1), got {alpha} and {power}")
-    p_values = []
+    estimates, sizes, sides = [], [], []
     for c in comparisons:
         d1, d2 = c.method_n - 1, c.baseline_n - 1
+        sizes.append(min(c.method_n, c.baseline_n))
+        sides.append((np.array([]), np.array([])))
         usable = d1 >= 1 and d2 >= 1 and all(math.isfinite(s) and s > 0 for s in (c.method_sd, c.baseline_sd))
-        if not usable:
-            p_values.append(math.nan)
-            continue
-        ratio = (c.method_sd / c.baseline_sd) ** 2
-        p_values.append(min(1.0, 2 * min(float(stats.f.cdf(ratio, d1, d2)), float(stats.f.sf(ratio, d1, d2)))))
-    levels, p_holm = _holm(p_values, alpha)
-    verdicts = []
-    for c, p, level, adjusted in zip(comparisons, p_values, levels, p_holm):
-        d1, d2 = c.method_n - 1, c.baseline_n - 1
-        n = min(c.method_n, c.baseline_n)
-        if not math.isfinite(p):
-            ratio = c.method_sd / c.baseline_sd if c.baseline_sd else math.nan
-            difference = 2 * math.log(ratio) if ratio and math.isfinite(ratio) else math.nan
-            verdicts.append(Verdict(n=n, difference=difference, se=math.nan, low=math.nan, high=math.nan,
-                                    confidence=1 - level, p_value=p, p_holm=adjusted, margin=float(c.margin),
-                                    detectable=math.nan, verdict="inconclusive"))
-            continue
-        log_ratio = 2 * math.log(c.method_sd / c.baseline_sd)
+        estimates.append(Estimate(2 * math.log(c.method_sd / c.baseline_sd), math.sqrt(2 / d1 + 2 / d2),
+                                   kind="logF", d1=d1, d2=d2) if usable else None)
+
+    def detectable(estimate: Estimate, level: float, power: float) -> float:
+        d1, d2 = estimate.d1, estimate.d2
         upper, lower = stats.f.ppf(1 - level / 2, d1, d2), stats.f.ppf(level / 2, d1, d2)
-        low, high = log_ratio - math.log(upper), log_ratio - math.log(lower)
 
         def shortfall(r: float, sign: float) -> float:  # power at log rho = sign * r, minus the power asked
             rho = math.exp(sign * r)
             return float(stats.f.cdf(lower / rho, d1, d2) + stats.f.sf(upper / rho, d1, d2)) - power
 
-        detectable = 0.0
+        found = 0.0
         for sign in (-1.0, 1.0):
             top = 1.0
             while shortfall(top, sign) < 0:
                 top *= 2
-            detectable = max(detectable, float(optimize.brentq(shortfall, 0.0, top, args=(sign,), xtol=1e-10)))
-        verdicts.append(Verdict(n=n, difference=log_ratio, se=math.sqrt(2 / d1 + 2 / d2), low=low, high=high,
-                                confidence=1 - level, p_value=p, p_holm=adjusted, margin=float(c.margin),
-                                detectable=detectable, verdict=_verdict_of(log_ratio, low, high, c.margin, True)))
-    return verdicts
+            found = max(found, float(optimize.brentq(shortfall, 0.0, top, args=(sign,), xtol=1e-10)))
+        return found
+
+    def untested(k: int) -> float:  # the log ratio where both spreads are usable numbers, else nan
+        c = comparisons[k]
+        usable = all(math.isfinite(s) and s > 0 for s in (c.method_sd, c.baseline_sd))
+        return 2 * math.log(c.method_sd / c.baseline_sd) if usable else math.nan
+
+    return _verdicts(comparisons, estimates, sizes, sides, alpha, power, intervals, detectable, untested)
 
 
 def _finite(values: Sequence[float]) -> np.ndarray:
@@ -295,43 +346,13 @@ def _finite(values: Sequence[float]) -> np.ndarray:
     return array[np.isfinite(array)]
 
 
-def _verdict_of(mean: float, low: float, high: float, margin: float, lower_is_better: bool) -> str:
-    """:func:`compare_paired`'s rule: helps / hurts where [low, high] excludes 0, equivalent inside the margin."""
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "inconclusive"
-    if low > 0 or high < 0:
-        return "helps" if (mean < 0) == lower_is_better else "hurts"
-    if math.isfinite(margin) and -margin < low and high < margin:
-        return "equivalent"
-    return "inconclusive"
-
-
-def _differences(comparison: Paired) -> np.ndarray:
+def _pair(comparison: Paired) -> tuple[np.ndarray, np.ndarray]:
     method = np.asarray(comparison.method, dtype=float)
     baseline = np.asarray(comparison.baseline, dtype=float)
     if method.shape != baseline.shape or method.ndim != 1:
         raise ValueError(f"a paired comparison needs two 1-D sequences of one length, got {method.shape} and "
                          f"{baseline.shape}")
-    d = method - baseline
-    return d[np.isfinite(d)]
-
-
-def _holm(p_values: Sequence[float], alpha: float) -> tuple[list[float], list[float]]:
-    """Per comparison, the level of its interval under Holm's step-down rule, and its adjusted p-value.
-
-    Comparisons without a p-value (fewer than 2 seeds) are left out of the family."""
-    tested = [i for i, p in enumerate(p_values) if math.isfinite(p)]
-    family = len(tested)
-    levels = [alpha] * len(p_values)
-    adjusted = [math.nan] * len(p_values)
-    running, stopped = 0.0, None
-    for rank, index in enumerate(sorted(tested, key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (family - rank) * p_values[index]))
-        adjusted[index] = running
-        if stopped is None and p_values[index] >= alpha / (family - rank):
-            stopped = alpha / (family - rank)
-        levels[index] = stopped if stopped is not None else alpha / (family - rank)
-    return levels, adjusted
+    return method, baseline
 
 
 def mean_se(values: Sequence[float], digits: int, plus_minus: str = "+-") -> str:
@@ -345,4 +366,3 @@ def mean_se(values: Sequence[float], digits: int, plus_minus: str = "+-") -> str
         return f"{mean:.{digits}f}"
     se = float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
     return f"{mean:.{digits}f} {plus_minus} {se:.{digits}f}"
-
