@@ -30,11 +30,13 @@ Holm's rule across the comparisons with a margin, at :math:`\alpha`, rejects non
 ``equivalent``, whatever the number of comparisons.
 
 **Both fail.** A comparison may state a competence bar (``bar``, in the metric's units): a method meets it where its
-mean over the seeds is at most the bar (at least, for a higher-is-better metric). Where neither method meets it,
-the verdict is ``both fail``, whatever the tests said (their reading is kept in ``tested``): two methods that miss
-the target alike are not "equivalent", and one that misses it by less does not "help" in the sense a reader takes.
+mean over the seeds is at most the bar (at least, for a higher-is-better metric). Where neither method meets it and
+the test of the difference rejects nothing, the verdict is ``both fail``, never ``equivalent`` (the tests' reading
+is kept in ``tested``): two methods that miss the target alike are not "equivalent". A rejected difference stays
+``helps`` / ``hurts`` (one method is closer, even if neither arrives), and ``method_meets`` / ``baseline_meets``
+say whether either met the bar, for the report to say so beside it.
 
-Verdicts, in that order of precedence: ``both fail``; ``helps`` / ``hurts``; ``equivalent``; else
+Verdicts, in that order of precedence: ``helps`` / ``hurts``; ``both fail``; ``equivalent``; else
 ``inconclusive`` (always with one seed, or with no margin and no rejection).
 
 Each comparison also states the smallest difference it could detect: the :math:`|\Delta|` at which its two-sided
@@ -135,7 +137,8 @@ def _verdicts(comparisons, estimates: Sequence[Estimate | None], sizes: Sequence
         bar = float(getattr(comparison, "bar", math.nan))
         lower_is_better = getattr(comparison, "lower_is_better", True)
         method_meets, baseline_meets = _meets(mine, bar, lower_is_better), _meets(theirs, bar, lower_is_better)
-        verdict = "both fail" if method_meets is False and baseline_meets is False else tested
+        both_fail = method_meets is False and baseline_meets is False
+        verdict = "both fail" if both_fail and tested in ("equivalent", "inconclusive") else tested
         value = estimate.value if estimate is not None else (untested(k) if untested else _fallback(mine, theirs))
         verdicts.append(Verdict(
             n=n, difference=value, se=estimate.se if estimate is not None else math.nan,
@@ -231,10 +234,10 @@ def method_statement(alpha: float = 0.05, power: float = 0.8, margin: str = "", 
     equivalence = (f"equivalent where two one-sided tests reject a difference beyond the margin ({margin}), "
                    f"Holm-corrected in a family of their own" if margin
                    else "no margin is stated, so nothing is called equivalent")
-    failing = (f"both fail where neither method's mean meets the bar ({bar}), whatever the tests say" if bar
-               else "no competence bar is stated")
+    failing = (f"both fail where neither method's mean meets the bar ({bar}) and no difference is found (never "
+               f"equivalent then)" if bar else "no competence bar is stated")
     return (f"Verdicts (csg.evaluation.comparison): {pairing}, difference = method - baseline; {test}. "
-            f"helps / hurts where the difference is rejected in that direction; {equivalence}; {failing}; "
+            f"helps / hurts where the difference is rejected in that direction; {failing}; {equivalence}; "
             f"else inconclusive. 'detectable': the smallest difference the comparison had {100 * power:g} % "
             f"power to find.")
 

@@ -264,26 +264,25 @@ def test_equivalence_at_the_margin_is_claimed_at_most_alpha_of_the_time_in_a_fam
     assert found / (200 * 20) > 0.9
 
 
-def test_both_fail_overrides_the_tests_and_is_never_equivalent():
+def test_both_fail_replaces_equivalent_and_inconclusive_never_a_found_difference():
     # the bar 0.5: the baseline's mean is about 1, so it fails it; the method meets it only where it is lower
-    equal, better, worse_pair, met = compare_paired([
-        _pair(0.001, 0.005, margin=0.05, lower_is_better=True),  # equivalent by the tests, both miss the bar
-        _pair(-0.3, 0.05),                                       # helps by the tests, both still miss it
-        _pair(+0.5, 0.05),                                       # hurts, both miss
-        _pair(-0.8, 0.05),                                       # the method meets the bar: the tests decide
-    ])
-    barred = compare_paired([Paired(p.method, p.baseline, p.margin, p.lower_is_better, bar=0.5)
-                             for p in (_pair(0.001, 0.005, margin=0.05), _pair(-0.3, 0.05), _pair(+0.5, 0.05),
-                                       _pair(-0.8, 0.05))])
-    assert [v.tested for v in barred] == ["equivalent", "helps", "hurts", "helps"]
-    assert [v.verdict for v in barred] == ["both fail", "both fail", "both fail", "helps"]
-    assert (barred[0].method_meets, barred[0].baseline_meets) == (False, False)
-    assert (barred[3].method_meets, barred[3].baseline_meets) == (True, False)
-    assert [v.verdict for v in (equal, better, worse_pair, met)] == ["equivalent", "helps", "hurts", "helps"]
-    assert equal.method_meets is None  # no bar stated
+    cases = [_pair(0.001, 0.005, margin=0.05),  # equivalent by the tests, both miss the bar: both fail
+             _pair(0.1, 0.5),                   # inconclusive, both miss: both fail
+             _pair(-0.3, 0.05),                 # helps by the tests, both still miss: helps stands
+             _pair(+0.5, 0.05),                 # hurts, both miss: hurts stands
+             _pair(-0.8, 0.05)]                 # the method meets the bar: the tests decide
+    plain = compare_paired(cases)
+    barred = compare_paired([Paired(p.method, p.baseline, p.margin, p.lower_is_better, bar=0.5) for p in cases])
+    assert [v.verdict for v in plain] == ["equivalent", "inconclusive", "helps", "hurts", "helps"]
+    assert [v.tested for v in barred] == [v.verdict for v in plain]
+    assert [v.verdict for v in barred] == ["both fail", "both fail", "helps", "hurts", "helps"]
+    assert [(v.method_meets, v.baseline_meets) for v in barred] == [(False, False)] * 4 + [(True, False)]
+    assert plain[0].method_meets is None  # no bar stated
     # for a higher-is-better metric the bar is a floor
-    (higher,) = compare_paired([Paired(BASE, BASE - 0.5, lower_is_better=False, bar=2.0)])
-    assert higher.verdict == "both fail" and tally([higher]).endswith("1 both fail, 0 inconclusive")
+    (higher,) = compare_paired([Paired(BASE, BASE + 0.001 + 0.005 * NOISE, margin=0.05, lower_is_better=False,
+                                       bar=2.0)])
+    assert higher.tested == "equivalent" and higher.verdict == "both fail"
+    assert tally([higher]) == "0 helps, 0 hurts, 0 equivalent, 1 both fail, 0 inconclusive"
 
 
 def test_bonferroni_intervals_are_t_intervals_at_alpha_over_k_and_decide_alone():

@@ -173,7 +173,7 @@ def test_the_study_writes_both_protocols_and_its_findings(tmp_path):
     report.write(result, tmp_path, REFERENCES, "smoke")
     text = (tmp_path / "accuracy.md").read_text()
     assert "## heart_logreg" in text and "lowest mean w2" in text and "w2(cSGLD) - w2(SGLD)" in text
-    assert "Holm-corrected" in text and "hence no margin" in text
+    assert "Holm" in text and "hence no margin" in text
     assert (tmp_path / "accuracy.png").exists() and (tmp_path / "accuracy.csv").exists()
     written = __import__("pandas").read_csv(tmp_path / "accuracy_verdicts.csv")
     assert set(written.family) == {"cycles", "best"} and set(written.verdict) <= {"helps", "hurts", "inconclusive"}

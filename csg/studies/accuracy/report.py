@@ -70,7 +70,7 @@ def _leader_line(block: pd.DataFrame, steps: int) -> str:
 def _cycles_line(row: pd.Series) -> str:
     relative = f", {row.detectable_relative:.2f} x {row.baseline}'s" if math.isfinite(row.detectable_relative) else ""
     same = f" (the same comparison as {row.same_as}'s, counted once)" if row.same_as else ""
-    statistics = (f" +- {row.se:.2g}, corrected interval {_interval(row)}, detectable {row.detectable:.2g}{relative}"
+    statistics = (f" +- {row.se:.2g}, simultaneous interval {_interval(row)}, detectable {row.detectable:.2g}{relative}"
                   if math.isfinite(row.se) else f" ({row.seeds} seed, no interval)")
     return (f"- {row.target}, {row.protocol}: {row.metric}({row.method}) - {row.metric}({row.baseline}) = "
             f"{row.difference:+.3g}{statistics} (paired by seed){same}: {row.verdict}.")

@@ -5,8 +5,9 @@ module answers for the comparisons the paper makes (its :class:`Claim`\\ s, defi
 methods with the same ``seed`` share the model's initialisation, the order of the mini-batches and the seed of
 the sampler's noise (:func:`csg.engine.build.seed_streams`) and are evaluated on the same test set, so each comparison is
 paired by seed. Every comparison of one report is one family: :func:`csg.evaluation.comparison.compare_paired`
-gives the differences (method - baseline), their Holm-corrected t-intervals and the verdicts (helps, hurts,
-equivalent inside the metric's stated margin, else inconclusive) and the smallest difference each could detect.
+gives the differences (method - baseline), their simultaneous intervals (compatible with Holm's test across the
+family) and the verdicts (helps, hurts, equivalent by two one-sided tests inside the metric's stated margin, else
+inconclusive) and the smallest difference each could detect.
 With one seed there is no interval: the section says "one seed: an ordering, not a verdict" and names no verdict.
 """
 
@@ -72,7 +73,9 @@ def compare(runs: pd.DataFrame, claims: Sequence[Claim], metrics: Sequence, grou
 
 
 def _number(value: float, digits: int) -> str:
-    return "-" if not math.isfinite(value) else f"{value:+.{digits}f}"
+    if not math.isfinite(value):
+        return "-"
+    return "0" if value == 0 else f"{value:+.{digits}f}"  # 0: a compatible interval's bound at a rejection
 
 
 def markdown(frame: pd.DataFrame, metrics: Sequence, claims_text: str, group: str = "data",
@@ -102,9 +105,9 @@ def markdown(frame: pd.DataFrame, metrics: Sequence, claims_text: str, group: st
         lines += [f"Verdicts: {tally(frame.itertuples())}." + _detectable(frame, used), ""]
     value = "value" if one_seed else "mean"
     header = [group, "metric", "method", "baseline", "seeds", f"method's {value}", f"baseline's {value}", "difference"]
-    header += ["ahead on this seed"] if one_seed else ["corrected interval", "level", "detectable", "verdict"]
+    header += ["ahead on this seed"] if one_seed else ["simultaneous 95 % interval", "detectable", "verdict"]
     lines += ["| " + " | ".join(header) + " |",
-              "|---|---|---|---|---|" + "---:|" * 3 + ("---|" if one_seed else "---:|" * 3 + "---|")]
+              "|---|---|---|---|---|" + "---:|" * 3 + ("---|" if one_seed else "---:|" * 2 + "---|")]
     for row in frame.itertuples():
         metric = by_name[row.metric]
         digits = metric.digits
@@ -113,10 +116,10 @@ def markdown(frame: pd.DataFrame, metrics: Sequence, claims_text: str, group: st
         if one_seed:
             cells.append(_ahead(row, metric))
         elif row.n < 2:
-            cells += ["-", "-", "-", "one seed: no verdict"]
+            cells += ["-", "-", "one seed: no verdict"]
         else:
-            cells += [f"[{_number(row.low, digits)}, {_number(row.high, digits)}]", f"{100 * row.confidence:.2f} %",
-                      f"{row.detectable:.{digits}f}", row.verdict]
+            cells += [f"[{_number(row.low, digits)}, {_number(row.high, digits)}]", f"{row.detectable:.{digits}f}",
+                      row.verdict]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -129,7 +132,7 @@ def _ahead(row, metric) -> str:
 
 
 def _detectable(frame: pd.DataFrame, metrics: Sequence) -> str:
-    """' Smallest detectable difference (80 % power, at each comparison's corrected level): test error % 0.8-3.1; ...'"""
+    """' Smallest detectable difference (80 % power, at the family's level): test error % 0.8-3.1; ...'"""
     parts = []
     for metric in metrics:
         values = frame[(frame.metric == metric.paper_name) & (frame.n >= 2)].detectable.dropna()
@@ -139,5 +142,5 @@ def _detectable(frame: pd.DataFrame, metrics: Sequence) -> str:
             parts.append(f"{metric.label} {span}")
     if not parts:
         return ""
-    return (" The smallest difference each comparison could detect (80 % power at its corrected level; column "
+    return (" The smallest difference each comparison could detect (80 % power at the family's level; column "
             "'detectable'): " + "; ".join(parts) + ".")

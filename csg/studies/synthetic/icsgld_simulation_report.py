@@ -124,7 +124,8 @@ def comparison_lines(result: SimulationResult) -> list[str]:
         return ["", f"Final KL, lowest first (means, not a verdict): {order}."]
     repeats = int(result.repeats.groupby("method").size().min())
     kl = [(other, v) for other, metric, v in family if metric == "kl"]
-    said = {"helps": "below", "hurts": "above", "equivalent": "level with", "inconclusive": "not resolved against"}
+    said = {"helps": "below", "hurts": "above", "equivalent": "level with", "both fail": "failing alike with",
+            "inconclusive": "not resolved against"}
     groups = {word: [other for other, v in kl if said[v.verdict] == word] for word in dict.fromkeys(said.values())}
     standing = "; ".join(f"{word} {', '.join(others)}" for word, others in groups.items() if others)
     tested = [v for _, _, v in family if v.n > 1]

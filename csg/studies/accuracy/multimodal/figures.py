@@ -12,7 +12,8 @@ from csg.io.atomic import atomic_open
 from csg.studies.accuracy.multimodal.chains import PAIRS
 from csg.studies.accuracy.multimodal.verdicts import METRICS
 
-COLOURS = {"helps": "#4daf4a", "hurts": "#e41a1c", "equivalent": "#a6cee3", "inconclusive": "#f0f0f0"}
+COLOURS = {"helps": "#4daf4a", "hurts": "#e41a1c", "equivalent": "#a6cee3", "both fail": "#bdbdbd",
+           "inconclusive": "#f0f0f0"}
 
 
 def _save(fig, path: Path) -> None:
@@ -63,7 +64,7 @@ def phase_diagram(verdicts: pd.DataFrame, labels: dict[str, str], path: Path) ->
             axis.set_yticklabels([labels[t] for t in order] if column == 0 else [], fontsize=8)
             axis.title.set_fontsize(9)
     handles = [Patch(color=colour, label=name) for name, colour in COLOURS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncol=len(COLOURS), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     _save(fig, path)
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from csg.studies.accuracy.multimodal.chains import BY_NAME
 
-ORDER = ("helps", "hurts", "equivalent", "inconclusive")
+ORDER = ("helps", "hurts", "equivalent", "both fail", "inconclusive")
 
 
 def heat(step: float) -> float:
@@ -106,6 +106,20 @@ def _why(found: pd.DataFrame, summary: pd.DataFrame, method: str, baseline: str,
     return "".join(lines) + "."
 
 
+def _arrivals(block: pd.DataFrame) -> str:
+    """' Of the 10 helps, 7 are between two methods that both miss the bar; ...': a difference found is not an
+    arrival."""
+    parts = []
+    for verdict in ("helps", "hurts"):
+        found = block[block.verdict == verdict]
+        if len(found):
+            missed = found[(found.method_meets.astype(str) == "False") & (found.baseline_meets.astype(str) == "False")]
+            met = found[found.method_meets.astype(str) == "True"]
+            parts.append(f"of the {len(found)} {verdict}, {len(missed)} between two methods that both miss the bar "
+                         f"and {len(met)} where the cyclical method meets it")
+    return (" " + "; ".join(parts)[0].upper() + "; ".join(parts)[1:] + ".") if parts else ""
+
+
 def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[str]:
     """The reading's bullets (one Markdown line each)."""
     lines = []
@@ -117,7 +131,8 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
             counts = block.verdict.value_counts()
             lines.append(f"- **{method} against {baseline}, {name}** ({len(block)} target x budget cells): "
                          + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER) + ". The cycles pay "
-                         + _where(block, "helps") + "; they cost " + _where(block, "hurts") + ".")
+                         + _where(block, "helps") + "; they cost " + _where(block, "hurts") + "."
+                         + _arrivals(block))
         for verdict in ("helps", "hurts"):
             why = _why(found, summary, method, baseline, verdict)
             if why:

@@ -76,9 +76,7 @@ def _target_lines(tables: dict[str, pd.DataFrame], summary: pd.DataFrame) -> lis
 
 def _verdict_lines(found: pd.DataFrame) -> list[str]:
     lines = ["## Verdicts: cyclical against constant step, paired by seed", "",
-             method_statement(margin=f"mode-weight error: +-{verdicts.MODE_MARGIN:g}; W2: +-"
-                                     f"{100 * verdicts.W2_MARGIN:g} % of the constant-step method's excess over the "
-                                     "exact floor") +
+             method_statement(margin=verdicts.statement()[0], bar=verdicts.statement()[1]) +
              f" One family: all {len(found)} comparisons below (every pair, target, budget and metric). Each "
              "method at its tuned setting of that budget (chosen on seeds 0-4, judged on the evaluation seeds).", ""]
     for metric, name in verdicts.METRICS.items():
@@ -86,17 +84,35 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
         if block.empty:
             continue
         lines += [f"**{name}** (difference = cyclical - constant; lower is better):", "",
-                  "| target | budget | pair | cyclical | constant | difference | corrected interval | margin | "
-                  "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+                  "| target | budget | pair | cyclical | constant | difference | simultaneous interval | margin | bar | "
+                  "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for row in block.itertuples():
-            interval = f"[{row.low:+.3f}, {row.high:+.3f}]" if math.isfinite(row.low) else "-"
-            lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | {row.method_mean:.3f} | "
-                         f"{row.baseline_mean:.3f} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
-                         f"{row.detectable:.3g} | {row.verdict} |")
+            interval = f"[{_bound(row.low)}, {_bound(row.high)}]" if math.isfinite(row.low) else "-"
+            lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | "
+                         f"{row.method_mean:.3f}{_miss(row.method_meets)} | {row.baseline_mean:.3f}"
+                         f"{_miss(row.baseline_meets)} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
+                         f"{row.bar:.3g} | {row.detectable:.3g} | {_verdict(row)} |")
         lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
-                      f"(80 % power at the corrected level) is in median {block.detectable.median():.3g} "
+                      f"(80 % power at the family's level) is in median {block.detectable.median():.3g} "
                       f"({block.detectable.min():.3g} to {block.detectable.max():.3g}).", ""]
-    return lines + [f"- **all {len(found)}**, one Holm family: {tally(found.itertuples())}.", ""]
+    missed = found[found.verdict.isin(["helps", "hurts"]) & (found.method_meets == False)  # noqa: E712
+                   & (found.baseline_meets == False)]  # noqa: E712
+    return lines + [f"- **all {len(found)}**, one Holm family: {tally(found.itertuples())}; of the helps and hurts, "
+                    f"{len(missed)} are between two methods that both miss the bar (marked *: a difference found, "
+                    "neither arrives).", "", "A mean marked ' (miss)' does not meet the bar.", ""]
+
+
+def _bound(value: float) -> str:
+    return "0" if value == 0 else f"{value:+.3f}"
+
+
+def _miss(meets) -> str:
+    return " (miss)" if meets is False or meets == "False" else ""
+
+
+def _verdict(row) -> str:
+    both_miss = _miss(row.method_meets) and _miss(row.baseline_meets)
+    return f"{row.verdict}*" if both_miss and row.verdict in ("helps", "hurts") else row.verdict
 
 
 def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:

@@ -7,9 +7,12 @@ Holm-corrected across every comparison of the report. Verdicts: helps / hurts wh
 excludes 0, equivalent where it lies inside the margin, else inconclusive; each with the smallest difference it
 had 80 % power to detect.
 
-Margins: the mode-weight error, :data:`MODE_MARGIN` (two points of probability mass on the wrong modes); W2,
-:data:`W2_MARGIN` of the constant-step method's excess over the exact floor (W2 between two exact samples of the
-same size), as the project's other accuracy reports.
+Margins, absolute and fixed before any method ran: the mode-weight error, :data:`MODE_MARGIN` (two points of
+probability mass); W2, :data:`W2_MARGIN` times the target's exact floor (W2 between two exact samples of the same
+size: a property of the target and budget, the same for every method). Competence bars, the same for both methods
+of a comparison: mode-weight error at most :data:`MODE_BAR` (a tenth of the mass on the wrong modes), W2 at most
+:data:`W2_BAR` times the exact floor. Where neither method meets its bar and no difference is found, the verdict is
+"both fail", never "equivalent".
 """
 
 from __future__ import annotations
@@ -23,14 +26,27 @@ from csg.studies.accuracy.multimodal.chains import PAIRS
 
 MODE_MARGIN = 0.02
 W2_MARGIN = 0.25
+MODE_BAR = 0.1
+W2_BAR = 2.0
 METRICS = {"mode_error": "mode-weight error", "w2": "W2"}
 
 
-def _margin(metric: str, baseline_mean: float, floor: float) -> float:
+def _margin(metric: str, floor: float) -> float:
     if metric == "mode_error":
         return MODE_MARGIN
-    excess = baseline_mean - floor
-    return W2_MARGIN * excess if math.isfinite(excess) and excess > 0 else math.nan
+    return W2_MARGIN * floor if math.isfinite(floor) and floor > 0 else math.nan
+
+
+def _bar(metric: str, floor: float) -> float:
+    if metric == "mode_error":
+        return MODE_BAR
+    return W2_BAR * floor if math.isfinite(floor) and floor > 0 else math.nan
+
+
+def statement() -> tuple[str, str]:
+    """The margins and bars as the report states them (for :func:`csg.evaluation.comparison.method_statement`)."""
+    return (f"mode-weight error +-{MODE_MARGIN:g}; W2 +-{W2_MARGIN:g} x the exact floor",
+            f"mode-weight error <= {MODE_BAR:g}; W2 <= {W2_BAR:g} x the exact floor")
 
 
 def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
@@ -51,8 +67,8 @@ def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.
                     continue
                 exact = float(floor.get((target, budget), math.nan)) if metric == "w2" else math.nan
                 baseline_mean = float(theirs.mean())
-                comparisons.append(Paired(mine.to_numpy(float), theirs.to_numpy(float),
-                                          _margin(metric, baseline_mean, exact)))
+                comparisons.append(Paired(mine.to_numpy(float), theirs.to_numpy(float), _margin(metric, exact),
+                                          bar=_bar(metric, exact)))
                 rows.append({"target": target, "budget": budget, "metric": metric, "method": method,
                              "baseline": baseline, "method_mean": float(mine.mean()), "baseline_mean": baseline_mean,
                              "floor": exact})
