@@ -47,7 +47,9 @@ def _reference_table(references: Path, targets: list[str]) -> list[str]:
 
 
 def _interval(row: pd.Series) -> str:
-    return f"[{row.low:+.3g}, {row.high:+.3g}]" if math.isfinite(row.low) and math.isfinite(row.high) else "no interval"
+    if not (math.isfinite(row.low) and math.isfinite(row.high)):
+        return "no interval"
+    return "[" + ", ".join("0" if b == 0 else f"{b:+.3g}" for b in (row.low, row.high)) + "]"
 
 
 def _leader_line(block: pd.DataFrame, steps: int) -> str:
@@ -100,7 +102,7 @@ def _verdict_lines(cycles: pd.DataFrame, best: pd.DataFrame) -> list[str]:
             parts.append(f"{target} {detectable:.2g} in {block.metric.iloc[0]}"
                          + (f" ({relative:.2f} x the baseline's own)" if math.isfinite(relative) else ""))
     if parts:
-        lines.append("The smallest difference the cycles' comparisons could detect (80 % power at their corrected "
+        lines.append("The smallest difference the cycles' comparisons could detect (80 % power at the family's "
                      "level), in median: " + "; ".join(parts) + ".")
     return [" ".join(lines)]
 

@@ -68,8 +68,8 @@ def margin_reason(curves: pd.DataFrame) -> str:
 
 
 def comparison_rows(family: list[Comparison], verdicts: list[Verdict]) -> list[str]:
-    """Markdown rows of the family: per-seed differences, the corrected interval, margin, detectable, verdict."""
-    rows = ["| method - baseline | regret | per seed | difference [corrected 95 % interval] | margin | detectable | "
+    """Markdown rows of the family: per-seed differences, the simultaneous interval, margin, detectable, verdict."""
+    rows = ["| method - baseline | regret | per seed | difference [simultaneous 95 % interval] | margin | detectable | "
             "verdict |", "|---|---|---|---:|---:|---:|---|"]
     for c, v in zip(family, verdicts):
         interval = (f"{v.difference:+.0f} [{v.low:+.0f}, {v.high:+.0f}]" if v.n > 1
@@ -86,7 +86,7 @@ def detectable_range(family: list[Comparison], verdicts: list[Verdict]) -> str:
     if not known:
         return ""
     (low, first), (high, last) = min(known, key=lambda k: k[0]), max(known, key=lambda k: k[0])
-    return (f" The smallest difference each could detect (80 % power at its corrected level): from {low:.0f} "
+    return (f" The smallest difference each could detect (80 % power at the family's level): from {low:.0f} "
             f"({first.method} - {first.baseline}, {first.regret}) to {high:.0f} ({last.method} - {last.baseline}, "
             f"{last.regret}).")
 
@@ -280,7 +280,7 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
                   method_statement(margin=margin_reason(curves)) + " Regret: lower is better; every agent of a seed "
                   "meets the same mushrooms and coin flips.", "",
                   *comparison_rows(family, verdicts), "",
-                  f"Family: {len(tested)} comparisons with an interval, Holm-corrected together: {tally(verdicts)}."
+                  f"Family: {len(tested)} comparisons with an interval, one Holm family: {tally(verdicts)}."
                   + (detectable_range(family, verdicts) if tested else " One seed: no interval, so no verdict.")]
     second_half = next((v for c, v in zip(family, verdicts) if c.regret != "final"), None)
     if len(results.traces):

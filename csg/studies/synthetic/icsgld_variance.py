@@ -244,7 +244,7 @@ def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
     columns = ["partition", "energy", "exact", "ICSGLD x P10 mean +- 2 sd", "CSGLD x T10 mean +- 2 sd"]
     align = ["---:", "---", "---:", "---:", "---:"]
     if verdicts:
-        columns += ["variance ratio ICSGLD / CSGLD [corrected 95 % interval]", "detectable ratio", "verdict"]
+        columns += ["variance ratio ICSGLD / CSGLD [simultaneous 95 % interval]", "detectable ratio", "verdict"]
         align += ["---:", "---:", "---"]
     lines += ["", "| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
     for index, (_, r) in enumerate(table.iterrows()):
@@ -261,7 +261,7 @@ def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
 
 def partition_verdicts(table: pd.DataFrame, repeats: int) -> list:
     """Per partition, ICSGLD x P10's variance over the repeats against CSGLD x T10's: the F-test of
-    :func:`csg.evaluation.comparison.compare_variances`, Holm-corrected across the partitions (one family);
+    :func:`csg.evaluation.comparison.compare_variances`, one Holm family across the partitions;
     ``helps``: ICSGLD x P10's variance is the smaller. The two methods' repeats are independent (each its own
     seed); the test takes each method's estimates over its repeats as normal."""
     from csg.evaluation.comparison import VarianceRatio, compare_variances
@@ -282,10 +282,11 @@ def verdict_sentence(verdicts: list, repeats: int) -> str:
              for name, found in by.items() if found]
     detectable = [math.exp(v.detectable) for v in verdicts if math.isfinite(v.detectable)]
     return (f"Per partition (verdicts: the F-test of the two variances over {repeats} independent repeats each, "
-            "on the log ratio, Holm-corrected to 95 % across the "
-            f"{len(verdicts)} partitions; csg.evaluation.comparison.compare_variances): " + "; ".join(parts)
+            "on the log ratio, one directional Holm family across the "
+            f"{len(verdicts)} partitions with simultaneous 95 % intervals compatible with it, an interval ending at "
+            "ratio 1 where its partition is rejected; csg.evaluation.comparison.compare_variances): " + "; ".join(parts)
             + f"; in all, {tally(verdicts)}. No equivalence margin: with {repeats} repeats per method the test finds a "
-            f"variance ratio only beyond {min(detectable):.2g} (80 % power, either way) at the least corrected level"
+            f"variance ratio only beyond {min(detectable):.2g} (80 % power, either way) at the family's level"
             " ('detectable': below 1 / it or above it). The F-test takes each method's estimates over its repeats "
             f"as normal, which it is sensitive to and {repeats} repeats cannot check.")
 
