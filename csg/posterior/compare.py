@@ -6,7 +6,7 @@ no config is built, nothing is imported), and gives a :class:`Comparison`: per r
 seed, test error %, NLL, ECE, Brier, mean mutual information (nats), members and wall time; per method (of one
 data set and model) the mean and standard error over its seeds; and, where two methods share seeds, the verdicts
 of :func:`csg.evaluation.comparison.compare_paired` on each of error, NLL, ECE and Brier against a baseline method,
-paired by seed, Holm-corrected across every comparison of the table.
+paired by seed, one Holm family across every comparison of the table (simultaneous intervals compatible with it).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class Comparison:
     ``runs``: one row per run, columns ``data``, ``model``, ``method``, ``seed``, ``error``, ``nll``, ``ece``,
     ``brier``, ``mi`` (NaN for a run from before metrics.json recorded it), ``members``, ``time_s`` (the run's wall
     time) and ``run_dir``; ``verdicts``: one row per comparison, columns ``data``, ``model``, ``method``,
-    ``baseline``, ``metric``, ``n`` (shared seeds), ``difference`` (method - baseline), ``low``, ``high`` (the
-    corrected interval), ``verdict``, ``detectable``, ``p_holm``; ``skipped``: the runs left out, and why;
+    ``baseline``, ``metric``, ``n`` (shared seeds), ``difference`` (method - baseline), ``low``, ``high`` (its
+    simultaneous interval), ``verdict``, ``detectable``, ``p_holm``; ``skipped``: the runs left out, and why;
     ``margins``: the equivalence margins stated, by metric."""
 
     runs: pd.DataFrame

@@ -202,19 +202,27 @@ def _runs(values: dict[str, np.ndarray], metric: str = "mode_error") -> pd.DataF
 
 def test_verdicts_help_hurt_and_equivalent_in_one_holm_family():
     rng = np.random.default_rng(2)
-    base = 0.3 + 0.05 * rng.standard_normal(50)
-    values = {"SGLD": base, "cSGLD": base - 0.1 + 0.01 * rng.standard_normal(50),      # the cycles help
+    base = 0.08 + 0.01 * rng.standard_normal(50)   # meets the bar of 0.1
+    values = {"SGLD": base, "cSGLD": base - 0.05 + 0.01 * rng.standard_normal(50),      # the cycles help
               "SGLD x4": base, "cSGLD x4": base + 0.002 * rng.standard_normal(50)}      # within +-0.02: equivalent
     found = verdicts.verdicts(_runs(values)).set_index("method")
     assert found.verdict.to_dict() == {"cSGLD": "helps", "cSGLD x4": "equivalent"}
     assert (found.margin == verdicts.MODE_MARGIN).all() and found.seeds.tolist() == [50, 50]
+    assert (found.bar == verdicts.MODE_BAR).all()
     assert found.p_holm["cSGLD"] == pytest.approx(min(1.0, 2 * found.p_value["cSGLD"]))
     values["cSGLD"] = base + 0.05 + 0.01 * rng.standard_normal(50)
     assert verdicts.verdicts(_runs(values)).set_index("method").verdict["cSGLD"] == "hurts"
-    # W2's margin: a quarter of the constant step's excess over the exact floor
+    # the same equivalence where both methods miss the bar (a third of the mass misplaced): both fail
+    values["SGLD x4"] = base + 0.25
+    values["cSGLD x4"] = values["SGLD x4"] + 0.002 * rng.standard_normal(50)
+    far = verdicts.verdicts(_runs(values)).set_index("method")
+    assert far.verdict["cSGLD x4"] == "both fail" and far.tested["cSGLD x4"] == "equivalent"
+    # W2's margin and bar: fixed multiples of the exact floor, whatever the methods score
     w2 = _runs({"SGLD": np.full(50, 3.0) + rng.standard_normal(50) * 0.1, "cSGLD": np.full(50, 3.0),
                 "exact": np.full(50, 1.0)}, "w2")
-    assert verdicts.verdicts(w2).set_index("metric").margin["w2"] == pytest.approx(0.25 * (w2[w2.method == "SGLD"].w2.mean() - 1.0))
+    found = verdicts.verdicts(w2).set_index("metric")
+    assert found.margin["w2"] == pytest.approx(verdicts.W2_MARGIN * 1.0)
+    assert found.bar["w2"] == pytest.approx(verdicts.W2_BAR * 1.0) and found.verdict["w2"] == "both fail"
 
 
 # --- the smoke pipeline ----------------------------------------------------------------------------------------------

@@ -390,7 +390,7 @@ def test_the_report_gives_verdicts_from_the_shared_function_on_constructed_regre
     assert rows["pICSGLD - pSGLD steps 2-2"].endswith("| equivalent |")
     assert rows["pCSGLD - pSGLD final"].endswith("| inconclusive |")
     assert rows["pICSGLD - EpsGreedy final"].endswith("one seed: no interval) | +-200 | - | inconclusive |")
-    assert "Family: 4 comparisons with an interval, Holm-corrected together: 1 helps, 0 hurts, 1 equivalent, " \
+    assert "Family: 4 comparisons with an interval, one Holm family: 1 helps, 0 hurts, 1 equivalent, 0 both fail, " \
            "3 inconclusive." in text
     assert "Ours, by the paired verdicts below: pICSGLD below pSGLD (pICSGLD - pCSGLD, pCSGLD - pSGLD: " \
            "inconclusive). Their means alone, lowest first (an order of means, not a verdict): pICSGLD 2000, " \
