@@ -225,6 +225,35 @@ def test_verdicts_help_hurt_and_equivalent_in_one_holm_family():
     assert found.bar["w2"] == pytest.approx(verdicts.W2_BAR * 1.0) and found.verdict["w2"] == "both fail"
 
 
+def test_the_tuning_metric_is_judged_too_with_the_mode_errors_margin_and_bar():
+    rng = np.random.default_rng(3)
+    base = 0.05 + 0.01 * rng.standard_normal(20)
+    runs = _runs({"SGLD": base, "cSGLD": base - 0.03 + 0.005 * rng.standard_normal(20)})
+    runs["core_tv"] = runs.mode_error
+    found = verdicts.verdicts(runs).set_index("metric")
+    assert found.verdict.to_dict() == {"mode_error": "helps", "core_tv": "helps"}
+    assert found.margin["core_tv"] == verdicts.MODE_MARGIN and found.bar["core_tv"] == verdicts.MODE_BAR
+
+
+def test_the_networks_arrival_family_compares_only_seeds_where_both_arrived():
+    rng = np.random.default_rng(4)
+    seeds = 30
+    rows = []
+    for method, shift in (("SGLD", 0.0), ("cSGLD", -0.05)):
+        for s in range(seeds):
+            arrived = s % 3 != 0 if method == "cSGLD" else s % 5 != 0   # a third, a fifth not arrived
+            rows.append({"target": "network", "budget": 5000, "method": method, "seed": 1000 + s,
+                         "finite": arrived, "mode_error": 1.0 if not arrived else 0.08 + shift + 0.005 * rng.standard_normal()})
+    runs = pd.DataFrame(rows + [{**r, "target": "barrier2"} for r in rows])  # another target: left out
+    found = verdicts.arrived(runs)
+    assert len(found) == 1
+    (row,) = found.itertuples()
+    both = [s for s in range(seeds) if s % 3 and s % 5]
+    assert row.seeds == len(both)
+    assert row.method_arrived == pytest.approx(20 / 30) and row.baseline_arrived == pytest.approx(24 / 30)
+    assert row.method_mean < 0.04 < row.baseline_mean and row.verdict == "helps"  # the scored 1s are left out
+
+
 # --- the smoke pipeline ----------------------------------------------------------------------------------------------
 
 
@@ -239,7 +268,7 @@ def test_the_smoke_study_writes_its_report_and_rewrites_it_from_its_csvs(tmp_pat
     assert set(runs[runs.method != "exact"].seed) == set(study.SMOKE.seeds)
     assert set(runs.method) == {*study.SMOKE.methods, "exact"} and set(runs.budget) == set(study.SMOKE.budgets)
     found = pd.read_csv(tmp_path / "accuracy_multimodal_verdicts.csv")
-    assert len(found) == 3 * 2 * 2 * 2 and "**Edge check: passed**" in text  # pairs x targets x budgets x metrics
+    assert len(found) == 3 * 2 * 2 * 3 and "**Edge check: passed**" in text  # pairs x targets x budgets x metrics
     assert "| barrier16 | 1,600 | cSGLD - SGLD |" in text and "one Holm family" in text
     summary = pd.read_csv(tmp_path / "accuracy_multimodal.csv")
     cyclical = summary[summary.method == "cSGLD"]

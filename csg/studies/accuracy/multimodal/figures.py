@@ -55,7 +55,7 @@ def phase_diagram(verdicts: pd.DataFrame, labels: dict[str, str], path: Path) ->
                         continue
                     cell = block.loc[(target, budget)]
                     axis.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=COLOURS[cell.verdict], ec="white"))
-                    axis.text(j, i, f"{cell.difference:+.2f}" if metric == "mode_error" else f"{cell.difference:+.1f}",
+                    axis.text(j, i, f"{cell.difference:+.1f}" if metric == "w2" else f"{cell.difference:+.2f}",
                               ha="center", va="center", fontsize=7)
             axis.set(xlim=(-0.5, len(budgets) - 0.5), ylim=(len(order) - 0.5, -0.5),
                      xticks=range(len(budgets)), xticklabels=[f"{b // 1000}k" for b in budgets],

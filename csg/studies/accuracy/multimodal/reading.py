@@ -124,7 +124,7 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
     """The reading's bullets (one Markdown line each)."""
     lines = []
     for (method, baseline), pair in found.groupby(["method", "baseline"], sort=False):
-        for metric, name in (("mode_error", "mode-weight error"), ("w2", "W2")):
+        for metric, name in (("mode_error", "mode-weight error"), ("w2", "W2"), ("core_tv", "core TV")):
             block = pair[pair.metric == metric]
             if block.empty:
                 continue
