@@ -102,7 +102,7 @@ def test_table1_says_which_baseline_each_row_is_and_compares_the_cycles_with_con
     text = (tmp_path / "out" / "table1.md").read_text()
     assert "| method | step size | test error %, ours |" in text
     assert "| SGLD | decreasing | " in text and "| SGHMC (constant step) | constant | " in text
-    assert "Step size (which baseline each row is): decreasing: " in text and "constant: lr0 " in text
+    assert "Step size (which baseline each row is): decreasing: " in text and "constant: half the recipe's lr0 " in text
     verdicts = pd.read_csv(tmp_path / "out" / "table1_comparisons.csv").set_index(["method", "baseline", "metric"])
     assert len(verdicts) == 12  # the paper's 4 claims and the 2 against the constant steps, in 2 metrics
     assert verdicts.loc[("cSGLD", "SGLD (constant step)", "test_error_pct"), "difference"] == pytest.approx(-1.2)  # -1.3 + 0.1 x mean seed

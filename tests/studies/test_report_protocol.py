@@ -142,7 +142,7 @@ def test_runs_that_differ_are_refused_for_the_committed_table_and_written_with_o
 def test_out_naming_the_committed_folder_is_the_committed_folder(tmp_path, committed):
     runs = tmp_path / "runs"
     _write_runs(runs, "table1_smoke", _table1_points("0"), extra=("sampler.lr0=0.01",))
-    with pytest.raises(ConfigError, match=r"sampler.lr0=0.01 \(the preset: 0.2\)"):
+    with pytest.raises(ConfigError, match=r"sampler.lr0=0.01 \(the preset: 0.2, 0.1\)"):
         _report_only(runs, committed, out_given=True)
     assert not committed.exists()
 
@@ -158,7 +158,7 @@ def test_an_added_method_under_the_protocol_is_a_row_not_a_difference(tmp_path, 
     _report_only(runs, committed)
     assert "| mine |" in (committed / "table1.md").read_text()
     _write_runs(runs / "add_mine_again", "table1_smoke", mine[:1], extra=("sampler.temperature=0.4",))
-    with pytest.raises(ConfigError, match=r"sampler.temperature=0.4 in 1 of 28 runs \(the preset: 0.5\)"):
+    with pytest.raises(ConfigError, match=r"sampler.temperature=0.4 in 1 of 34 runs \(the preset: 0.5\)"):
         _report_only(runs, committed)
 
 

@@ -29,8 +29,9 @@ STEP_WORDS = {"decreasing": "decreasing", "constant": "constant", "cyclical": "c
 STEP_NOTES = {
     "decreasing": "decreasing: a (b + k)^-0.55 from lr0 down to 0.01, no noise in the first 75 % of the epochs "
                   "(the paper's SGLD and SGHMC baselines, and SGD, SGDM)",
-    "constant": "constant: lr0 for the whole run, the decreasing baseline's stages and samples otherwise (ours, not "
-                "the paper's: `sampler=sgld_constant`, `sghmc_constant`)",
+    "constant": "constant: half the recipe's lr0 (the cosine cycle's mean step) for the whole run, the decreasing "
+                "baseline's stages and samples otherwise (ours, not the paper's: `sampler=sgld_constant`, "
+                "`sghmc_constant`)",
     "cyclical": "cyclical: cosine cycles from lr0 (eq. 1), restarted each cycle",
     "step decay": "step decay: lr0, x 0.2 at 50 % and 75 % of the run",
 }
