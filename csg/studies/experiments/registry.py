@@ -265,7 +265,8 @@ BOTH = ("full", "smoke")
 _TABLES = {name: _sweeps(tables.TABLES[name], _table_report) for name in ("table1", "table2", "table3")}
 
 TARGETS: dict[str, Target] = {target.name: target for target in (
-    Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods (smoke: MNIST digits, MLP)",
+    Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods and 2 constant-step baselines (smoke: "
+           "MNIST digits, MLP)",
            "csgmcmc", _TABLES["table1"], BOTH, TABLE_FLAGS),
     Target("table2", "cSG-MCMC Table 2: 4 parallel chains against one, cyclical against decreasing",
            "csgmcmc", _TABLES["table2"], BOTH, SWEEP_FLAGS),
