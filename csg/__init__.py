@@ -45,6 +45,8 @@ def _register_resolvers() -> None:
     OmegaConf.register_new_resolver("csg_rank0", lambda value: value if rank() == 0 else None, replace=True)
     OmegaConf.register_new_resolver("csg_pending", _pending_name, replace=True)
     OmegaConf.register_new_resolver("csg_run_stamp", _run_stamp, replace=True)
+    # a number times a factor: the constant-step baselines' step, half the data set's alpha_0 (configs/sampler/)
+    OmegaConf.register_new_resolver("csg_times", lambda value, factor: float(value) * float(factor), replace=True)
 
 
 def _pending_name() -> str:

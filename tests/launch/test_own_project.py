@@ -134,7 +134,7 @@ def test_the_users_sampler_is_a_row_of_table_1_equal_to_csgld(readme_runs, proje
     table = table[table.paper_data == "cifar10"]  # each row stands beside each of the paper's data sets
     error = table[table.metric == "test_error_pct"].set_index("method")
     nll = table[table.metric == "test_nll"].set_index("method")
-    assert list(error.index)[-1] == "langevin" and len(error) == 9 and pd.isna(error.loc["langevin", "paper"])
+    assert list(error.index)[-1] == "langevin" and len(error) == 11 and pd.isna(error.loc["langevin", "paper"])
     # the project's sampler is SGLD: under Table 1's schedule and seed its run is cSGLD's, bit for bit
     assert error.loc["langevin", "mean"] == error.loc["cSGLD", "mean"]
     assert nll.loc["langevin", "mean"] == nll.loc["cSGLD", "mean"]
@@ -150,11 +150,12 @@ def test_the_added_method_ran_under_the_tables_protocol_and_report_only_expects_
     assert config.sampler.optimizer._target_ == "own_project.sampler.LangevinSampler"
     row = next(line for line in (project / "results" / "table1.md").read_text().splitlines()
                if line.startswith("| langevin |"))
-    assert row.split(" | ")[2:4] == ["-", "-"]  # the paper's columns (CIFAR-10, CIFAR-100): no paper value
+    assert row.split(" | ")[1] == "-"  # its step size: not one of the table's presets
+    assert row.split(" | ")[3:5] == ["-", "-"]  # the paper's columns (CIFAR-10, CIFAR-100): no paper value
     # --report-only on the same folder knows the added method from its record, and expects its runs for two seeds
     report = subprocess.run([*_argv(["csg-reproduce"]), "table1", "--scale", "smoke", "--seeds", "0,1",
                              "--report-only", "--runs", "runs/table1", "--out", "report", "trainer.epochs=10"],
                             cwd=project, capture_output=True, text=True, timeout=300, env=_env())
     assert report.returncode == 0, report.stderr[-2000:]
-    assert report.stdout.count("missing run:") == 9
+    assert report.stdout.count("missing run:") == 11
     assert "missing run: sampler.name=langevin data=mnist5k seed=1" in report.stdout

@@ -111,9 +111,9 @@ def test_an_incomplete_sweep_writes_the_committed_table_and_lists_its_missing_ru
     runs = tmp_path / "runs"
     _write_runs(runs, "table1_smoke", _table1_points("0"))
     lines = _report_only(runs, committed)
-    assert sum(line.startswith("missing run:") for line in lines) == 16
+    assert sum(line.startswith("missing run:") for line in lines) == 20
     text = (committed / "table1.md").read_text()
-    assert "Missing runs (16" in text and "Not this table's protocol" not in text
+    assert "Missing runs (20" in text and "Not this table's protocol" not in text
 
 
 def test_runs_that_differ_are_refused_for_the_committed_table_and_written_with_out(tmp_path, committed):
@@ -127,7 +127,7 @@ def test_runs_that_differ_are_refused_for_the_committed_table_and_written_with_o
         _report_only(runs, committed)
     message = str(refused.value)
     assert refused.value.key == "--runs" and "\n" not in message
-    assert ("differ: trainer.epochs=2 in 2 of 3 runs (the preset: 80); seed 7 (the table's: 0, 1, 2); methods 3 of 8; "
+    assert ("differ: trainer.epochs=2 in 2 of 3 runs (the preset: 80); seed 7 (the table's: 0, 1, 2); methods 3 of 10; "
             "seeds 0 of 0, 1, 2; pass --out DIR to write this table elsewhere") in message
     assert "experiment=table1_smoke" in message and not committed.exists()  # nothing written
     out = tmp_path / "elsewhere"
@@ -142,7 +142,7 @@ def test_runs_that_differ_are_refused_for_the_committed_table_and_written_with_o
 def test_out_naming_the_committed_folder_is_the_committed_folder(tmp_path, committed):
     runs = tmp_path / "runs"
     _write_runs(runs, "table1_smoke", _table1_points("0"), extra=("sampler.lr0=0.01",))
-    with pytest.raises(ConfigError, match=r"sampler.lr0=0.01 \(the preset: 0.2\)"):
+    with pytest.raises(ConfigError, match=r"sampler.lr0=0.01 \(the preset: 0.2, 0.1\)"):
         _report_only(runs, committed, out_given=True)
     assert not committed.exists()
 
@@ -158,7 +158,7 @@ def test_an_added_method_under_the_protocol_is_a_row_not_a_difference(tmp_path, 
     _report_only(runs, committed)
     assert "| mine |" in (committed / "table1.md").read_text()
     _write_runs(runs / "add_mine_again", "table1_smoke", mine[:1], extra=("sampler.temperature=0.4",))
-    with pytest.raises(ConfigError, match=r"sampler.temperature=0.4 in 1 of 28 runs \(the preset: 0.5\)"):
+    with pytest.raises(ConfigError, match=r"sampler.temperature=0.4 in 1 of 34 runs \(the preset: 0.5\)"):
         _report_only(runs, committed)
 
 
@@ -202,8 +202,8 @@ def test_a_command_that_differs_runs_with_out_and_its_table_says_how(tmp_path, m
     out = tmp_path / "out"
     lines = TARGETS["table1"].make(Job(target="table1", out=out, out_given=True, scale="smoke", runs=tmp_path / "runs",
                                        seeds="0", overrides=("trainer.epochs=2",)))
-    assert len(made) == 8 and lines[-1] == ("table1: not the table's protocol (said so in its header): --seeds 0 (the "
-                                            "table's: 0, 1, 2); trainer.epochs=2 (the preset: 80); methods 8 of 8; "
+    assert len(made) == 10 and lines[-1] == ("table1: not the table's protocol (said so in its header): --seeds 0 (the "
+                                            "table's: 0, 1, 2); trainer.epochs=2 (the preset: 80); methods 10 of 10; "
                                             "seeds 0 of 0, 1, 2")
     assert "> **Not this table's protocol**" in (out / "table1.md").read_text()
 
@@ -214,7 +214,7 @@ def test_a_command_of_the_protocol_runs_and_writes_the_committed_table(tmp_path,
     job = Job(target="table1", out=committed, scale="smoke", runs=tmp_path / "runs", seeds="2,1,0",
               overrides=("logger=none", "trainer.progress=false", "data.eval_batch_size=100", "hydra.launcher.timeout_min=5"))
     lines = TARGETS["table1"].make(job)
-    assert len(made) == 24 and lines == [f"table1: wrote {committed / 'table1.md'} from {tmp_path / 'runs'}"]
+    assert len(made) == 30 and lines == [f"table1: wrote {committed / 'table1.md'} from {tmp_path / 'runs'}"]
     assert "Not this table's protocol" not in (committed / "table1.md").read_text()
     assert not protocol.is_protocol_key("trainer.checkpoint.every_n_epochs") and protocol.is_protocol_key("trainer.epochs")
 
@@ -235,7 +235,7 @@ def test_the_issues_report_only_of_two_epoch_runs_leaves_the_committed_table(tmp
     assert refused.returncode == 2 and refused.stdout == "" and len(refused.stderr.strip().splitlines()) == 1
     assert refused.stderr.startswith(f"error: --runs='{runs}' is not allowed: runs of the protocol of table1 "
                                      "(experiment=table1_smoke, its methods and seeds)")
-    assert ("they differ: trainer.epochs=2 (the preset: 80); methods 2 of 8; seeds 0 of 0, 1, 2; pass --out DIR "
+    assert ("they differ: trainer.epochs=2 (the preset: 80); methods 2 of 10; seeds 0 of 0, 1, 2; pass --out DIR "
             "to write this table elsewhere") in refused.stderr
     assert _committed_results() == before
     written = subprocess.run([*report, "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120,

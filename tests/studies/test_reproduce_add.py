@@ -120,7 +120,7 @@ def test_the_record_makes_rows_of_added_methods_only(tmp_path):
     assert {"sampler.name": "theirs", "data": "mnist5k", "seed": "0"} in missing  # recorded, never run
     assert {"sampler.name": "mine", "data": "mnist5k", "seed": "0"} not in missing
     text = (tmp_path / "out" / "table1.md").read_text()
-    assert f"`{runs / 'stray' / '0'}`" in text.split("left out")[1] and "| mine | 8.00 (1) | - | - |" in text
+    assert f"`{runs / 'stray' / '0'}`" in text.split("left out")[1] and "| mine | - | 8.00 (1) | - | - |" in text
     (runs / added.ADDED).write_text("[not the record")
     with pytest.raises(ConfigError, match="added_methods.json is the driver's record"):
         table_report.report("table1", runs, tmp_path / "out", "smoke", epochs=80, seeds="0")

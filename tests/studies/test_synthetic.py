@@ -388,9 +388,19 @@ def test_the_simulation_report_rebuilds_from_its_csvs_with_unpaired_verdicts(tmp
     assert rows[("| SGLD x P5", "final KL (k-NN)")].endswith("| helps |")
     assert rows[("| reSGLD x P5", "final KL (k-NN)")].endswith("| inconclusive |")
     assert rows[("| SGLD x P5", "mode TV")].endswith("| equivalent |")
-    assert "ICSGLD x P5's final KL against each other method's (verdicts below): below SGLD x P5; not resolved " \
-           "against reSGLD x P5." in text
+    assert "ICSGLD x P5's final KL against each other method's (verdicts below) (ICSGLD x P5 and CSGLD x T5 at " \
+           "500,000 gradient evaluations per repeat, the others at 400,000: not an equal budget): below SGLD x P5; " \
+           "not resolved against reSGLD x P5." in text
+    # the longer pilot's gradients are counted beside each method, and the run says it is no headline
+    assert "**Not an equal budget, not a headline**" in text
+    assert "| 500,000 (400,000 + 100,000 pilot) |" in text and text.count("| 400,000 |") == 2
     assert "Holm-corrected to 95 % across the 6 comparisons" in text and "Ranked by" not in text
+    # the notebooks' pilot: the same budget words, no warning, the pilot's 20,000 still counted in the column
+    pd.read_csv(tmp_path / "run" / "simulation.csv").assign(pilot_steps=20_000).to_csv(
+        tmp_path / "run" / "simulation.csv", index=False)
+    text = rewrite(tmp_path / "run").read_text()
+    assert "Not an equal budget" not in text and "| 420,000 (400,000 + 20,000 pilot) |" in text
+    assert "(verdicts below): below SGLD x P5" in text
     # a simulation.csv without the run's record cannot be rebuilt
     pd.read_csv(tmp_path / "run" / "simulation.csv").drop(columns="seconds").to_csv(tmp_path / "run" / "simulation.csv")
     with pytest.raises(ConfigError, match="seconds"):

@@ -47,11 +47,11 @@ def test_table1_aggregates_mean_stderr_and_lists_missing_runs(tmp_path):
     assert sgd.paper == pytest.approx(5.29) and math.isnan(sgd.difference)  # no difference across data sets
     csgld = table[(table.method == "cSGLD") & (table.metric == "test_error_pct")].iloc[0]
     assert csgld["mean"] == 7.0 and math.isnan(csgld["stderr"]) and csgld.seeds == 1
-    # 8 methods x 2 seeds expected; sgd 0, sgd 1 and csgld 0 exist
-    assert len(missing) == 13 and {"sampler": "csgld", "data": "mnist5k", "seed": "1"} in missing
+    # 10 methods (the paper's 8 and the 2 constant-step baselines) x 2 seeds expected; sgd 0, sgd 1 and csgld 0 exist
+    assert len(missing) == 17 and {"sampler": "csgld", "data": "mnist5k", "seed": "1"} in missing
     assert {"sampler": "sgd", "data": "mnist5k", "seed": "0"} not in missing
     written = (tmp_path / "out" / "table1.md").read_text()
-    assert "SMOKE SCALE" in written and "Missing runs (13" in written and "sampler=csghmc data=mnist5k seed=1" in written
+    assert "SMOKE SCALE" in written and "Missing runs (17" in written and "sampler=csghmc data=mnist5k seed=1" in written
     assert "Unfinished run directories" in written and str(runs / "d") in written
     assert pd.read_csv(tmp_path / "out" / "table1.csv").shape[0] == len(table)
 
@@ -130,7 +130,7 @@ def test_table3_reports_nll_top1_and_top5(tmp_path):
 def test_sweeps_expand_to_the_papers_grids():
     table2 = sweeps.expected_runs(sweeps.expand(tables.TABLES["table2"], "smoke", 160))
     assert len(table2) == 8 and {r.get("trainer.epochs") for r in table2} == {None, "80"}
-    assert len(sweeps.expected_runs(sweeps.expand(tables.TABLES["table1"], "full", 200))) == 8 * 2 * 3
+    assert len(sweeps.expected_runs(sweeps.expand(tables.TABLES["table1"], "full", 200))) == 10 * 2 * 3
 
 
 @pytest.mark.parametrize("spec", [*tables.TABLES.values(), fig3.SPEC], ids=lambda s: s.name)
@@ -167,12 +167,12 @@ def test_table1_smoke_end_to_end_through_the_driver(tmp_path):
     assert set(table.method) == set(tables.LABELS.values())
     assert (table[table.metric == "test_error_pct"]["mean"] < 50).all()  # every method learned the digits
     assert "Missing runs" not in (out / "table1.md").read_text()
-    # the -report variant on the same runs, asked for two seeds, lists the 8 runs of seed 1 as missing
+    # the -report variant on the same runs, asked for two seeds, lists the 10 runs of seed 1 as missing
     report = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "table1", "--scale", "smoke",
                              "--seeds", "0,1", "--report-only", "--runs", str(runs), "--out", str(out)],
                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert report.returncode == 0, report.stderr[-2000:]
-    assert report.stdout.count("missing run:") == 8 and "seed=1" in report.stdout
+    assert report.stdout.count("missing run:") == 10 and "seed=1" in report.stdout
 
 
 def test_failed_sweep_is_a_one_line_error(tmp_path):

@@ -33,7 +33,8 @@ from csg.studies.experiments.in_process import (checked_options, run_accuracy, r
 from csg.studies.experiments.job import FLAGS, Job
 from csg.paths import CONFIGS
 from csg.studies.experiments.launch import added_method, newest_runs, preset_epochs, run_study, run_sweeps
-from csg.studies.experiments.sweeps import expand, expected_runs
+from csg.studies.experiments.sweeps import TableSpec, expand, expected_runs
+from csg.studies.experiments.table_report import RUNS_CSV, is_runs_csv
 from csg.studies.experiments.table_report import report as table_report
 
 LETTERS = Path("data") / "generated_notmnist"  # the notMNIST-style letters of the smoke-scale OOD targets
@@ -110,8 +111,18 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
             return check
 
         if job.report_only:
-            runs = job.runs or newest_runs(folder)
-            check = compare(runs, runs_to_report(runs, _name(job)), before=False)  # no finished runs: refused first
+            runs = job.runs or _newest_or_record(plan, folder, job)
+            if isinstance(plan, TableSpec) and is_runs_csv(runs):  # a per-run record: the committed one, or --out
+                check = protocol.check_command(plan, job.scale, protocol_epochs, own, preset=job.preset,
+                                               seeds=job.seeds, overrides=list(job.overrides), configs=CONFIGS,
+                                               compose=False)
+                record = default_out(TARGETS[job.target], job.scale) / f"{_name(job)}{RUNS_CSV}"
+                if not Path(runs).resolve() == record.resolve():
+                    check.items.append(f"a per-run record other than the committed table's ({record})")
+                if check and committed:
+                    _refuse_protocol(job, check, runs, False)
+            else:
+                check = compare(runs, runs_to_report(runs, _name(job)), before=False)  # no finished runs: refused
         else:
             runs = job.runs or Path("multirun") / folder / job.stamp
             added = _added(plan, job, preset, epochs, runs)  # refused in one line before anything runs
@@ -132,6 +143,18 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
         return lines
 
     return make
+
+
+def _newest_or_record(plan, folder: str, job: Job) -> Path:
+    """What ``--report-only`` reads without ``--runs``: the newest ``multirun/<folder>/<date>``; for a table when
+    there is none (a fresh clone), its committed per-run record ``<out>/<table>_runs.csv``."""
+    try:
+        return newest_runs(folder)
+    except ConfigError:
+        record = job.out / f"{_name(job)}{RUNS_CSV}"
+        if isinstance(plan, TableSpec) and record.is_file():
+            return record
+        raise
 
 
 def _name(job: Job) -> str:
@@ -242,7 +265,8 @@ BOTH = ("full", "smoke")
 _TABLES = {name: _sweeps(tables.TABLES[name], _table_report) for name in ("table1", "table2", "table3")}
 
 TARGETS: dict[str, Target] = {target.name: target for target in (
-    Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods (smoke: MNIST digits, MLP)",
+    Target("table1", "cSG-MCMC Table 1: ResNet-18 on CIFAR-10/100, 8 methods and 2 constant-step baselines (smoke: "
+           "MNIST digits, MLP)",
            "csgmcmc", _TABLES["table1"], BOTH, TABLE_FLAGS),
     Target("table2", "cSG-MCMC Table 2: 4 parallel chains against one, cyclical against decreasing",
            "csgmcmc", _TABLES["table2"], BOTH, SWEEP_FLAGS),

@@ -68,6 +68,8 @@ class TableSpec:
     # the comparisons the paper makes (row labels), and where it makes them: the report's comparisons section
     claims: tuple[Claim, ...] = ()
     claims_text: str = ""
+    # a row label -> which baseline it is by its step size (the "step size" column): decreasing, constant, ...
+    step: Callable[[str], str] = field(default=lambda label: "-")
 
 
 @dataclass(frozen=True)

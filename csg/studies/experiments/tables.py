@@ -16,7 +16,31 @@ from csg.studies.experiments.sweeps import Metric, TableSpec
 SCALES = ("full", "smoke")
 
 LABELS = {"sgd": "SGD", "sgdm": "SGDM", "snapshot_sgd": "Snapshot-SGD", "snapshot_sgdm": "Snapshot-SGDM",
-          "sgld": "SGLD", "csgld": "cSGLD", "sghmc": "SGHMC", "csghmc": "cSGHMC"}
+          "sgld": "SGLD", "csgld": "cSGLD", "sghmc": "SGHMC", "csghmc": "cSGHMC",
+          "sgld_constant": "SGLD (constant step)", "sghmc_constant": "SGHMC (constant step)"}
+
+# Which baseline each row is: the step-size schedule of each sampler preset (configs/sampler/<name>.yaml's
+# `schedule`, which tests/studies/test_baselines.py checks), in the words of a table's "step size" column.
+SCHEDULES = {"sgd": "decreasing", "sgdm": "decreasing", "snapshot_sgd": "cyclical", "snapshot_sgdm": "cyclical",
+             "sgld": "decreasing", "csgld": "cyclical", "sghmc": "decreasing", "csghmc": "cyclical",
+             "sgld_constant": "constant", "sghmc_constant": "constant", "cycswag": "cyclical", "msgd": "cyclical",
+             "resghmc": "step", "icsghmc": "step"}
+STEP_WORDS = {"decreasing": "decreasing", "constant": "constant", "cyclical": "cyclical", "step": "step decay"}
+STEP_NOTES = {
+    "decreasing": "decreasing: a (b + k)^-0.55 from lr0 down to 0.01, no noise in the first 75 % of the epochs "
+                  "(the paper's SGLD and SGHMC baselines, and SGD, SGDM)",
+    "constant": "constant: half the recipe's lr0 (the cosine cycle's mean step) for the whole run, the decreasing "
+                "baseline's stages and samples otherwise (ours, not the paper's: `sampler=sgld_constant`, "
+                "`sghmc_constant`)",
+    "cyclical": "cyclical: cosine cycles from lr0 (eq. 1), restarted each cycle",
+    "step decay": "step decay: lr0, x 0.2 at 50 % and 75 % of the run",
+}
+
+
+def _step_of(names: dict[str, str]):
+    """A row label -> the words of its step size, for rows labelled ``names[sampler]`` ('-': not a preset's)."""
+    by_label = {label: STEP_WORDS[SCHEDULES[name]] for name, label in names.items() if name in SCHEDULES}
+    return lambda label: by_label.get(label, "-")
 
 POINTS = ("half a percentage point, 5 of the smoke scale's 1000 test images (50 of CIFAR's 10000): below the binomial "
           "standard error of one method's value on 1000 images (about 0.7 points at 5 % error)")
@@ -55,6 +79,14 @@ BRIER_OOD = Metric("brier_pct", "Brier on OOD %", lambda r: 100.0 * r["metrics.o
                    margin_note="0.1 points, the size of the paper's standard errors of this column (0.04-0.15)")
 
 
+def _table2_step(label: str) -> str:
+    return {"Cyclical": "cyclical", "Decreasing": "decreasing"}.get(label.split("+", 1)[0], "-")
+
+
+def _icsgld_step(label: str) -> str:
+    return _step_of(ICSGLD_LABELS)(label.split(" / ")[0])
+
+
 def _icsgld_label(run: pd.Series, budget: int) -> str:
     return f"{ICSGLD_LABELS[run['sampler.name']]} / {run['model.name']}"
 
@@ -73,15 +105,20 @@ TABLES: dict[str, TableSpec] = {
         data={"full": "cifar10,cifar100", "smoke": "mnist5k"},
         paper_data=("cifar10", "cifar100"),
         seeds={"full": "0,1,2", "smoke": "0,1,2"},
-        sweeps=(("sampler=sgd,sgdm,snapshot_sgd,snapshot_sgdm,sgld,csgld,sghmc,csghmc", "data={data}", "seed={seeds}"),),
+        sweeps=(("sampler=sgd,sgdm,snapshot_sgd,snapshot_sgdm,sgld,csgld,sghmc,csghmc,sgld_constant,sghmc_constant",
+                 "data={data}", "seed={seeds}"),),
         label=lambda run, budget: LABELS[run["sampler.name"]],
         metrics=(ERROR, NLL),
         add_sweep=0,
         claims=tuple(Claim(method, baseline, ("test_error_pct", "test_nll")) for method, baseline in (
-            ("cSGLD", "SGLD"), ("cSGHMC", "SGHMC"), ("cSGLD", "Snapshot-SGD"), ("cSGHMC", "Snapshot-SGDM"))),
+            ("cSGLD", "SGLD"), ("cSGHMC", "SGHMC"), ("cSGLD", "Snapshot-SGD"), ("cSGHMC", "Snapshot-SGDM"),
+            ("cSGLD", "SGLD (constant step)"), ("cSGHMC", "SGHMC (constant step)"))),
         claims_text="The paper's claims (Section 5.2, Table 1): cSG-MCMC \"significantly outperforms Snapshot ensembles "
                     "and the traditional SG-MCMC\": cSGLD against SGLD and Snapshot-SGD, cSGHMC against SGHMC and "
-                    "Snapshot-SGDM, in test error (the paper's column) and NLL (ours).",
+                    "Snapshot-SGDM, in test error (the paper's column) and NLL (ours). The paper's SGLD and SGHMC "
+                    "are decreasing-step baselines; ours add cSGLD and cSGHMC against constant-step SGLD and SGHMC "
+                    "(not the paper's), in the same family.",
+        step=_step_of(LABELS),
     ),
     "table2": TableSpec(
         name="table2",
@@ -105,6 +142,7 @@ TABLES: dict[str, TableSpec] = {
                     "schedule gives lower errors than the decreasing one; one cyclical chain beats 4 decreasing "
                     "chains of half its length (half the cost). Here in test error (the paper's column) and NLL (ours).",
         paper_method=_table2_paper_method,
+        step=_table2_step,
         note="Cost: epochs per chain / epochs in all chains, in the paper's 200-epoch units at every scale.",
     ),
     "table3": TableSpec(
@@ -126,6 +164,7 @@ TABLES: dict[str, TableSpec] = {
         claims=tuple(Claim("cSGHMC", baseline, ("test_nll",)) for baseline in ("SGHMC", "Snapshot-SGDM", "SGDM")),
         claims_text="The paper's claim (Section 5.2, Table 3): \"cSGHMC yields the lowest testing NLL\": cSGHMC against "
                     "SGHMC, Snapshot-SGDM and SGDM in NLL.",
+        step=_step_of(LABELS),
     ),
     "icsgld_table1": TableSpec(
         name="icsgld_table1",
@@ -164,9 +203,11 @@ TABLES: dict[str, TableSpec] = {
         note="P4: 4 chains of the preset's epochs (interacting ones run as 4 processes); T4: one chain of 4 x the "
              "epochs. NLL is summed over the test set, as in the paper (10000 CIFAR images; 1000 digits at smoke "
              "scale). Brier on OOD: mean over OOD inputs of (1/C) sum_c p_c^2 (the authors' script). At smoke "
-             "scale the paper's column is its ResNet-20 row.",
+             "scale the paper's column is its ResNet-20 row. Step size: cycSGHMC and cycSWAG hold the step of their "
+             "sampling stage's start to the cycle's end; M-SGD runs one cosine cycle per chain.",
         paper="icsgld-iclr2022",
         paper_model="resnet20",
         processes={3: 4, 4: 4, 5: 4},
+        step=_icsgld_step,
     ),
 }
