@@ -394,7 +394,7 @@ def test_the_simulation_report_rebuilds_from_its_csvs_with_unpaired_verdicts(tmp
     # the longer pilot's gradients are counted beside each method, and the run says it is no headline
     assert "**Not an equal budget, not a headline**" in text
     assert "| 500,000 (400,000 + 100,000 pilot) |" in text and text.count("| 400,000 |") == 2
-    assert "Holm-corrected to 95 % across the 6 comparisons" in text and "Ranked by" not in text
+    assert "Family: 6 comparisons, one Holm family" in text and "Strassburger" in text and "Ranked by" not in text
     # the notebooks' pilot: the same budget words, no warning, the pilot's 20,000 still counted in the column
     pd.read_csv(tmp_path / "run" / "simulation.csv").assign(pilot_steps=20_000).to_csv(
         tmp_path / "run" / "simulation.csv", index=False)

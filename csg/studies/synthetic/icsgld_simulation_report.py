@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, tally
+from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, method_statement, tally
 from csg.studies.synthetic.icsgld_measures import BINS, LIMIT
 from csg.studies.synthetic.icsgld_simulation import Protocol, SimulationResult, run_simulation
 
@@ -154,23 +154,21 @@ def comparison_lines(result: SimulationResult, unequal: tuple[int, int] | None =
                f"repeat, the others at {unequal[0]:,}: not an equal budget)")
     lines = ["", f"{FOCUS}'s final KL against each other method's (verdicts below){budgets}: {standing}. Final KL, "
              f"lowest first (means, not a verdict): {order}.", "", "## Comparisons", "",
-             f"Verdicts (csg.evaluation.comparison.compare_unpaired): {FOCUS} against each other method on each "
-             f"metric of the table above, over {repeats} repeats each. The repeats are not paired: each method draws "
-             "them from a random stream of its own, sharing only the 50,000 exact draws every KL is measured "
-             "against. So Welch's t-interval of the difference of means (difference = "
-             f"{FOCUS} - the other; lower is better for all three), Holm-corrected to 95 % across the "
-             f"{len(tested)} comparisons of this report; helps / hurts where the corrected interval excludes 0, "
-             f"equivalent where it lies inside +-{100 * MARGIN:g} % of the other method's mean (the margin: the "
-             "smallest change of a sampler's distance to the target we would count as a difference), else "
-             "inconclusive. 'detectable': the smallest difference each comparison had 80 % power to find at its "
-             "corrected level.", "",
-             f"| {FOCUS} - | metric | difference [corrected 95 % interval] | margin | detectable | verdict |",
+             f"{FOCUS} against each other method on each metric of the table above, over {repeats} repeats each "
+             "(csg.evaluation.comparison.compare_unpaired). The repeats are not paired: each method draws them from a "
+             "random stream of its own, sharing only the 50,000 exact draws every KL is measured against; lower is "
+             "better for all three metrics. "
+             + method_statement(margin=f"+-{100 * MARGIN:g} % of the other method's mean, the smallest change of a "
+                                "sampler's distance to the target we would count as a difference",
+                                pairing=f"Welch's t on the repeats, difference = {FOCUS} - the other"), "",
+             f"| {FOCUS} - | metric | difference [simultaneous 95 % interval] | margin | detectable | verdict |",
              "|---|---|---:|---:|---:|---|"]
     for other, metric, v in family:
-        interval = f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]" if v.n > 1 else f"{v.difference:+.3f}"
+        bounds = ", ".join("0" if b == 0 else f"{b:+.3f}" for b in (v.low, v.high))  # 0: ends at a rejection
+        interval = f"{v.difference:+.3f} [{bounds}]" if v.n > 1 else f"{v.difference:+.3f}"
         lines.append(f"| {other} | {METRICS[metric]} | {interval} | +-{v.margin:.3f} | {v.detectable:.3f} | "
                      f"{v.verdict} |")
-    lines += ["", f"Family: {len(tested)} comparisons, Holm-corrected together: {tally([v for _, _, v in family])}."]
+    lines += ["", f"Family: {len(tested)} comparisons, one Holm family: {tally([v for _, _, v in family])}."]
     if known:
         (low, a, m), (high, b, n) = min(known), max(known)
         lines[-1] += (f" The smallest difference each could detect, relative to the other method's mean: from "
