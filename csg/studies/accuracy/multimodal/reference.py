@@ -362,7 +362,7 @@ def probe(settings: Settings = Settings(), log=print) -> dict:
 
 
 def _shares(values, errors) -> str:
-    return ", ".join(f"{v:.3f} +- {e:.3f}" for v, e in zip(values, errors))
+    return ", ".join(f"{v:.3f} +- {e:.{3 if e >= 0.001 else 4}f}" for v, e in zip(values, errors))
 
 
 def _span(values, digits: int = 1) -> str:
@@ -421,7 +421,8 @@ def report_lines(facts: dict) -> list[str]:
             "(PSIS). Two proposals of one family (mixtures of Student-t densities fitted by EM, with a defensive "
             f"component as wide as the prior), adapted from different information, each {first['draws']:,} draws, "
             f"with s.e. from {first['batches']} independent batches of the draws (with a k-hat above 0.5 the weights' "
-            f"variance is infinite, and the delta method's s.e., at most {delta:.4f}, are not valid): (1) from the "
+            f"variance is infinite: the delta method's s.e., at most {delta:.4f}, are not valid, and the batches' "
+            "spread may understate the error too): (1) from the "
             "minima (Student-t at each, annealed adaptation through tempered posteriors, 1/30 to 1): mode weights "
             f"{_shares(first['weights'], first['weights_se'])}, core shares and outside every core "
             f"{_shares(first['core_exact'], first['core_exact_se'])}, k-hat {first['khat']:.2f}, Kish ESS "
@@ -429,8 +430,8 @@ def report_lines(facts: dict) -> list[str]:
             f"{_shares(second['weights'], second['weights_se'])}, core shares "
             f"{_shares(second['core_exact'], second['core_exact_se'])}, k-hat {second['khat']:.2f}, ESS "
             f"{second['ess']:,.0f}. They differ by at most {shares['difference']:.3f} ({_span(shares['z'])} joint s.e. "
-            "on the 7 shares). Their agreement checks the adaptation, not the family: a region that both miss would be "
-            "missed alike.",
+            "on the 7 shares" + ("; more than their s.e. allow, so at least one s.e. is optimistic" if max(map(abs, shares["z"])) > 2 else "")
+            + "). Their agreement checks the adaptation, not the family: a region that both miss would be missed alike.",
             "",
             f"The check of another kind is tempered sequential Monte Carlo: {check['runs']} independent runs of "
             f"{check['particles']:,} particles that start as prior draws and follow the tempered path to the posterior "
