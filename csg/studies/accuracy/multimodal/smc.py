@@ -2,7 +2,7 @@ r"""Tempered sequential Monte Carlo from a Gaussian prior to the posterior: the 
 
 A check of an importance-sampling reference has to fail where importance sampling fails: a region that the
 proposals never reach. Tempered SMC (Del Moral, Doucet and Jasra 2006; Chopin and Papaspiliopoulos 2020, ch. 17)
-builds nothing from the minima or from a fitted proposal: its particles start as prior draws and follow the
+weights nothing by a proposal density: its particles start as prior draws and follow the
 path :math:`\pi_\beta(\theta) \propto p_0(\theta)\, e^{-\beta L(\theta)}`, :math:`L = U - U_0` the likelihood's
 energy, :math:`\beta` from 0 to 1. At each stage
 
@@ -13,7 +13,11 @@ energy, :math:`\beta` from 0 to 1. At each stage
    proposal is :math:`N(\theta, s^2 \Sigma_{c(\theta)})`, :math:`\Sigma_c` the covariance of the cluster
    :math:`c(\theta)` that the point falls in (k-means of the stage's particles in prior-sd units, fixed during
    the stage), with the Hastings ratio of the two clusters' densities where the proposal lands in another
-   cluster; :math:`s` adapts between stages towards an acceptance of 0.3.
+   cluster; :math:`s` adapts between stages towards an acceptance of 0.3. Optional independence jumps from a
+   fixed density :math:`g` (accepted with :math:`\min(1, \pi_\beta(\theta') g(\theta) / \pi_\beta(\theta)
+   g(\theta'))`) carry particles between distant regions that :math:`g` covers; they too leave
+   :math:`\pi_{\beta'}` invariant, so they change how fast the particles settle, not what they estimate, and a
+   region that :math:`g` misses keeps its particles (a jump out of it needs :math:`g(\theta) > 0` there).
 
 The particles' mass in a region is then an estimate of its posterior probability, consistent as the particles
 grow; independent runs (fresh prior draws, their own resampling and moves) give its Monte Carlo error by their
@@ -83,7 +87,8 @@ def tempered_smc(energy, prior_sd, particles: int, moves: int, clusters: int, se
     ``moves`` random-walk steps are followed by ``jumps`` independence Metropolis-Hastings steps from ``jump`` (a
     density with ``sample`` and ``log_density``, such as :class:`.importance.StudentMixture`), if given. Returns
     the final particles (particles, dim), ``log_evidence`` (an estimate of :math:`\log \int e^{-U}`, comparable
-    with importance sampling's), the ``betas`` and the mean acceptances of the two kinds of move."""
+    with importance sampling's), the ``betas`` and the mean acceptances of the two kinds of move; ``watch(beta,
+    particles, acceptance)``, if given, sees every stage."""
     generator, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
     prior_sd = torch.as_tensor(np.asarray(prior_sd, dtype=float))
     dim = len(prior_sd)
