@@ -285,7 +285,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("accuracy", "Table 5's samplers against the NUTS references (CPU, ~20 min)", "csgmcmc", run_accuracy,
            BOTH, frozenset({"seeds", "report_only"})),
     Target("reference-multimodal", "the multimodal network with real barriers: its minima, minimum-energy paths and "
-           "the reference of its mode weights (importance sampling, two proposals; NUTS and parallel tempering "
+           "the reference of its mode weights (importance sampling, checked by tempered SMC; NUTS and parallel tempering "
            "reported; NumPyro: the reference extra)", "csgmcmc",
            run_reference_multimodal),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD on mixtures whose barriers we control, "

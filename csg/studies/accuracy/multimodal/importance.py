@@ -8,7 +8,12 @@ give the self-normalised estimate of any share :math:`P(A) = E_p[1_A]`,
     \hat P(A) = \frac{\sum_i w_i 1_A(\theta_i)}{\sum_i w_i},\qquad
     \widehat{\mathrm{se}}^2 = \frac{\sum_i w_i^2 (1_A(\theta_i) - \hat P(A))^2}{(\sum_i w_i)^2}
 
-(the delta method; Owen, *Monte Carlo theory, methods and examples*, Eq. 9.8). The proposal :math:`q`
+(the delta method; Owen, *Monte Carlo theory, methods and examples*, Eq. 9.8). The delta method needs the
+weights' variance to be finite, which a Pareto :math:`\hat k` above 0.5 says it is not (the tail of the weights
+decays like :math:`w^{-1/k}`); :func:`estimate` therefore reports as the s.e. the spread of independent batches
+(:func:`batch_errors`: the draws, independent given the proposal, split into ``batches`` runs of their own, each
+self-normalised; s.e. = sd / sqrt(batches)) and keeps the delta method's beside it (``*_se_delta``) for the
+comparison. The proposal :math:`q`
 (:func:`proposal`) is a mixture of multivariate Student-t densities (heavy tails, so that :math:`w` stays bounded
 where :math:`q` is a little too narrow), one at each minimum found with its Laplace covariance :math:`H^{-1}`
 inflated, plus a *defensive* component (Hesterberg 1995) as wide as the prior, so that no region of the prior is
@@ -94,33 +99,52 @@ def self_normalised(log_weights: np.ndarray, indicators: np.ndarray) -> tuple[np
     return estimate, se
 
 
+def region_marks(rows: NetworkRows, theta: Tensor) -> np.ndarray:
+    """The indicators (n, 2K + 1) of the points ``theta``: the K modes, the K cores and outside every core."""
+    mode, inside, _ = rows.regions(theta)
+    region = torch.nn.functional.one_hot(mode, rows.modes).double()
+    core = region * inside[:, None].double()
+    return torch.cat([region, core, 1 - core.sum(1, keepdim=True)], 1).numpy()
+
+
 def sample_weighted(target, q: StudentMixture, rows: NetworkRows, n: int, generator: torch.Generator,
                     chunk: int = 2**16) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` draws of ``q``: their log weights -U - log q, and their indicators (n, 2K + 1): the K modes, the K
-    cores and outside every core."""
+    """``n`` draws of ``q``: their log weights -U - log q, and their indicators (:func:`region_marks`)."""
     log_w, marks = [], []
     with torch.no_grad():
         for start in range(0, n, chunk):
             theta = q.sample(min(chunk, n - start), generator)
             log_w.append((-target.energy(theta) - q.log_density(theta)).numpy())
-            mode, inside, _ = rows.regions(theta)
-            region = torch.nn.functional.one_hot(mode, rows.modes).double()
-            core = region * inside[:, None].double()
-            marks.append(torch.cat([region, core, 1 - core.sum(1, keepdim=True)], 1).numpy())
+            marks.append(region_marks(rows, theta))
     return np.concatenate(log_w), np.concatenate(marks)
 
 
-def estimate(log_weights: np.ndarray, marks: np.ndarray, modes: int) -> dict:
-    """Mode weights, core shares (K + 1) and their s.e.; PSIS k-hat, Kish's ESS, log evidence (module docstring)."""
+def batch_errors(log_weights: np.ndarray, indicators: np.ndarray, batches: int) -> tuple[np.ndarray, np.ndarray]:
+    """The self-normalised estimates of ``batches`` consecutive, equal batches of the draws (batches, m), and the
+    s.e. of the estimate from all draws that their spread gives: sd / sqrt(batches). The draws of a fixed proposal
+    are independent, so each batch is an independent importance-sampling run of its own."""
+    if batches < 2 or len(log_weights) < batches:
+        raise ValueError(f"batch_errors: batches must lie in [2, {len(log_weights)}], got {batches}")
+    size = len(log_weights) // batches
+    each = np.stack([self_normalised(log_weights[b * size:(b + 1) * size], indicators[b * size:(b + 1) * size])[0]
+                     for b in range(batches)])
+    return each, each.std(0, ddof=1) / np.sqrt(batches)
+
+
+def estimate(log_weights: np.ndarray, marks: np.ndarray, modes: int, batches: int = 10) -> dict:
+    """Mode weights, core shares (K + 1) and their s.e. from ``batches`` independent batches (the delta method's
+    beside them, ``*_se_delta``); PSIS k-hat, Kish's ESS, log evidence (module docstring)."""
     import arviz as az
 
-    values, se = self_normalised(log_weights, marks)
+    values, delta = self_normalised(log_weights, marks)
+    _, se = batch_errors(log_weights, marks, batches)
     _, khat = az.psislw(log_weights - log_weights.max())
     w = np.exp(log_weights - log_weights.max())
     return {"weights": values[:modes].tolist(), "weights_se": se[:modes].tolist(),
             "core_exact": values[modes:].tolist(), "core_exact_se": se[modes:].tolist(),
-            "khat": float(khat), "ess": float(w.sum() ** 2 / (w * w).sum()), "draws": int(len(log_weights)),
-            "log_evidence": float(np.log(w.mean()) + log_weights.max())}
+            "weights_se_delta": delta[:modes].tolist(), "core_exact_se_delta": delta[modes:].tolist(),
+            "batches": int(batches), "khat": float(khat), "ess": float(w.sum() ** 2 / (w * w).sum()),
+            "draws": int(len(log_weights)), "log_evidence": float(np.log(w.mean()) + log_weights.max())}
 
 
 def mixed(first: StudentMixture, second: StudentMixture, share: float) -> StudentMixture:

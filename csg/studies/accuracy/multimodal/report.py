@@ -186,7 +186,7 @@ def _network_lines(references: Path, protocol: study.Protocol) -> list[str]:
     if not (facts.get("accepted") and "network" in protocol.targets):
         return ["## The network: not in this study", "", *facts.get("report", []), ""]
     budgets = ", ".join(f"{b:,}" for b in protocol.network_budgets)
-    return ["## The network: its reference, and why MCMC could not give one", "", *facts["report"], "",
+    return ["## The network: its reference, and why NUTS and parallel tempering could not give one", "", *facts["report"], "",
             f"The network's runs: budgets {budgets} only (the study's time: a gradient of the network costs about "
             "12 x a 2-D mixture's), started uniformly on +-2 prior sd. No exact "
             "sampler, so no W2 and no W2 verdicts; its mode-weight errors and ceilings are against the reference's "

@@ -113,7 +113,7 @@ def network_reference(reference: Path | None = None) -> dict:
 def prepare_network(reference: Path | None = None) -> Prepared:
     """The network (:class:`.targets.StepNetwork`) with what ``make reference-multimodal`` measured: its modes'
     Gaussian fits (the main minima and their Laplace covariances), the reference's mode weights and core shares
-    (importance sampling, checked by a second proposal), L the largest curvature at the main minima."""
+    (importance sampling, checked by tempered SMC), L the largest curvature at the main minima."""
     facts = network_reference(reference)
     target = targets.create("network")
     means = np.array(facts["modes"]["means"])
