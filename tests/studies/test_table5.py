@@ -161,3 +161,13 @@ def test_the_report_only_path_refuses_a_missing_or_damaged_csv_in_one_line(tmp_p
         TARGETS["table5"].make(Job(target="table5", out=tmp_path, runs=Path("elsewhere")))
     assert refused.value.key == "--runs" and "only with --report-only" in str(refused.value)
     assert not (tmp_path / "table5.md").exists()
+
+
+def test_the_committed_table_is_written_only_by_the_protocols_chains(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    committed = tmp_path / "results" / "csgmcmc"
+    for flags, key in (({"seeds": "0,1"}, "--seeds"), ({"runs": tmp_path / "runs", "report_only": True}, "--runs")):
+        with pytest.raises(ConfigError) as refused:
+            TARGETS["table5"].make(Job(target="table5", out=committed, **flags))
+        assert refused.value.key == key and "--out DIR" in str(refused.value)
+    assert not committed.exists()

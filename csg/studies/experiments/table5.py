@@ -560,10 +560,10 @@ def _sweep_section(step: pd.DataFrame | None, table: pd.DataFrame, found: pd.Dat
                 hit = finite[finite.median_ess >= value].sort_values("fraction")
                 if len(hit):
                     part += f", the paper's {label} {value:g} reached from {hit.fraction.iloc[0]:g}"
-                    reached.append(label)
+                    reached.append(name)
                 else:
                     part += f", below the paper's {label} {value:g}"
-                    short.append(label)
+                    short.append(name)
             parts.append(part)
         sentence = (f"- **{dataset}** (L = {L:.4f}, 2 / L = {2 / L:.2f}; the largest median ESS over the sweep, of "
                     f"{int(step.draws.max())} draws): " + "; ".join(parts) + ".")
