@@ -449,7 +449,7 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, found: pd.DataFrame, step:
         "",
         f"Scale: full (the paper's 5000 draws after 1000 burn-in iterations, full-batch gradients); seeds "
         f"{', '.join(str(s) for s in seeds)} per cell (mean +- standard error of the median ESS over seeds; each "
-        f"seed's ESS in [{RUNS_CSV}]({RUNS_CSV})); temperature {', '.join(f'{t:g}' for t in temperatures)} (the "
+        f"seed's ESS in `{RUNS_CSV}`); temperature {', '.join(f'{t:g}' for t in temperatures)} (the "
         f"untempered posterior); {sources}. Command: `make table5` (the chains and the step sweep, a few CPU "
         f"minutes); `make table5-report` rewrites this page and its figure from the committed CSVs.",
         "",
@@ -516,7 +516,7 @@ def _sweep_section(step: pd.DataFrame | None, table: pd.DataFrame, found: pd.Dat
         f"Each schedule scaled so that its largest step (the constant step; the cycle's first, peak step) is a "
         f"fraction of its method's stability limit: 2 / L for SGLD, 2 (1 + m) / L = {2 * 1.1:g} / L for SGHMC "
         f"(m = 0.1; a heavy-ball recursion). Seeds {', '.join(str(s) for s in seeds)}, the protocol above "
-        f"otherwise ([{STEP_CSV}]({STEP_CSV}), [{FIGURE}]({FIGURE})). Table 5's protocol is the fraction 0.25 "
+        f"otherwise (`{STEP_CSV}`, [{FIGURE}]({FIGURE})). Table 5's protocol is the fraction 0.25 "
         "(constant SGLD) and 0.5 (cyclical SGLD). 'Gaussian approx.': the median ESS that the linear chain on "
         "the Laplace approximation at the mode predicts for a constant step (its eigenvalues and eigenvectors: "
         "the module's `predicted_ess`). A cyclical schedule's mean step is about half its largest.",
