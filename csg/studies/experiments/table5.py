@@ -2,7 +2,7 @@
 
 ``make table5`` runs every chain in-process (:func:`protocol_chains`: each Table 5 preset on each data set and
 seed, built and stepped by the functions a ``train.py`` run uses, :func:`csg.studies.accuracy.chains.run_chain`,
-with the same seed streams: ``python train.py experiment=table5_sgld data=heart seed=0`` gives the same draws),
+with the same seed streams as ``python train.py experiment=table5_sgld data=heart seed=0``),
 and a sweep of the step size up to the stability limit (:func:`step_sweep`). Each writes one CSV
 (``table5_runs.csv``: one row per data set, method and seed; ``table5_step.csv``: one row per data set, method,
 step and seed); :func:`write_report` makes ``table5.csv``, ``table5.md`` and ``table5_step.png`` from those two
@@ -441,8 +441,8 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, found: pd.DataFrame, step:
     seeds = sorted(runs.seed.unique())
     temperatures = sorted(runs.temperature.dropna().unique())
     sources = "train.py runs in `" + str(runs_dir) + "`" if runs_dir is not None else (
-        "in-process chains (the functions and seed streams of `train.py experiment=table5_<method> data=<data> "
-        "seed=<s>`, which gives the same draws)")
+        "in-process chains (built and stepped by the functions of `train.py experiment=table5_<method> "
+        "data=<data> seed=<s>`, with its seed streams)")
     damaged = table[table.data_source.str.contains("damaged", na=False)].dataset.unique()
     lines = [
         "# cSG-MCMC Table 5: median effective sample size, Bayesian logistic regression",
