@@ -23,7 +23,7 @@ help:
 	@echo "  each is one call of scripts/reproduce.py (its --help lists the targets)"
 	@echo "make fig1     cSG-MCMC Figure 1: the two step-size schedules (seconds); make fig2 = make table4"
 	@echo "make table4   cSG-MCMC Table 4, Figures 2 and 5 (25 Gaussians; CPU, under a minute)"
-	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression (CPU, a few minutes)"
+	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression, and ESS against the step (CPU, ~10 CPU min)"
 	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
 	@echo "make accuracy-multimodal [SCALE=smoke]  where do cycles pay? results/csgmcmc/accuracy_multimodal.md (CPU, ~20 min; make reference-multimodal rebuilds the network's reference)"

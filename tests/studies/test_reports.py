@@ -57,6 +57,10 @@ def test_table5_report_puts_ours_beside_the_paper_and_lists_missing_runs(tmp_pat
     assert "Missing runs" in text and "german/csgld" in text and "australian/sgld" in text
     assert "without metrics.json" in text and str(runs / "3") in text
     assert (tmp_path / "out" / "table5.csv").exists()
+    per_seed = pd.read_csv(tmp_path / "out" / "table5_runs.csv")  # one row per finished run: the verdicts' input
+    assert sorted(zip(per_seed.sampler, per_seed.seed, per_seed.median_ess)) == [
+        ("csgld", 0, 250.0), ("sgld", 0, 300.0), ("sgld", 1, 500.0)]
+    assert "| heart | cSGLD (cyclical) | SGLD (decreasing) | 0 |" in text  # paired on the seed they share
 
 
 def test_fig4_report_collects_the_entropy_curves(tmp_path):
