@@ -58,8 +58,8 @@ class HeadProblem:
 @dataclass(frozen=True)
 class NutsBudget:
     chains: int = 4
-    warmup: int = 100      # the chains start at Laplace draws: the warm-up adapts the step size only
-    samples: int = 200
+    warmup: int = 150      # the chains start at Laplace draws: the warm-up adapts the step size only
+    samples: int = 400
     seed: int = 0
     target_accept: float = 0.8
 

@@ -121,8 +121,8 @@ def rewrite(out: Path) -> Path:
 
 def _lines(frame: pd.DataFrame, scale: str, command: str, references: pd.DataFrame | None) -> list[str]:
     seeds = sorted(int(s) for s in frame.seed.unique())
-    temperature = (f"T = {references.temperature.iloc[0]:g}" if references is not None and not references.empty
-                   else "T = the recipe's")
+    temperature = (references.temperature.iloc[0] if references is not None and not references.empty
+                   else _recipe_temperature())
     lines = ["# Sampling part of a pretrained network: the last layer or low-rank adapters", "",
              f"Scale: {scale} ({'the study' if scale == 'full' else 'short budgets, a look at the pipeline'}); "
              f"{len(seeds)} seeds ({_seed_range(seeds)}); command `{command}` (`make part-sampling-report` writes "
@@ -131,7 +131,7 @@ def _lines(frame: pd.DataFrame, scale: str, command: str, references: pd.DataFra
              f"samples its last layer or rank-4 adapters of every layer ({EPOCHS[scale]['last_layer']} epochs, "
              f"{CYCLES[scale]} cycles), the rest frozen at the SGD weights, against cSGHMC on the whole network from "
              f"scratch ({EPOCHS[scale]['full']} epochs). No paper reports this setting: no paper number exists.", "",
-             f"Temperature: every cSGHMC run here samples at {temperature}, the mnist5k recipe's "
+             f"Temperature: every cSGHMC run here samples at T = {temperature:g}, the mnist5k recipe's "
              "(configs/data/mnist5k.yaml), the embedded default's: a part run then targets the conditional, given "
              "the frozen rest, of the same tempered posterior p(theta | D)^(1/T) that the whole-network run targets "
              "(docs/part.md), whose Gaussian prior of precision N wd = 2 becomes N wd / T = 10. The exact reference "
@@ -148,11 +148,19 @@ def _lines(frame: pd.DataFrame, scale: str, command: str, references: pd.DataFra
                      f"{block.train_s.mean():.1f} | {block.cost_s.mean():.1f} | {int(block.sample_bytes.mean()):,} |")
     lines += ["", "Mean +- standard error over the seeds. MI: the mean mutual information between the label and the "
               "parameters on the test set (the members' disagreement; 0 for one model). Own train s: the run's own "
-              "training loop (wall clock, one thread, on a machine shared with other jobs: a timing, not a "
-              "benchmark); cost s: a part run's own seconds plus the SGD pretraining it starts from (the SGD run of "
+              "training loop (wall clock on this project's 2-core CPU machine, shared with other jobs: a timing, "
+              "not a benchmark); cost s: a part run's own seconds plus the SGD pretraining it starts from (the SGD run of "
               "its seed), the other runs' own seconds. Bytes: the run's sample files (a part run: its samples and "
               "the frozen rest once).", "", *_reading(frame), *_reference(references), *_verdicts(frame, references)]
     return lines
+
+
+def _recipe_temperature() -> float:
+    from omegaconf import OmegaConf
+
+    from csg.paths import CONFIGS
+
+    return float(OmegaConf.load(CONFIGS / "data" / "mnist5k.yaml").recipe.temperature)
 
 
 def _seed_range(seeds: list[int]) -> str:
@@ -183,7 +191,10 @@ def _reading(frame: pd.DataFrame) -> list[str]:
 
 def _reference(references: pd.DataFrame | None) -> list[str]:
     if references is None or references.empty:
-        return []
+        return ["## The last layer against its exact conditional posterior", "",
+                "Not run for these runs (no part_reference.csv beside this page): `make part-sampling` checks the "
+                "last layer of the seeds of `reference_seeds` against NUTS on the frozen trunk's features "
+                "(csg.studies.part.reference), and this section then gives that check and its verdicts.", ""]
     r = references
     seeds = len(r)
 
