@@ -213,7 +213,7 @@ def run_part_sampling(job: Job) -> list[str]:
     command = "make part-sampling" + ("" if job.scale == "full" else f" SCALE={job.scale}")
     text = options.get("reference_seeds", REFERENCE_SEEDS[job.scale])
     try:
-        checked = [int(s) for s in text.split(",")]
+        checked = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise ConfigError("reference_seeds", text, "comma-separated integer seeds, e.g. 0,1,2") from None
     written = report(collect(found), job.out, job.scale, command, reference_rows(found, checked))
