@@ -58,8 +58,8 @@ class HeadProblem:
 @dataclass(frozen=True)
 class NutsBudget:
     chains: int = 4
-    warmup: int = 150      # the chains start at Laplace draws: the warm-up adapts the step size only
-    samples: int = 400
+    warmup: int = 200      # the chains start at Laplace draws: the warm-up adapts the step size only
+    samples: int = 1000   # 4 x 400 gave R-hat 1.018 on seed 0 of the study (ESS >= 654): not accepted
     seed: int = 0
     target_accept: float = 0.8
 
