@@ -34,7 +34,7 @@ help:
 	@echo "make icsgld-mnist ICSGLD Section 5.1: loss of SGD, SGLD and ICSGLD on MNIST digits 0-4 (CPU, ~14 min)"
 	@echo "make icsgld-table1 [SCALE=smoke] [LAUNCHER=slurm]  ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, CPU)"
 	@echo "make icsgld-bandit [SCALE=smoke] [SEEDS=0]  ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (CPU)"
-	@echo "make part-sampling [SCALE=smoke]  cSGHMC on the last layer or adapters of a pretrained MLP against the whole network and SGD: results/part/ (CPU, ~4 min)"
+	@echo "make part-sampling [SCALE=smoke]  cSGHMC on the last layer or adapters of a pretrained MLP against the whole network and SGD, the last layer against NUTS: results/part/ (CPU: 1-3 min of training per seed, ~25 min of NUTS per reference seed)"
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make bench-part  a sampled last layer evaluated with the trunk once, K = 1, 10, 100 against K whole passes: results/bench/part.md"

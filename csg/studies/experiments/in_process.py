@@ -189,13 +189,17 @@ def run_accuracy_multimodal(job: Job) -> list[str]:
 
 def run_part_sampling(job: Job) -> list[str]:
     """``make part-sampling``: the runs of :mod:`csg.studies.part.study` into ``multirun/part-sampling/<stamp>``
-    (or ``--runs``; finished runs there are kept), then the report; ``--report-only`` reports the runs there."""
+    (or ``--runs``; finished runs there are kept), the last layer's exact references, then the report.
+    ``--report-only``: the report again from the CSVs in ``--out`` (no run, no NUTS); with ``--runs``, from the
+    finished runs there (their references computed again)."""
     from csg.studies.experiments.launch import newest_runs
-    from csg.studies.part.report import collect, report
-    from csg.studies.part.study import METHODS, run_all, run_dir
+    from csg.studies.part.report import collect, reference_rows, report, rewrite
+    from csg.studies.part.study import METHODS, REFERENCE_SEEDS, SEEDS, run_all, run_dir
 
-    checked_options(job, {})
-    seeds = [int(s) for s in (job.seeds or ("0,1,2" if job.scale == "full" else "0")).split(",")]
+    options = checked_options(job, {"reference_seeds": "seeds whose last layer is checked against NUTS, e.g. 0,1,2"})
+    if job.report_only and job.runs is None:
+        return [f"part-sampling: wrote {rewrite(job.out)} from its CSVs"]
+    seeds = [int(s) for s in (job.seeds or SEEDS[job.scale]).split(",")]
     if job.report_only:
         runs = job.runs or newest_runs("part-sampling")
         found = {(m, s): run_dir(runs, m, s) for m in METHODS for s in seeds
@@ -207,5 +211,10 @@ def run_part_sampling(job: Job) -> list[str]:
         runs = job.runs or Path("multirun") / "part-sampling" / job.stamp
         found = run_all(runs, seeds, job.scale)
     command = "make part-sampling" + ("" if job.scale == "full" else f" SCALE={job.scale}")
-    written = report(collect(found), job.out, job.scale, command)
+    text = options.get("reference_seeds", REFERENCE_SEEDS[job.scale])
+    try:
+        checked = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ConfigError("reference_seeds", text, "comma-separated integer seeds, e.g. 0,1,2") from None
+    written = report(collect(found), job.out, job.scale, command, reference_rows(found, checked))
     return [f"part-sampling: wrote {written} from {runs}"]

@@ -302,7 +302,8 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("icsgld-table1", "ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, letters)", "icsgld",
            _sweeps(tables.TABLES["icsgld_table1"], _table_report, prepare=_letters), BOTH, SWEEP_FLAGS),
     Target("part-sampling", "Sampling part of a pretrained network: cSGHMC on the last layer or on low-rank adapters "
-           "against the whole network and SGD (CPU, ~4 min)", "part", run_part_sampling, BOTH,
+           "against the whole network and SGD, the last layer against NUTS (reference_seeds=0,1,2: the seeds checked; "
+           "CPU: 1-3 min of training per seed, ~25 min of NUTS per reference seed)", "part", run_part_sampling, BOTH,
            frozenset({"seeds", "report_only", "runs"})),
     Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset; "
            "extend=true: add to the runs in --out)",
