@@ -232,7 +232,8 @@ def method_statement(alpha: float = 0.05, power: float = 0.8, margin: str = "", 
     else:
         test = f"Bonferroni: each comparison's t-interval at {100 * alpha:g} % / K, simultaneous {level} over the K"
     equivalence = (f"equivalent where two one-sided tests reject a difference beyond the margin ({margin}), "
-                   f"Holm-corrected in a family of their own" if margin
+                   f"Holm-corrected in a family of their own (so an equivalent comparison's interval, which belongs "
+                   f"to the differences' family, may reach past its margin)" if margin
                    else "no margin is stated, so nothing is called equivalent")
     failing = (f"both fail where neither method's mean meets the bar ({bar}) and no difference is found (never "
                f"equivalent then)" if bar else "no competence bar is stated")
