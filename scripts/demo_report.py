@@ -228,8 +228,8 @@ def markdown(rows: list[dict], curvature: list[dict], command: str, title: str, 
         "A sampling ensemble is more than its best member. The checks (csg/evaluation/diversity.py): the "
         "ensemble's NLL at most 0.95 x its best member's, its error at most its members' mean error, and no two "
         "members closer than 0.001 in the mean total variation of their test-set predictions."
-        + (" Any ensemble of distinct members passes them, a snapshot ensemble too: whether the noise adds "
-           "anything is the question of the controls below." if arms else ""),
+        + (" They ask for distinct members, not for noise: a snapshot ensemble whose members differ passes them "
+           "too, so whether the noise adds anything is the question of the controls below." if arms else ""),
         "",
     ]
     if arms:
@@ -351,6 +351,15 @@ def arms_section(rows: list[dict], arms: list[tuple[float, float]], default: tup
         seconds = statistics.fmean(float(r["train_seconds"]) for r in block)
         lines.append(f"| {_label(arm, default)} | {len(block)} | " + " | ".join(_summary(block))
                      + f" | {sum(_passed(r) for r in block)} of {len(block)} | {seconds:.0f} |")
+    for arm in arms:
+        block = [r for r in rows if _arm(r) == arm]
+        failed = [r for r in block if not _passed(r)]
+        if arm != default and failed:
+            tv = _mean_se([float(r["min_pairwise_tv"]) for r in block])
+            lines += ["", f"{_label(arm, default)} fails the checks on {len(failed)} of {len(block)} seeds: its "
+                      f"closest two members are {tv[0]:.4f} +- {tv[1]:.4f} apart in mean TV (at least 0.001 asked), "
+                      "and its ensemble NLL is "
+                      f"{statistics.fmean(float(r['nll_ratio']) for r in block):.3f} x its best member's."]
     found = verdicts(rows, arms)
     margins = "; ".join(f"{name}: +-{MARGINS[key]:g}" for key, name, _ in METRICS)
     lines += ["", method_statement(margin=f"{margins}, in the metric's units: percentage points of test error, "
