@@ -10,7 +10,7 @@ TEST_WORKERS ?= 2  # pytest-xdist workers of make test (one test file each at a 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
 	@echo "make demo     cSGHMC on the embedded MNIST subset with the MLP (CPU, about a minute), beside results/demo.md"
-	@echo "make demo-seeds  the embedded default, its noise-off control (T = 0) and T = 1 on seeds 0-9, with verdicts: results/demo.{md,csv} (CPU, one thread, ~25 min)"
+	@echo "make demo-seeds  the embedded default, its noise-off control (T = 0) and T = 1 on seeds 0-9, with verdicts: results/demo.{md,csv} (CPU, one thread: about an hour on a busy 2-core machine)"
 	@echo "make demo-seeds-report  results/demo.md again from the committed results/demo.csv and results/demo_restarts.csv (seconds)"
 	@echo "make demo-long   the embedded default at 800 epochs / 2 cycles and 1600 / 4, seeds 0-2: results/demo_long.{md,csv} (CPU, ~25 min)"
 	@echo "make test     run the test suite (installs first if needed)"
