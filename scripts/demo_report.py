@@ -377,7 +377,7 @@ def arms_section(rows: list[dict], arms: list[tuple[float, float]], default: tup
                      + " | ".join(f"{m:.{digits}f} +- {s:.{digits}f}" for m, s in means)
                      + f" | {v.difference:+.{digits}f} [{v.low:+.{digits}f}, {v.high:+.{digits}f}] | "
                      f"{100 * v.confidence:.2f} % | {v.detectable:.{digits}f} | {v.p_holm:.3g} | {v.verdict} |")
-    lines += ["", f"Family: {len(found)} comparisons, Holm-corrected together: {tally([v for _, _, v in found])}."]
+    lines += ["", f"Family: {len(found)} comparisons, one family: {tally([v for _, _, v in found])}."]
     return lines
 
 

@@ -104,7 +104,7 @@ def test_the_arms_report_states_the_cold_prior_the_arms_and_one_verdict_per_arm_
         ("T = 1", "ensemble NLL")]
     # 1 point lower on every seed: helps; within 0.02 of T = 1 (margin 0.3): equivalent
     assert [verdict for _, _, verdict in verdicts] == ["helps", "helps", "equivalent", "equivalent"]
-    assert "+-0.3" in text and "+-0.01" in text and "Family: 4 comparisons" in text
+    assert "+-0.3" in text and "+-0.01" in text and "Family: 4 comparisons, one family: " in text
     assert "the same runs at T = 0, lr0 0.1 (noise off: a snapshot ensemble), T = 1, lr0 0.05" in text
 
 
