@@ -10,7 +10,8 @@ TEST_WORKERS ?= 2  # pytest-xdist workers of make test (one test file each at a 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"
 	@echo "make demo     cSGHMC on the embedded MNIST subset with the MLP (CPU, about a minute), beside results/demo.md"
-	@echo "make demo-seeds  the embedded default on seeds 0, 1, 2 and its sampling checks: results/demo.{md,csv} (CPU, ~3 min)"
+	@echo "make demo-seeds  the embedded default, its noise-off control (T = 0) and T = 1 on seeds 0-9, with verdicts: results/demo.{md,csv} (CPU, one thread: about an hour on a busy 2-core machine)"
+	@echo "make demo-seeds-report  results/demo.md again from the committed results/demo.csv and results/demo_restarts.csv (seconds)"
 	@echo "make demo-long   the embedded default at 800 epochs / 2 cycles and 1600 / 4, seeds 0-2: results/demo_long.{md,csv} (CPU, ~25 min)"
 	@echo "make test     run the test suite (installs first if needed)"
 	@echo "make test-report  the same, with its counts and wall time written to results/tests.md"
@@ -57,10 +58,26 @@ demo: $(STAMP)
 	$(BIN)/python train.py hydra.run.dir=$(DEMO_DIR)
 	$(BIN)/python scripts/demo_report.py $(DEMO_DIR) --beside results/demo.csv --out $(DEMO_DIR)/demo.md --command "make demo"
 
-# The embedded default's committed numbers: three seeds, and its long budgets (scripts/demo_report.py)
+# The embedded default's committed numbers (scripts/demo_report.py): three arms on seeds 0-9, one run after another
+# on one thread: the default (T = 0.2), the same cycles without noise (T = 0: a snapshot ensemble) and T = 1 at
+# DEMO_T1_LR0, the largest of the probed steps (lr0 0.1, halved) whose restarts on seed 0 stay below the stability
+# limit (results/demo_t1_probes.csv). demo-seeds-report rewrites results/demo.md from the committed CSVs alone.
+DEMO_SEEDS ?= 0,1,2,3,4,5,6,7,8,9
+DEMO_T1_PROBES ?= 0.1,0.05
+DEMO_T1_LR0 ?= 0.05
+DEMO_RUNS := runs/demo-seeds/$(NOW)
+DEMO_TRAIN := OMP_NUM_THREADS=1 $(BIN)/python train.py -m
+DEMO_CSVS := --csv results/demo.csv --restarts-csv results/demo_restarts.csv --probes results/demo_t1_probes.csv --long results/demo_long.csv
 demo-seeds: $(STAMP)
-	$(BIN)/python train.py -m seed=0,1,2 hydra.sweep.dir=runs/demo-seeds/$(NOW)
-	$(BIN)/python scripts/demo_report.py runs/demo-seeds/$(NOW)/*/ --curvature --out results/demo.md --csv results/demo.csv --command "make demo-seeds"
+	$(DEMO_TRAIN) seed=$(DEMO_SEEDS) hydra.sweep.dir=$(DEMO_RUNS)/t0.2
+	$(DEMO_TRAIN) seed=$(DEMO_SEEDS) sampler.temperature=0 hydra.sweep.dir=$(DEMO_RUNS)/t0
+	$(DEMO_TRAIN) seed=0 sampler.temperature=1 sampler.lr0=$(DEMO_T1_PROBES) hydra.sweep.dir=$(DEMO_RUNS)/probes
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/demo_report.py $(DEMO_RUNS)/probes/*/ --curvature --csv results/demo_t1_probes.csv
+	$(DEMO_TRAIN) seed=$(DEMO_SEEDS) sampler.temperature=1 sampler.lr0=$(DEMO_T1_LR0) hydra.sweep.dir=$(DEMO_RUNS)/t1
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/demo_report.py $(DEMO_RUNS)/t*/*/ --curvature --arms --out results/demo.md $(DEMO_CSVS) --command "make demo-seeds"
+
+demo-seeds-report: $(STAMP)
+	$(BIN)/python scripts/demo_report.py --from-csv --arms --out results/demo.md $(DEMO_CSVS) --command "make demo-seeds"
 
 demo-long: $(STAMP)
 	$(BIN)/python train.py -m seed=0,1,2 trainer.epochs=800 sampler.cycles=2 hydra.sweep.dir=runs/demo-long/$(NOW)/800
@@ -78,7 +95,7 @@ ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling
 REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report
-.PHONY: help install demo demo-seeds demo-long test test-report docs clean bench bench-synthetic bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
