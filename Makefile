@@ -17,6 +17,7 @@ help:
 	@echo "make test-report  the same, with its counts and wall time written to results/tests.md"
 	@echo "make table1|table2|table3|fig3 [SCALE=smoke] [LAUNCHER=slurm]  cSG-MCMC Tables 1-3, Figure 3: sweep + table"
 	@echo "make <target>-report [RUNS=multirun/<preset>/<date>]  aggregate existing runs only (missing runs listed)"
+	@echo "make reports  every committed report with verdicts rewritten from its committed CSVs (scripts/regenerate_reports.sh; a minute)"
 	@echo "  every paper target takes SCALE=smoke|full LAUNCHER=local|slurm SEEDS=0,1 RUNS=... where it uses them,"
 	@echo "  and ARGS=\"key=value ...\": train.py overrides for every run (e.g. hydra.launcher.partition=gpu);"
 	@echo "  table1, table3 take ADD=\"sampler=... sampler.name=mine\": one more method, one more row (reproduce.py --add)"
@@ -104,6 +105,10 @@ $(REPORT_TARGETS): $(STAMP)
 	$(REPRODUCE) $(@:-report=) --report-only
 
 fig2: table4  # Figures 2 and 5 come from the Table 4 study
+
+.PHONY: reports
+reports: $(REFERENCE_STAMP)  # after a change to the shared statistics (csg/evaluation/comparison.py)
+	bash scripts/regenerate_reports.sh
 
 $(REFERENCE_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[reference]"
