@@ -331,7 +331,7 @@ def members_sentence(shown: list[dict], long_rows: list[dict] | None) -> str:
 
 def arms_section(rows: list[dict], arms: list[tuple[float, float]], default: tuple[float, float],
                  curvature: list[dict], probes: list[dict] | None = None) -> list[str]:
-    from csg.evaluation.comparison import method_statement, tally
+    from csg.evaluation.comparison import interval_text, method_statement, tally
 
     seeds = sorted({int(r["seed"]) for r in rows})
     hot = [a for a in arms if a[0] == 1.0]
@@ -375,7 +375,7 @@ def arms_section(rows: list[dict], arms: list[tuple[float, float]], default: tup
         means = [_mean_se([float(r[key]) for r in rows if _arm(r) == a]) for a in (default, arm)]
         lines.append(f"| {_label(arm, default)} | {name} | "
                      + " | ".join(f"{m:.{digits}f} +- {s:.{digits}f}" for m, s in means)
-                     + f" | {v.difference:+.{digits}f} [{v.low:+.{digits}f}, {v.high:+.{digits}f}] | "
+                     + f" | {v.difference:+.{digits}f} {interval_text(v.low, v.high, f'+.{digits}f')} | "
                      f"{100 * v.confidence:.2f} % | {v.detectable:.{digits}f} | {v.p_holm:.3g} | {v.verdict} |")
     lines += ["", f"Family: {len(found)} comparisons, one family: {tally([v for _, _, v in found])}."]
     return lines

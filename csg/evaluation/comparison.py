@@ -29,12 +29,20 @@ Holm's rule across the comparisons with a margin, at :math:`\alpha`, rejects non
 :math:`\alpha` is the chance of calling any comparison whose true difference lies outside its margin
 ``equivalent``, whatever the number of comparisons.
 
-**Both fail.** A comparison may state a competence bar (``bar``, in the metric's units): a method meets it where its
-mean over the seeds is at most the bar (at least, for a higher-is-better metric). Where neither method meets it and
-the test of the difference rejects nothing, the verdict is ``both fail``, never ``equivalent`` (the tests' reading
-is kept in ``tested``): two methods that miss the target alike are not "equivalent". A rejected difference stays
-``helps`` / ``hurts`` (one method is closer, even if neither arrives), and ``method_meets`` / ``baseline_meets``
-say whether either met the bar, for the report to say so beside it.
+**Both fail.** A comparison may state a competence bar (``bar``, in the metric's units). A method *meets* it where
+its mean over the seeds is at most the bar (at least, for a higher-is-better metric), and *fails* it only where the
+one-sided t confidence bound of its mean clears the bar: the lower bound above it (below it, higher is better), at
+level :math:`\alpha / (2B)` for the :math:`B` comparisons of the family with a bar (Bonferroni over their
+:math:`2B` methods, so every "fails" of a family is right together with probability at least :math:`1 - \alpha`);
+a mean above the bar whose bound does not clear it is neither (``None``). Where both methods fail and the test of
+the difference rejects nothing, the verdict is ``both fail``, never ``equivalent`` (the tests' reading is kept in
+``tested``): two methods that miss the target alike are not "equivalent". A rejected difference stays ``helps`` /
+``hurts`` (one method is closer, even if neither arrives), and ``method_meets`` / ``baseline_meets`` say where
+either met or failed the bar, for the report to say so beside it.
+
+**Error rates.** The differences' family and the equivalence family each err with probability at most
+:math:`\alpha`, and the "fails" statements at most :math:`\alpha`: a report's claims of all three kinds together
+at most :math:`3\alpha`.
 
 Verdicts, in that order of precedence: ``helps`` / ``hurts``; ``both fail``; ``equivalent``; else
 ``inconclusive`` (always with one seed, or with no margin and no rejection).
@@ -90,7 +98,7 @@ class Verdict:
     margin: float
     p_equivalence: float     # TOST, adjusted over the family of comparisons with a margin (nan: no margin)
     bar: float
-    method_meets: bool | None    # the method's mean meets the bar (None: no bar, or no finite value)
+    method_meets: bool | None    # meets the bar (True), fails it (False: its bound clears it), neither or no bar (None)
     baseline_meets: bool | None
     detectable: float        # smallest |difference| detectable with 80 % power (module docstring: at what level)
     tested: str              # what the tests alone say: helps | hurts | equivalent | inconclusive
@@ -102,20 +110,33 @@ class Verdict:
             return f"{self.difference:+.{digits}g} (n = {self.n}, no interval): {self.verdict}"
         # a mean of differences that cancel carries rounding noise (+2.96e-16 for 0); beside its interval it is 0
         shown = 0.0 if abs(self.difference) <= 1e-12 * max(abs(self.low), abs(self.high)) else self.difference
-        return (f"{shown:+.{digits}g} [{_bound(self.low, digits)}, {_bound(self.high, digits)}] "
-                f"(n = {self.n}): {self.verdict}")
+        return f"{shown:+.{digits}g} {interval_text(self.low, self.high, f'+.{digits}g')} (n = {self.n}): {self.verdict}"
 
 
-def _bound(value: float, digits: int) -> str:
-    return "0" if value == 0 else f"{value:+.{digits}g}"
+def interval_text(low: float, high: float, spec: str = "+.3g") -> str:
+    """``[-0.1, +0.2]``; a bound at exactly 0 (a compatible interval's at a rejection) open and written ``0``:
+    ``(0, 0.3]``, ``[-0.4, 0)``; ``-`` where there is no interval."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "-"
+    left = "(0" if low == 0 else f"[{low:{spec}}"
+    right = "0)" if high == 0 else f"{high:{spec}}]"
+    return f"{left}, {right}"
 
 
-def _meets(values: np.ndarray, bar: float, lower_is_better: bool) -> bool | None:
+def _meets(values: np.ndarray, bar: float, lower_is_better: bool, level: float) -> bool | None:
+    """True: the mean meets the bar; False: its one-sided bound at ``level`` clears it; None: neither, or no bar."""
+    from scipy import special
+
     finite = values[np.isfinite(values)]
     if not math.isfinite(bar) or not len(finite):
         return None
     mean = float(finite.mean())
-    return mean <= bar if lower_is_better else mean >= bar
+    if (mean <= bar) if lower_is_better else (mean >= bar):
+        return True
+    if len(finite) < 2:
+        return None
+    half = float(special.stdtrit(len(finite) - 1, 1 - level)) * float(np.std(finite, ddof=1)) / math.sqrt(len(finite))
+    return False if ((mean - half > bar) if lower_is_better else (mean + half < bar)) else None
 
 
 def _verdicts(comparisons, estimates: Sequence[Estimate | None], sizes: Sequence[int], sides, alpha: float,
@@ -127,6 +148,8 @@ def _verdicts(comparisons, estimates: Sequence[Estimate | None], sizes: Sequence
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha} and {power}")
     margins = [float(c.margin) for c in comparisons]
     found = decide(estimates, margins, alpha, intervals)
+    barred = sum(math.isfinite(float(getattr(c, "bar", math.nan))) for c in comparisons)
+    bar_level = alpha / (2 * max(barred, 1))
     verdicts = []
     for k, (comparison, estimate, n, (mine, theirs)) in enumerate(zip(comparisons, estimates, sizes, sides)):
         tested = "inconclusive"
@@ -136,7 +159,8 @@ def _verdicts(comparisons, estimates: Sequence[Estimate | None], sizes: Sequence
             tested = "equivalent"
         bar = float(getattr(comparison, "bar", math.nan))
         lower_is_better = getattr(comparison, "lower_is_better", True)
-        method_meets, baseline_meets = _meets(mine, bar, lower_is_better), _meets(theirs, bar, lower_is_better)
+        method_meets = _meets(mine, bar, lower_is_better, bar_level)
+        baseline_meets = _meets(theirs, bar, lower_is_better, bar_level)
         both_fail = method_meets is False and baseline_meets is False
         verdict = "both fail" if both_fail and tested in ("equivalent", "inconclusive") else tested
         value = estimate.value if estimate is not None else (untested(k) if untested else _fallback(mine, theirs))
@@ -228,19 +252,21 @@ def method_statement(alpha: float = 0.05, power: float = 0.8, margin: str = "", 
         test = (f"Holm's step-down test over both directions of every comparison of this report (family-wise error "
                 f"{100 * alpha:g} %); intervals: simultaneous {level}, compatible with that test (Strassburger and "
                 f"Bretz 2008): an interval excludes 0 exactly where its comparison is rejected, and then ends at 0 "
-                f"on that side")
+                f"on that side, open there, written (a, 0) or (0, b)")
     else:
         test = f"Bonferroni: each comparison's t-interval at {100 * alpha:g} % / K, simultaneous {level} over the K"
     equivalence = (f"equivalent where two one-sided tests reject a difference beyond the margin ({margin}), "
                    f"Holm-corrected in a family of their own (so an equivalent comparison's interval, which belongs "
                    f"to the differences' family, may reach past its margin)" if margin
                    else "no margin is stated, so nothing is called equivalent")
-    failing = (f"both fail where neither method's mean meets the bar ({bar}) and no difference is found (never "
-               f"equivalent then)" if bar else "no competence bar is stated")
+    failing = (f"both fail where both methods fail the bar ({bar}: a method fails it where the one-sided confidence "
+               f"bound of its mean, Bonferroni over the family's methods, clears it) and no difference is found "
+               f"(never equivalent then)" if bar else "no competence bar is stated")
     return (f"Verdicts (csg.evaluation.comparison): {pairing}, difference = method - baseline; {test}. "
             f"helps / hurts where the difference is rejected in that direction; {failing}; {equivalence}; "
-            f"else inconclusive. 'detectable': the smallest difference the comparison had {100 * power:g} % "
-            f"power to find.")
+            f"else inconclusive. Each kind of claim errs with probability at most {100 * alpha:g} % (so all "
+            f"together at most {100 * alpha * (1 + bool(margin) + bool(bar)):g} %). 'detectable': the smallest "
+            f"difference the comparison had {100 * power:g} % power to find.")
 
 
 @dataclass(frozen=True)

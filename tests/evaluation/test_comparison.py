@@ -305,3 +305,21 @@ def test_the_method_statement_names_the_intervals_the_margin_and_the_bar():
     assert "two one-sided tests" in holm and "both fail" in holm
     plain = method_statement(intervals="bonferroni")
     assert "Bonferroni" in plain and "nothing is called equivalent" in plain and "no competence bar" in plain
+
+
+def test_a_mean_just_past_the_bar_is_no_failure_until_its_bound_clears_it():
+    # means 0.1005 and 0.1014 against a bar of 0.1 (the referee's cases): above it, but within their noise
+    rng = np.random.default_rng(21)
+    near = 0.1005 + 0.02 * rng.standard_normal(50)
+    near = near - near.mean() + 0.1005
+    other = 0.1014 + 0.02 * rng.standard_normal(50)
+    other = other - other.mean() + 0.1014
+    (v,) = compare_paired([Paired(near, other, margin=0.02, bar=0.1)])
+    assert v.method_meets is None and v.baseline_meets is None and v.verdict != "both fail"
+    # far past the bar with the same spread: its one-sided bound (Bonferroni over the 2 methods) clears it
+    (far,) = compare_paired([Paired(near + 0.1, other + 0.1, margin=0.02, bar=0.1)])
+    assert far.method_meets is False and far.baseline_meets is False and far.verdict == "both fail"
+    from scipy import special
+
+    bound = near.mean() + 0.1 - special.stdtrit(49, 1 - 0.05 / 2) * near.std(ddof=1) / math.sqrt(50)
+    assert bound > 0.1  # what 'fails' means, computed by hand

@@ -11,7 +11,7 @@ from csg.studies.accuracy import chains
 from csg.studies.accuracy.reference import Reference
 from csg.studies.accuracy.study import Study, leaders, primary_metric, verdicts
 from csg.io.atomic import atomic_write_text
-from csg.evaluation.comparison import method_statement, tally
+from csg.evaluation.comparison import interval_text, method_statement, tally
 
 COLUMNS = [  # (summary column, header, digits)
     ("factor", "step x Table 5", 3), ("lr0", "first step", 3), ("w2", "W2", 3), ("mean_error_max", "mean error, max", 2),
@@ -49,7 +49,7 @@ def _reference_table(references: Path, targets: list[str]) -> list[str]:
 def _interval(row: pd.Series) -> str:
     if not (math.isfinite(row.low) and math.isfinite(row.high)):
         return "no interval"
-    return "[" + ", ".join("0" if b == 0 else f"{b:+.3g}" for b in (row.low, row.high)) + "]"
+    return interval_text(row.low, row.high)
 
 
 def _leader_line(block: pd.DataFrame, steps: int) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig
 
-from csg.evaluation.comparison import Paired, Verdict, compare_paired, method_statement, tally
+from csg.evaluation.comparison import Paired, Verdict, compare_paired, interval_text, method_statement, tally
 from csg.io.atomic import atomic_write_text
 from csg.studies.bandit.results import Results, final_regret
 from csg.studies.bandit.settings import settings_rows
@@ -72,7 +72,7 @@ def comparison_rows(family: list[Comparison], verdicts: list[Verdict]) -> list[s
     rows = ["| method - baseline | regret | per seed | difference [simultaneous 95 % interval] | margin | detectable | "
             "verdict |", "|---|---|---|---:|---:|---:|---|"]
     for c, v in zip(family, verdicts):
-        interval = (f"{v.difference:+.0f} [{v.low:+.0f}, {v.high:+.0f}]" if v.n > 1
+        interval = (f"{v.difference:+.0f} {interval_text(v.low, v.high, '+.0f')}" if v.n > 1
                     else f"{v.difference:+.0f} (one seed: no interval)")
         detectable = f"{v.detectable:.0f}" if math.isfinite(v.detectable) else "-"
         rows.append(f"| {c.method} - {c.baseline} | {c.regret} | {', '.join(f'{d:+.0f}' for d in c.differences)} | "

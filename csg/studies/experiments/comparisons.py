@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from csg.evaluation.comparison import Paired, compare_paired, method_statement, tally, verdict_frame
+from csg.evaluation.comparison import Paired, compare_paired, interval_text, method_statement, tally, verdict_frame
 
 ONE_SEED = "one seed: an ordering, not a verdict"
 PAIRED = ("Paired by seed: the runs of two methods with one seed share the model's initialisation, the order of the "
@@ -118,7 +118,7 @@ def markdown(frame: pd.DataFrame, metrics: Sequence, claims_text: str, group: st
         elif row.n < 2:
             cells += ["-", "-", "one seed: no verdict"]
         else:
-            cells += [f"[{_number(row.low, digits)}, {_number(row.high, digits)}]", f"{row.detectable:.{digits}f}",
+            cells += [interval_text(row.low, row.high, f"+.{digits}f"), f"{row.detectable:.{digits}f}",
                       row.verdict]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]

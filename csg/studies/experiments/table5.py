@@ -436,7 +436,7 @@ def _fmt(value: float, digits: int = 0) -> str:
 
 def markdown(table: pd.DataFrame, runs: pd.DataFrame, found: pd.DataFrame, step: pd.DataFrame | None, missing,
              incomplete, runs_dir) -> str:
-    from csg.evaluation.comparison import method_statement, tally
+    from csg.evaluation.comparison import interval_text, method_statement, tally
 
     seeds = sorted(runs.seed.unique())
     temperatures = sorted(runs.temperature.dropna().unique())
@@ -489,7 +489,7 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, found: pd.DataFrame, step:
         ]
         for r in found.itertuples():
             lines.append(f"| {r.dataset} | {r.method} | {r.baseline} | {r.seeds} | "
-                         f"{r.difference:+.3f} [{r.low:+.3f}, {r.high:+.3f}] | {math.exp(r.difference):.2f} | "
+                         f"{r.difference:+.3f} {interval_text(r.low, r.high, '+.3f')} | {math.exp(r.difference):.2f} | "
                          f"{_fmt(r.detectable, 3)} | {r.verdict} |")
         lines += ["", f"Of {len(found)} comparisons: {tally(found.attrs['verdicts'])}.", ""]
     lines += _sweep_section(step, table, found)
@@ -597,8 +597,8 @@ def _sweep_section(step: pd.DataFrame | None, table: pd.DataFrame, found: pd.Dat
             "decreasing and constant counterparts. In the sweep a cyclical row shares its largest step with the "
             "constant row of the same fraction and has about half its mean step: a cosine cycle spends the end of "
             "every cycle at near-zero steps, where consecutive draws barely move (the sweep's cells are means over "
-            f"{len(seeds)} seeds: orderings, not verdicts). Cycles pay where there are modes to hop between "
-            "(Table 4); a logistic regression posterior has one.")
+            f"{len(seeds)} seeds: orderings, not verdicts). The cycles are meant for posteriors with modes to "
+            "hop between (Table 4); a logistic regression posterior has one, so here they can only cost ESS.")
     return lines + [""]
 
 

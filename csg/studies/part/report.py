@@ -170,17 +170,26 @@ def _seed_range(seeds: list[int]) -> str:
 
 def _reading(frame: pd.DataFrame) -> list[str]:
     """Cost and bytes of each part against the whole network sampled, in numbers taken from the table."""
-    means = frame.groupby("method")[["train_s", "cost_s", "sample_bytes"]].mean()
+    means = frame.groupby("method")[["train_s", "cost_s", "sample_bytes", "epochs"]].mean()
     if "full" not in means.index:
         return []
     full = means.loc["full"]
+    whole = frame[frame.method == "full"].set_index("seed").cost_s
+    spread = frame.groupby("method").train_s.agg(lambda t: t.max() / t.min()).max()
     lines = ["Reading (means over the seeds; the claims themselves are the verdicts below):", ""]
     for method in PART:
         if method in means.index:
             part = means.loc[method]
-            lines.append(f"- {LABELS[method]}: it costs {part.cost_s / full.cost_s:.2f}x the whole network's "
-                         f"training time counting the SGD pretraining it starts from ({part.train_s / full.cost_s:.2f}x "
-                         f"without it), and stores {part.sample_bytes / full.sample_bytes:.3f}x its sample bytes.")
+            pretrain = means.loc["sgd"].epochs if "sgd" in means.index else math.nan
+            ratios = (frame[frame.method == method].set_index("seed").cost_s / whole).dropna()
+            lines.append(f"- {LABELS[method]}: in epochs over the training set it is {pretrain:.0f} of SGD pretraining "
+                         f"and {part.epochs:.0f} of its own (each a forward pass of the whole network and a backward "
+                         f"pass of the part) against the whole network's {full.epochs:.0f}, so counted with its "
+                         f"pretraining it costs at least the whole network's epochs. Its wall time with the "
+                         f"pretraining is {ratios.min():.2f}x to {ratios.max():.2f}x the whole network's per seed: "
+                         f"on this shared machine one method's seeds differ up to {spread:.1f}x in wall time, so these "
+                         f"times measure no cost. It stores {part.sample_bytes / full.sample_bytes:.3f}x the whole "
+                         "network's sample bytes.")
     lines += ["- MI of a part and of the whole network measure different things: a part's is the disagreement of "
               "members that differ only in that part, given the frozen trunk (for the last layer, a convex softmax "
               "regression on 4000 examples: small by construction); the whole network's includes the trunk's. "

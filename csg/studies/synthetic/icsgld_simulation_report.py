@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, method_statement, tally
+from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, interval_text, method_statement, tally
 from csg.studies.synthetic.icsgld_measures import BINS, LIMIT
 from csg.studies.synthetic.icsgld_simulation import Protocol, SimulationResult, run_simulation
 
@@ -164,8 +164,7 @@ def comparison_lines(result: SimulationResult, unequal: tuple[int, int] | None =
              f"| {FOCUS} - | metric | difference [simultaneous 95 % interval] | margin | detectable | verdict |",
              "|---|---|---:|---:|---:|---|"]
     for other, metric, v in family:
-        bounds = ", ".join("0" if b == 0 else f"{b:+.3f}" for b in (v.low, v.high))  # 0: ends at a rejection
-        interval = f"{v.difference:+.3f} [{bounds}]" if v.n > 1 else f"{v.difference:+.3f}"
+        interval = f"{v.difference:+.3f} {interval_text(v.low, v.high, '+.3f')}" if v.n > 1 else f"{v.difference:+.3f}"
         lines.append(f"| {other} | {METRICS[metric]} | {interval} | +-{v.margin:.3f} | {v.detectable:.3f} | "
                      f"{v.verdict} |")
     lines += ["", f"Family: {len(tested)} comparisons, one Holm family: {tally([v for _, _, v in family])}."]

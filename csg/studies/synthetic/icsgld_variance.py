@@ -253,7 +253,8 @@ def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
                f"{r['CSGLD x T10 mean']:.3g} +- {2 * r['CSGLD x T10 sd']:.2g} |")
         if verdicts:
             v = verdicts[index]
-            row += (f" {math.exp(v.difference):.3g} [{math.exp(v.low):.3g}, {math.exp(v.high):.3g}] | "
+            left, right = "(" if v.low == 0 else "[", ")" if v.high == 0 else "]"  # open at ratio 1: a rejection
+            row += (f" {math.exp(v.difference):.3g} {left}{math.exp(v.low):.3g}, {math.exp(v.high):.3g}{right} | "
                     f"{math.exp(-v.detectable):.2g} or {math.exp(v.detectable):.2g} | {v.verdict} |")
         lines.append(row)
     return "\n".join(lines) + "\n"

@@ -130,8 +130,8 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
                 continue
             counts = block.verdict.value_counts()
             lines.append(f"- **{method} against {baseline}, {name}** ({len(block)} target x budget cells): "
-                         + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER) + ". The cycles pay "
-                         + _where(block, "helps") + "; they cost " + _where(block, "hurts") + "."
+                         + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER) + ". The cyclical method's is lower "
+                         + _where(block, "helps") + "; higher " + _where(block, "hurts") + "."
                          + _arrivals(block))
         for verdict in ("helps", "hurts"):
             why = _why(found, summary, method, baseline, verdict)

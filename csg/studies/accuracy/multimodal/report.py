@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.evaluation.comparison import method_statement, tally
+from csg.evaluation.comparison import interval_text, method_statement, tally
 from csg.io.atomic import atomic_write_text
 from csg.studies.accuracy.multimodal import figures, reading, study, tuning, verdicts
 from csg.studies.accuracy.multimodal.targets import SPECS
@@ -87,7 +87,7 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
                   "| target | budget | pair | cyclical | constant | difference | simultaneous interval | margin | bar | "
                   "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for row in block.itertuples():
-            interval = f"[{_bound(row.low)}, {_bound(row.high)}]" if math.isfinite(row.low) else "-"
+            interval = interval_text(row.low, row.high, "+.3f")
             lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | "
                          f"{row.method_mean:.3f}{_miss(row.method_meets)} | {row.baseline_mean:.3f}"
                          f"{_miss(row.baseline_meets)} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
@@ -100,10 +100,6 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
     return lines + [f"- **all {len(found)}**, one Holm family: {tally(found.itertuples())}; of the helps and hurts, "
                     f"{len(missed)} are between two methods that both miss the bar (marked *: a difference found, "
                     "neither meets the bar).", "", "A mean marked ' (miss)' does not meet the bar.", ""]
-
-
-def _bound(value: float) -> str:
-    return "0" if value == 0 else f"{value:+.3f}"
 
 
 def _miss(meets) -> str:
@@ -211,7 +207,7 @@ def _arrival_lines(runs: pd.DataFrame) -> list[str]:
              "| budget | pair | arrived (cyclical / constant) | seeds, both arrived | cyclical | constant | difference "
              "| simultaneous interval | verdict |", "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for row in found.itertuples():
-        interval = f"[{_bound(row.low)}, {_bound(row.high)}]" if math.isfinite(row.low) else "-"
+        interval = interval_text(row.low, row.high, "+.3f")
         lines.append(f"| {row.budget:,} | {row.method} - {row.baseline} | {row.method_arrived:.2f} / "
                      f"{row.baseline_arrived:.2f} | {row.seeds} | {row.method_mean:.3f}{_miss(row.method_meets)} | "
                      f"{row.baseline_mean:.3f}{_miss(row.baseline_meets)} | {row.difference:+.3f} | {interval} | "
