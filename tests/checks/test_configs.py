@@ -22,9 +22,11 @@ def composed(*overrides):
 
 
 def test_the_papers_samplers_exist():
-    # cSG-MCMC's eight, the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC, and pSGLD
+    # cSG-MCMC's eight, the ICSGLD paper's M-SGD ensemble, cyclical SWAG, (I)CSGHMC and reSGHMC, pSGLD, and the
+    # constant-step SGLD and SGHMC baselines (issue 54)
     assert SAMPLERS == sorted(["sgd", "sgdm", "snapshot_sgd", "snapshot_sgdm", "sgld", "csgld", "sghmc", "csghmc",
-                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc", "psgld"])
+                               "msgd", "cycswag", "icsghmc", "contour_sghmc", "resghmc", "psgld", "sgld_constant",
+                               "sghmc_constant"])
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
