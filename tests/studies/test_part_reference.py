@@ -114,8 +114,9 @@ def _references(seeds=range(3)) -> pd.DataFrame:
 
 def test_the_report_counts_the_pretraining_and_is_written_again_from_its_csvs(tmp_path):
     written = report(_frame(), tmp_path, "full", "make part-sampling", _references()).read_text()
-    # last layer: (21 + 4) / 40 on average over the seeds, counting the SGD pretraining
-    assert "costs 0.62x the whole network's training time counting the SGD pretraining" in written
+    # last layer: its cost in epochs (100 of SGD, 100 of its own, against 100), and per seed (20 + s + 4) / 40
+    assert "it is 100 of SGD pretraining and 100 of its own" in written and "against the whole network's 100" in written
+    assert "0.60x to 0.65x the whole network's per seed" in written
     assert "The exact reference" in written and "T = 0.2" in written and "margin 0.005" in written
     assert "13 comparisons" not in written  # two families: 8 against the baselines, 5 against the reference
     (tmp_path / MARKDOWN).unlink()
