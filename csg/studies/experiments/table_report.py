@@ -227,12 +227,18 @@ def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, 
     frame = per_run(spec, runs, scale, epochs, added)
     verdicts = compare_methods(spec, frame)
     text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others, added, protocol, verdicts)
+    _write(out_dir, name, spec, table, frame, verdicts, text)
+    return table, missing
+
+
+def _write(out_dir: Path, name: str, spec, table: pd.DataFrame, frame: pd.DataFrame, verdicts: pd.DataFrame,
+           text: str) -> None:
+    """The table's files, each written atomically: <name>.csv, _runs.csv, _comparisons.csv (with claims), .md."""
     atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
     if spec.claims:
         atomic_write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
     atomic_write_text(out_dir / f"{name}.md", text)
-    return table, missing
 
 
 def _report_from_record(name: str, record: Path, out_dir: Path, scale: str, *, epochs: int, seeds: str | None,
@@ -254,11 +260,7 @@ def _report_from_record(name: str, record: Path, out_dir: Path, scale: str, *, e
               + (f"; {unchecked} runs of the sweeps not checked for being missing (their row label needs the run)"
                  if unchecked else ""))
     text = markdown(spec, table, scale, preset, source, missing, [], (), None, "", verdicts, from_record=True)
-    atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
-    atomic_write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
-    if spec.claims:
-        atomic_write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
-    atomic_write_text(out_dir / f"{name}.md", text)
+    _write(out_dir, name, spec, table, frame, verdicts, text)
     return table, missing
 
 
