@@ -270,6 +270,11 @@ def test_the_smoke_study_writes_its_report_and_rewrites_it_from_its_csvs(tmp_pat
     found = pd.read_csv(tmp_path / "accuracy_multimodal_verdicts.csv")
     assert len(found) == 3 * 2 * 2 * 3 and "**Edge check: passed**" in text  # pairs x targets x budgets x metrics
     assert "| barrier16 | 1,600 | cSGLD - SGLD |" in text and "one Holm family" in text
+    # the choice by the one-standard-error rule, and the verdicts under the settings of rank 2 beside it
+    assert "one-standard-error rule" in text and "## How the verdicts move across the best settings" in text
+    moved = pd.read_csv(tmp_path / "accuracy_multimodal_sensitivity.csv")
+    assert len(moved) == len(found) and {"verdict_1", "verdict_2"} <= set(moved.columns)
+    assert set(runs["rank"]) == {1, 2}
     summary = pd.read_csv(tmp_path / "accuracy_multimodal.csv")
     cyclical = summary[summary.method == "cSGLD"]
     assert (cyclical.cycles == cyclical.budget // cyclical.cycle).all()
@@ -328,7 +333,7 @@ def test_the_sensitivity_table_gives_each_comparisons_verdict_under_every_rank()
     # rank 1 alone is what the study's verdicts judge
     assert verdicts.verdicts(verdicts.at_rank(runs, 1)).verdict.item() == "helps"
     text = "\n".join(report._sensitivity_lines(moved))
-    assert "**0 of 1 comparisons keep their verdict under all 3 ranks**" in text
+    assert "**0 of 1 comparisons keep their verdict under all 3 ranks**, and 0 of the 1 helps and hurts" in text
     assert "| t | 400 | mode-weight error | cSGLD - SGLD | helps (" in text and "hurts (+0.05" in text
     # runs without ranks (a study before the rule) are all rank 1, and there is no sensitivity section
     assert verdicts.at_rank(runs.drop(columns="rank"), 2).empty

@@ -210,7 +210,9 @@ def _sensitivity_lines(moved: pd.DataFrame) -> list[str]:
         column = moved[f"verdict_{rank}"].dropna()
         lines.append(f"- rank {rank}: {_tally(column)} of {len(column)}")
     stable = moved[moved.stable]
-    lines += ["", f"**{len(stable)} of {len(moved)} comparisons keep their verdict under all {len(ranks)} ranks**; "
+    decided = moved[moved.verdict_1.isin(["helps", "hurts"])]
+    lines += ["", f"**{len(stable)} of {len(moved)} comparisons keep their verdict under all {len(ranks)} ranks**, "
+              f"and {int(decided.stable.sum())} of the {len(decided)} helps and hurts of rank 1; "
               "per metric and rank-1 verdict, how many keep it:", "",
               "| metric | rank-1 verdict | comparisons | the same under every rank |", "|---|---|---:|---:|"]
     for (metric, verdict), block in moved.groupby(["metric", "verdict_1"], sort=False):
@@ -228,6 +230,22 @@ def _sensitivity_lines(moved: pd.DataFrame) -> list[str]:
         lines.append(f"| {row.target} | {row.budget:,} | {verdicts.METRICS.get(row.metric, row.metric)} | "
                      f"{row.method} - {row.baseline} | {cells} |")
     return lines + [""]
+
+
+def _robust_bullet(moved: pd.DataFrame | None) -> list[str]:
+    """The reading's line on how the helps and hurts stand across the best settings."""
+    if moved is None or "verdict_2" not in moved.columns:
+        return []
+    ranks = sum(1 for c in moved.columns if c.startswith("verdict_"))
+    lines = []
+    for verdict in ("helps", "hurts"):
+        block = moved[moved.verdict_1 == verdict]
+        if len(block):
+            lines.append(f"{int(block.stable.sum())} of the {len(block)} {verdict}")
+    held = "; ".join(lines) if lines else "no helps or hurts to hold"
+    return [f"- Across each method's best {ranks} settings by tuning score (the choice and the next {ranks - 1}; "
+            f"below, How the verdicts move): {held} keep their verdict under every rank; "
+            f"{int(moved.stable.sum())} of all {len(moved)} comparisons do."]
 
 
 def _tally(column: pd.Series) -> str:
@@ -329,7 +347,7 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
              + ("; the network: the end points of a shared burn-in from its box"
                 if protocol.network_burnin > 0 and "network" in set(tables["runs"].target) else "")
              + ") and sees the same noise.", "",
-             "## Where the cycles pay", "", *reading.bullets(found, summary, tables), "",
+             "## Where the cycles pay", "", *reading.bullets(found, summary, tables), *_robust_bullet(moved), "",
              "![verdicts over barrier height and budget](accuracy_multimodal.png)", "",
              *_target_lines(tables, summary), *_verdict_lines(found),
              *(_sensitivity_lines(moved) if moved is not None else []), *_per_target_lines(summary, tables),
