@@ -269,10 +269,9 @@ def _burnin_lines(burnin: pd.DataFrame | None) -> list[str]:
             f"{int(row.iterations):,} iterations of SGLD at h = {tuning.power(float(row.step))} / L (csg/studies/"
             "accuracy/multimodal/study.py, burn_in), and every method of the seed starts from these end points (a "
             "single chain from the first), so the cell asks about hopping between modes, not descent to them; the "
-            "burn-in's gradients are no method's. Its length: from the box, SGLD chains at h = 1/2 / L had all "
-            "arrived (within 100 nats of the lowest minimum) by 40,000 iterations (199 of 200 at 20,000; 200 chains of "
-            f"the evaluation seeds, measured before the study). Here {int(burnin.arrived.sum())} of {len(burnin)} end "
-            f"points arrived (energy above the lowest minimum: median {burnin.above.median():.1f} nats, max "
+            "burn-in's gradients are no method's. Its length suffices where every end point has arrived (within "
+            f"100 nats of the lowest minimum): {int(burnin.arrived.sum())} of {len(burnin)} did (energy above the "
+            f"lowest minimum: median {burnin.above.median():.1f} nats, max "
             f"{burnin.above.max():.1f}); their modes: "
             + ", ".join(f"mode {int(m)} {int(c)}" for m, c in modes.items()) + ".", ""]
 
