@@ -364,3 +364,20 @@ def test_every_method_of_a_seed_starts_where_its_shared_burn_in_ended():
             for c in range(block.method.chains):
                 expected = starts[("network", seed)][c].float().numpy()
                 assert np.allclose(draws[s, c], expected, atol=1e-5), (block.method.name, seed, c)
+
+
+def test_a_best_step_at_the_grids_low_end_counts_as_bracketed_only_on_a_plateau():
+    crossings = dict.fromkeys((0.25, 0.5, 1.0, 2.0), 0.0)
+    # the network from its burn-in: the score falls slowly towards h -> 0 (a chain that barely moves keeps its start)
+    flat = _noisy({0.25: (0.36, 0.04), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)}, crossings)
+    chosen = tuning.choose(flat, _GRIDS)
+    assert chosen.step.item() == 0.25 and chosen.plateau.item() and not chosen.edge.item()
+    tuning.check_edges(chosen)
+    # a clear slope at the low end (the next step more than one s.e. worse) is an edge: the grid must widen
+    steep = _noisy({0.25: (0.20, 0.01), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)}, crossings)
+    assert tuning.choose(steep, _GRIDS).edge.item() and not tuning.choose(steep, _GRIDS).plateau.item()
+    # the rule before the one-standard-error rule knew no plateau
+    assert tuning.choose(flat, _GRIDS, one_se=False).edge.item()
+    # the grid's top end is never a plateau: nothing is known of still larger steps
+    top = _noisy({0.25: (0.45, 0.04), 0.5: (0.39, 0.04), 1.0: (0.38, 0.04), 2.0: (0.36, 0.04)}, crossings)
+    assert tuning.choose(top, _GRIDS).edge.item()

@@ -191,7 +191,12 @@ def _rule_text(chosen: pd.DataFrame) -> str:
             f"{chosen.window.median():.3f}), the choice is the one whose chains crossed between modes most (ties: the "
             "lower core TV, then the smaller setting): five seeds cannot tell such settings apart, and one that ties "
             "without crossing owes its score to where its chains started. "
-            f"It moved {moved} of the {len(chosen)} choices away from the best.")
+            f"It moved {moved} of the {len(chosen)} choices away from the best."
+            + (f" {int(chosen.plateau.sum())} best settings lie at the step grid's low end on a plateau (the next step "
+               "scores within one standard error; towards h -> 0 a chain stays where it starts, so a smaller step "
+               "cannot be shown better): they count as bracketed, with "
+               + ", ".join(f"{r.target} {r.method} at {r.budget:,}" for r in chosen[chosen.plateau.astype(bool)].itertuples())
+               + "." if "plateau" in chosen.columns and chosen.plateau.astype(bool).any() else ""))
 
 
 def _sensitivity_lines(moved: pd.DataFrame) -> list[str]:

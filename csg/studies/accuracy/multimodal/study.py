@@ -361,7 +361,22 @@ def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
         results = [run_group(g, protocol_of(g, protocol), log) for g in groups]
     tables = {key: pd.concat([r[key] for r in results], ignore_index=True) for key in results[0]}
     load = os.getloadavg()[2] if hasattr(os, "getloadavg") else math.nan
-    return Study(protocol, tables, time.perf_counter() - started, load)
+    study = Study(protocol, tables, time.perf_counter() - started, load)
+    _keep(study)
+    return study
+
+
+KEPT = ROOT / "multirun" / "accuracy-multimodal-tables"
+
+
+def _keep(study: Study) -> None:
+    """Every table of the finished study into :data:`KEPT` (git-ignored, overwritten by the next study) before the
+    report's edge check, so that a refused report leaves its runs to look at."""
+    from csg.io.atomic import atomic_write_text
+
+    KEPT.mkdir(parents=True, exist_ok=True)
+    for key, table in study.tables.items():
+        atomic_write_text(KEPT / f"{key}.csv", table.to_csv(index=False))
 
 
 def with_seeds(protocol: Protocol, seeds: Sequence[int]) -> Protocol:

@@ -35,7 +35,12 @@ run and scored no better, or lies outside the domain (:math:`\beta = 0` or no la
 C = 2, one cycle per chain: the optimum is then on the domain's boundary, which the report counts). A choice at
 the end of a grid or lattice that the domain goes past (a step's grid), or one whose neighbours were not all run,
 means
-the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written.
+the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written. One
+exception, at the step grid's low end only (under the one-standard-error rule): towards h -> 0 a chain stays where
+it starts, so the score tends to that of its start; where the best is the grid's smallest step and its upper
+neighbour scores within one standard error of it (a *plateau*: the network's chains started from its burn-in, where
+nothing moves between modes), a smaller step cannot be shown better and the choice counts as bracketed (``plateau``,
+counted in the report).
 """
 
 from __future__ import annotations
@@ -194,15 +199,30 @@ def choose(table: pd.DataFrame, grids: Grids, one_se: bool = True) -> pd.DataFra
                   for axis, pair in axes(grids, method, chosen, budget).items() if BOUND in pair]
         steps = grids.steps(method)
         se = best.get(CRITERION + "_se", math.nan)
+        plateau = one_se and _plateau(block, best, neighbours, se)
         rows.append({**dict(zip(KEYS, key)), **{k: pick[k] for k in SETTING}, "cycles": int(pick.cycles),
                      CRITERION: float(pick[CRITERION]), "mode_error": float(pick.mode_error),
                      "crossings": float(pick.crossings),
                      **{f"best_{k}": best[k] for k in SETTING}, f"best_{CRITERION}": float(best[CRITERION]),
                      "window": (float(se) if math.isfinite(se) else 0.0) if one_se else math.nan,
                      "low": steps[0], "high": steps[-1], "cyclical": method.cyclical,
-                     "edge": any(END in pair for pair in neighbours.values()), "missing": missing,
-                     "bounds": ", ".join(bounds)})
+                     "edge": any(END in pair for axis, pair in neighbours.items()
+                                 if not (plateau and axis == "step" and pair[1] != END)),
+                     "plateau": plateau, "missing": missing, "bounds": ", ".join(bounds)})
     return pd.DataFrame(rows)
+
+
+def _plateau(block: pd.DataFrame, best: pd.Series, neighbours: dict, se: float) -> bool:
+    """Whether the best lies at its step grid's low end on a plateau: its upper step neighbour ran and its mean core
+    TV is within one standard error of the best's. Towards h -> 0 a chain stays where it starts, so the score tends
+    to its start's; a plateau there means a smaller step cannot be shown better, and the low end counts as
+    bracketed (module docstring)."""
+    low, high = neighbours["step"]
+    if low != END or high in (END, BOUND):
+        return False
+    above = block[(block.step == high) & (block.explore == best.explore) & (block.cycle == best.cycle)]
+    width = float(se) if math.isfinite(se) else 0.0
+    return len(above) > 0 and float(above[CRITERION].iloc[0]) <= float(best[CRITERION]) + width
 
 
 _NAMES = {"step": "step", "explore": "beta", "cycle": "C"}
