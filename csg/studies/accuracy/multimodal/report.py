@@ -247,7 +247,7 @@ def _robust_bullet(moved: pd.DataFrame | None) -> list[str]:
         block = moved[moved.verdict_1 == verdict]
         if len(block):
             lines.append(f"{int(block.stable.sum())} of the {len(block)} {verdict}")
-    held = "; ".join(lines) if lines else "no helps or hurts to hold"
+    held = " and ".join(lines) if lines else "no helps or hurts to hold"
     return [f"- Across each method's best {ranks} settings by tuning score (the choice and the next {ranks - 1}; "
             f"below, How the verdicts move): {held} keep their verdict under every rank; "
             f"{int(moved.stable.sum())} of all {len(moved)} comparisons do."]
