@@ -270,9 +270,114 @@ def test_the_smoke_study_writes_its_report_and_rewrites_it_from_its_csvs(tmp_pat
     found = pd.read_csv(tmp_path / "accuracy_multimodal_verdicts.csv")
     assert len(found) == 3 * 2 * 2 * 3 and "**Edge check: passed**" in text  # pairs x targets x budgets x metrics
     assert "| barrier16 | 1,600 | cSGLD - SGLD |" in text and "one Holm family" in text
+    # the choice by the one-standard-error rule, and the verdicts under the settings of rank 2 beside it
+    assert "one-standard-error rule" in text and "## How the verdicts move across the best settings" in text
+    moved = pd.read_csv(tmp_path / "accuracy_multimodal_sensitivity.csv")
+    assert len(moved) == len(found) and {"verdict_1", "verdict_2"} <= set(moved.columns)
+    assert set(runs["rank"]) == {1, 2}
     summary = pd.read_csv(tmp_path / "accuracy_multimodal.csv")
     cyclical = summary[summary.method == "cSGLD"]
     assert (cyclical.cycles == cyclical.budget // cyclical.cycle).all()
     assert np.allclose(cyclical.ceiling, [ceiling.ceiling([0.75, 0.25], m) for m in cyclical.cycles])
     again = report.write(report.load(tmp_path, study.SMOKE), tmp_path / "again", tmp_path)
     assert again.read_text() == text
+
+
+# --- tuning robust to noise: the one-standard-error rule and the verdicts' sensitivity ---------------------------------
+
+
+def _noisy(scores: dict[float, tuple[float, float]], crossings: dict[float, float]) -> pd.DataFrame:
+    """SGLD's tuning table: per step h, (mean core TV, its s.e.) and mean crossings."""
+    rows = [{"target": "t", "method": "SGLD", "budget": 400, "step": h, "explore": 0.0, "cycle": 1, "core_tv": mean,
+             "core_tv_se": se, "mode_error": mean, "crossings": crossings[h], "cycles": 1, "diverged": 0, "seeds": 5}
+            for h, (mean, se) in scores.items()]
+    return pd.DataFrame(rows)
+
+
+def test_the_one_standard_error_rule_takes_the_setting_that_crosses_most_within_a_standard_error_of_the_best():
+    crossings = {0.25: 0.0, 0.5: 2.0, 1.0: 26.0, 2.0: 40.0}
+    # 0.5 is best (0.08 +- 0.03); 1.0 lies within one s.e. (0.10 <= 0.11) and crosses most; 2.0 crosses more but is
+    # outside (0.2)
+    table = _noisy({0.25: (0.09, 0.01), 0.5: (0.08, 0.03), 1.0: (0.10, 0.02), 2.0: (0.20, 0.01)}, crossings)
+    chosen = tuning.choose(table, _GRIDS)
+    assert (chosen.step.item(), chosen.best_step.item()) == (1.0, 0.5)
+    assert chosen.window.item() == pytest.approx(0.03) and chosen.missing.item() == 0 and not chosen.edge.item()
+    # the ranks: the choice, then the others by mean core TV
+    assert tuning.ranked(table, 3).step.tolist() == [1.0, 0.5, 0.25]
+    assert tuning.ranked(table, 3)["rank"].tolist() == [1, 2, 3]
+    # a smaller s.e. leaves 1.0 outside the window: the best is chosen
+    narrow = _noisy({0.25: (0.09, 0.01), 0.5: (0.08, 0.005), 1.0: (0.10, 0.02), 2.0: (0.20, 0.01)}, crossings)
+    assert tuning.choose(narrow, _GRIDS).step.item() == 0.5
+    # where nothing in the window crosses, the lowest core TV is chosen; the old rule (one_se=False) is the best
+    still = _noisy({0.25: (0.09, 0.01), 0.5: (0.08, 0.03), 1.0: (0.10, 0.02), 2.0: (0.20, 0.01)},
+                   dict.fromkeys(crossings, 0.0))
+    assert tuning.choose(still, _GRIDS).step.item() == 0.5
+    old = tuning.choose(table, _GRIDS, one_se=False)
+    assert old.step.item() == 0.5 and old.window.isna().all()
+    # the search brackets the best, not the choice: 0.5's neighbours all ran, 1.0's upper one (2.0) too
+    assert tuning.wanted(chosen, table, _GRIDS) == {}
+
+
+def test_the_sensitivity_table_gives_each_comparisons_verdict_under_every_rank():
+    rng = np.random.default_rng(5)
+    base = 0.08 + 0.01 * rng.standard_normal(50)
+    frames = []
+    for rank, shift in ((1, -0.05), (2, -0.05), (3, +0.05)):      # helps at ranks 1 and 2, hurts at rank 3
+        values = {"SGLD": base, "cSGLD": base + shift + 0.01 * rng.standard_normal(50)}
+        frames.append(_runs(values).assign(rank=rank))
+    runs = pd.concat(frames, ignore_index=True)
+    moved = verdicts.sensitivity(runs)
+    assert len(moved) == 1 and not moved.stable.item()
+    assert [moved[f"verdict_{r}"].item() for r in (1, 2, 3)] == ["helps", "helps", "hurts"]
+    assert moved.difference_3.item() > 0 > moved.difference_1.item()
+    # rank 1 alone is what the study's verdicts judge
+    assert verdicts.verdicts(verdicts.at_rank(runs, 1)).verdict.item() == "helps"
+    text = "\n".join(report._sensitivity_lines(moved))
+    assert "**0 of 1 comparisons keep their verdict under all 3 ranks**, and 0 of the 1 helps and hurts" in text
+    assert "| t | 400 | mode-weight error | cSGLD - SGLD | helps (" in text and "hurts (+0.05" in text
+    # runs without ranks (a study before the rule) are all rank 1, and there is no sensitivity section
+    assert verdicts.at_rank(runs.drop(columns="rank"), 2).empty
+    assert report._sensitivity_lines(verdicts.sensitivity(runs.drop(columns="rank"))) == []
+
+
+# --- the network's shared burn-in ----------------------------------------------------------------------------------
+
+
+def test_every_method_of_a_seed_starts_where_its_shared_burn_in_ended():
+    prepared = study.prepare_network()
+    protocol = study.replace(study.SMOKE, network_burnin=30)
+    starts = study.starts_of({"network": prepared}, (1000, 1001), protocol)
+    ends, table = study.burn_in(prepared, (1001,), 30, protocol.burnin_step)
+    # a seed's end points are its own: the same whichever other seeds burn in with it, and not the box starts
+    assert torch.equal(starts[("network", 1001)], ends[1001]) and len(table) == 4 and table.seed.eq(1001).all()
+    box = study.starts_of({"network": prepared}, (1001,))
+    assert not torch.allclose(box[("network", 1001)], ends[1001])
+    # every method's rows start there: a negligible step keeps each row at its start, so its draws are the start
+    blocks = [Block("network", BY_NAME[name], setting, (1000, 1001), 40) for name, setting in
+              (("SGLD", Setting(1e-12)), ("cSGLD", Setting(1e-12, 0.25, 20)), ("SGHMC", Setting(1e-12)),
+               ("cSGLD x4", Setting(1e-12, 0.25, 10)))]
+    outcome = chains.run(blocks, study._landscape({"network": prepared}), starts, {"network": prepared.scale}, (40,),
+                         seed=1)
+    for b, block in enumerate(blocks):
+        draws = outcome.draws[(b, 40 // block.method.chains * block.method.chains)]
+        for s, seed in enumerate(block.seeds):
+            for c in range(block.method.chains):
+                expected = starts[("network", seed)][c].float().numpy()
+                assert np.allclose(draws[s, c], expected, atol=1e-5), (block.method.name, seed, c)
+
+
+def test_a_best_step_at_the_grids_low_end_counts_as_bracketed_only_on_a_plateau():
+    crossings = dict.fromkeys((0.25, 0.5, 1.0, 2.0), 0.0)
+    # the network from its burn-in: the score falls slowly towards h -> 0 (a chain that barely moves keeps its start)
+    flat = _noisy({0.25: (0.36, 0.04), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)}, crossings)
+    chosen = tuning.choose(flat, _GRIDS)
+    assert chosen.step.item() == 0.25 and chosen.plateau.item() and not chosen.edge.item()
+    tuning.check_edges(chosen)
+    # a clear slope at the low end (the next step more than one s.e. worse) is an edge: the grid must widen
+    steep = _noisy({0.25: (0.20, 0.01), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)}, crossings)
+    assert tuning.choose(steep, _GRIDS).edge.item() and not tuning.choose(steep, _GRIDS).plateau.item()
+    # the rule before the one-standard-error rule knew no plateau
+    assert tuning.choose(flat, _GRIDS, one_se=False).edge.item()
+    # the grid's top end is never a plateau: nothing is known of still larger steps
+    top = _noisy({0.25: (0.45, 0.04), 0.5: (0.39, 0.04), 1.0: (0.38, 0.04), 2.0: (0.36, 0.04)}, crossings)
+    assert tuning.choose(top, _GRIDS).edge.item()

@@ -137,7 +137,8 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
             why = _why(found, summary, method, baseline, verdict)
             if why:
                 lines.append(f"- {why}")
-    lines += _ceiling_lines(found, summary) + _stuck_lines(summary, tables.get("tuning")) + _network_lines(summary, tables.get("barriers"))
+    lines += (_ceiling_lines(found, summary) + _stuck_lines(summary, tables.get("tuning"))
+              + _network_lines(summary, tables.get("barriers"), tables.get("burnin")))
     return lines
 
 
@@ -190,7 +191,7 @@ def _stuck_lines(summary: pd.DataFrame, tuned: pd.DataFrame | None = None) -> li
     return lines
 
 
-def _network_lines(summary: pd.DataFrame, barriers: pd.DataFrame | None) -> list[str]:
+def _network_lines(summary: pd.DataFrame, barriers: pd.DataFrame | None, burnin: pd.DataFrame | None = None) -> list[str]:
     """Whether any chain moves between the network's modes, against one pick per chain and the restarts' size."""
     network = summary[summary.target == "network"]
     if network.empty:
@@ -205,12 +206,13 @@ def _network_lines(summary: pd.DataFrame, barriers: pd.DataFrame | None) -> list
                          for rule, block in (("sgld", network[network.method.isin(["cSGLD", "cSGLD x4"])]),
                                              ("sghmc", network[network.method == "cSGHMC"])) if len(block))
     failed = network.diverged.sum() / network.seeds.sum()
+    shared = burnin is not None and not burnin.empty
     heights = barriers[barriers.target == "network"].barrier if barriers is not None else pd.Series(dtype=float)
     over = f"the {heights.min():.1f} to {heights.max():.1f} nats of its barriers" if len(heights) else "its barriers"
     return [f"- On the network (budgets up to {int(network.budget.max()) // 1000}k) no method moves between its modes: "
             f"at most {network.crossings.max():.2g} crossings per chain in any cell, cyclical or not, so each chain "
-            f"keeps the mode it reached from the box; the mode-weight errors are of the order of one pick per chain "
-            f"({picks}), and {failed:.0%} of the runs had kept iterations still 100 nats above the lowest minimum "
-            f"(scored 1). The tuned restarts stay within the noise-free step's stability limit at the sharpest mode "
+            f"keeps the mode it {'started in after the shared burn-in' if shared else 'reached from the box'}; the "
+            f"mode-weight errors are of the order of one pick per chain ({picks}), and {failed:.0%} of the runs had "
+            f"kept iterations {'' if shared else 'still '}100 nats above the lowest minimum (scored 1). The tuned restarts stay within the noise-free step's stability limit at the sharpest mode "
             f"({restarts}), so none throws a chain out of its mode, and the sampling stages' heat does not carry one "
             f"over {over}."]

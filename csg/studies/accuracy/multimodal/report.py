@@ -20,15 +20,17 @@ from csg.studies.accuracy.multimodal.targets import SPECS
 
 FILES = {"runs": "accuracy_multimodal_runs.csv", "tuning": "accuracy_multimodal_tuning.csv",
          "barriers": "accuracy_multimodal_barriers.csv", "targets": "accuracy_multimodal_targets.csv"}
+OPTIONAL = {"burnin": "accuracy_multimodal_burnin.csv"}     # absent from a study before the network's burn-in
 NETWORK = Path("reference") / "network_multimodal.json"
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Per target, method and budget: the tuned setting, M and its ceiling, and each metric's mean and s.e. over
-    the evaluation seeds, with the exact floor of W2."""
+    the evaluation seeds, with the exact floor of W2; per rank of the setting (:func:`.tuning.ranked`; 1: the
+    choice) where the runs have ranks."""
     floor = runs[runs.method == "exact"].groupby(["target", "budget"]).w2.mean().rename("w2_floor")
     runs = runs[runs.method != "exact"]
-    grouped = runs.groupby(["target", "method", "budget"], sort=False)
+    grouped = runs.groupby(["target", "method", "budget", *(["rank"] if "rank" in runs.columns else [])], sort=False)
     first = grouped[["step", "explore", "cycle", "cycles", "ceiling"]].first()
     means = grouped[["mode_error", "core_tv", "w2", "crossings", "covered"]].mean()
     errors = grouped[["mode_error", "core_tv", "w2", "crossings"]].sem().add_suffix("_se")
@@ -165,13 +167,114 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
             "first round's noise and starts, until every choice had all its neighbours run"
             f"{took}, {spread} settings per target in all; all on the tuning seeds "
             f"{', '.join(map(str, protocol.tuning_seeds))} at every budget (a shorter budget's chain is the start of "
-            "a longer one's); the chosen setting has the lowest mean core TV over them "
-            "(csg/studies/accuracy/multimodal/tuning.py). **Edge check: passed**: each of the "
-            f"{len(chosen)} choices is bracketed, every neighbour along every axis ran and scored no better or lies "
+            "a longer one's)" + _rule_text(chosen) + " **Edge check: passed**: each of the "
+            f"{len(chosen)} {'choices' if chosen.get('window', pd.Series(dtype=float)).isna().all() else 'best settings'} is bracketed, every neighbour along every axis ran and scored no better or lies "
             "outside the domain (the report is not written otherwise). On the domain's bound, where the optimum is "
             f"the boundary itself: of the {len(cyclical)} cyclical choices, {beta_zero} take beta = 0 (no exploration "
             f"stage), {beta_top} the largest beta that leaves a sampling stage, {shortest} the shortest cycle C = {min(protocol.grids.cycle_lattice)} and {single} one cycle "
             "per chain. All settings' tuning means: accuracy_multimodal_tuning.csv.", ""]
+
+
+def _rule_text(chosen: pd.DataFrame) -> str:
+    """The one-standard-error rule in words, with how many choices it moved from the best."""
+    if "window" not in chosen.columns or chosen.window.isna().all():
+        return "; the chosen setting has the lowest mean core TV over them (csg/studies/accuracy/multimodal/tuning.py)."
+    moved = int(((chosen.step != chosen.best_step) | (chosen.explore != chosen.best_explore)
+                 | (chosen.cycle != chosen.best_cycle)).sum())
+    return (". The choice, by a one-standard-error rule (csg/studies/accuracy/multimodal/tuning.py): the *best* setting "
+            "has the lowest mean core TV over the tuning seeds; among the settings whose mean core TV is within one "
+            "standard error of the best's (its s.e. over the tuning seeds: in median "
+            f"{chosen.window.median():.3f}), the choice is the one whose chains crossed between modes most (ties: the "
+            "lower core TV, then the smaller setting): five seeds cannot tell such settings apart, and one that ties "
+            "without crossing owes its score to where its chains started. "
+            f"It moved {moved} of the {len(chosen)} choices away from the best."
+            + (f" {int(chosen.plateau.sum())} best settings lie at the step grid's low end on a plateau (the next step "
+               "scores within one standard error; towards h -> 0 a chain stays where it starts, so a smaller step "
+               "cannot be shown better): they count as bracketed, with "
+               + ", ".join(f"{r.target} {r.method} at {r.budget:,}" for r in chosen[chosen.plateau.astype(bool)].itertuples())
+               + "." if "plateau" in chosen.columns and chosen.plateau.astype(bool).any() else ""))
+
+
+def _sensitivity_lines(moved: pd.DataFrame) -> list[str]:
+    """How the verdicts move across each method's best settings (:func:`.verdicts.sensitivity`)."""
+    ranks = sorted(int(c.split("_")[1]) for c in moved.columns if c.startswith("verdict_"))
+    if len(ranks) < 2:
+        return []
+    lines = ["## How the verdicts move across the best settings", "",
+             f"Every method was also evaluated, on the same seeds, at its setting{'s' if len(ranks) > 2 else ''} of "
+             f"rank{'s 2 to ' if len(ranks) > 2 else ' '}{max(ranks)}: after the "
+             "choice (rank 1, the verdicts above), the settings with the next lowest mean core TV on the tuning seeds. "
+             "Rank r's verdicts compare both methods of a pair at their rank-r settings, each rank in a Holm family of "
+             "its own (the same comparisons, statistics, margins and bars as above): the verdicts' sensitivity to "
+             "which of the settings that tuning could barely tell apart was chosen. Per rank (all metrics):", ""]
+    for rank in ranks:
+        column = moved[f"verdict_{rank}"].dropna()
+        lines.append(f"- rank {rank}: {_tally(column)} of {len(column)}")
+    stable = moved[moved.stable]
+    decided = moved[moved.verdict_1.isin(["helps", "hurts"])]
+    lines += ["", f"**{len(stable)} of {len(moved)} comparisons keep their verdict under all {len(ranks)} ranks**, "
+              f"and {int(decided.stable.sum())} of the {len(decided)} helps and hurts of rank 1; "
+              "per metric and rank-1 verdict, how many keep it:", "",
+              "| metric | rank-1 verdict | comparisons | the same under every rank |", "|---|---|---:|---:|"]
+    for (metric, verdict), block in moved.groupby(["metric", "verdict_1"], sort=False):
+        lines.append(f"| {verdicts.METRICS.get(metric, metric)} | {verdict} | {len(block)} | {int(block.stable.sum())} |")
+    changing = moved[~moved.stable & moved.verdict_1.isin(["helps", "hurts"])]
+    if changing.empty:
+        return lines + ["", "Every help and hurt of rank 1 holds under every rank (all changes: "
+                            "accuracy_multimodal_sensitivity.csv).", ""]
+    lines += ["", f"The helps and hurts of rank 1 that do not hold under every rank ({len(changing)}; all changes: "
+              "accuracy_multimodal_sensitivity.csv):", "",
+              "| target | budget | metric | pair | " + " | ".join(f"rank {r}" for r in ranks) + " |",
+              "|---|---:|---|---|" + "---|" * len(ranks)]
+    for row in changing.itertuples():
+        cells = " | ".join(_moved_cell(getattr(row, f"verdict_{r}"), getattr(row, f"difference_{r}")) for r in ranks)
+        lines.append(f"| {row.target} | {row.budget:,} | {verdicts.METRICS.get(row.metric, row.metric)} | "
+                     f"{row.method} - {row.baseline} | {cells} |")
+    return lines + [""]
+
+
+def _robust_bullet(moved: pd.DataFrame | None) -> list[str]:
+    """The reading's line on how the helps and hurts stand across the best settings."""
+    if moved is None or "verdict_2" not in moved.columns:
+        return []
+    ranks = sum(1 for c in moved.columns if c.startswith("verdict_"))
+    lines = []
+    for verdict in ("helps", "hurts"):
+        block = moved[moved.verdict_1 == verdict]
+        if len(block):
+            lines.append(f"{int(block.stable.sum())} of the {len(block)} {verdict}")
+    held = " and ".join(lines) if lines else "no helps or hurts to hold"
+    return [f"- Across each method's best {ranks} settings by tuning score (the choice and the next {ranks - 1}; "
+            f"below, How the verdicts move): {held} keep their verdict under every rank; "
+            f"{int(moved.stable.sum())} of all {len(moved)} comparisons do."]
+
+
+def _tally(column: pd.Series) -> str:
+    counts = column.value_counts()
+    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ("helps", "hurts", "equivalent", "both fail", "inconclusive"))
+
+
+def _moved_cell(verdict, difference) -> str:
+    if not isinstance(verdict, str):
+        return "-"
+    return f"{verdict} ({difference:+.3f})"
+
+
+def _burnin_lines(burnin: pd.DataFrame | None) -> list[str]:
+    if burnin is None or burnin.empty:
+        return []
+    row = burnin.iloc[0]
+    modes = burnin["mode"].value_counts().sort_index()
+    return ["### The network's shared burn-in", "",
+            f"Every run of a seed starts where that seed's burn-in ended: its 4 box starts (+-2 prior sd) run "
+            f"{int(row.iterations):,} iterations of SGLD at h = {tuning.power(float(row.step))} / L (csg/studies/"
+            "accuracy/multimodal/study.py, burn_in), and every method of the seed starts from these end points (a "
+            "single chain from the first), so the cell asks about hopping between modes, not descent to them; the "
+            "burn-in's gradients are no method's. Its length suffices where every end point has arrived (within "
+            f"100 nats of the lowest minimum): {int(burnin.arrived.sum())} of {len(burnin)} did (energy above the "
+            f"lowest minimum: median {burnin.above.median():.1f} nats, max "
+            f"{burnin.above.max():.1f}); their modes: "
+            + ", ".join(f"mode {int(m)} {int(c)}" for m, c in modes.items()) + ".", ""]
 
 
 def _network_lines(references: Path, protocol: study.Protocol) -> list[str]:
@@ -184,13 +287,16 @@ def _network_lines(references: Path, protocol: study.Protocol) -> list[str]:
     budgets = ", ".join(f"{b:,}" for b in protocol.network_budgets)
     return ["## The network: its reference, and why NUTS and parallel tempering could not give one", "", *facts["report"], "",
             f"The network's runs: budgets {budgets} only (the study's time: a gradient of the network costs about "
-            "12 x a 2-D mixture's), started uniformly on +-2 prior sd. No exact "
+            "12 x a 2-D mixture's), started "
+            + ("from a shared burn-in (below). " if protocol.network_burnin > 0 else "uniformly on +-2 prior sd. ")
+            + "No exact "
             "sampler, so no W2 and no W2 verdicts; its mode-weight errors and ceilings are against the reference's "
             "weights, its core TV against the reference's core shares. A run whose kept iterations reach an energy "
             "100 nats above the lowest minimum (density e^-100 of the mode's, 2 (U - U_min) > 200) counts as a chain "
-            "that left the target (error 1), as on the mixtures; here it is mostly one that has not yet arrived: from "
-            "the box (energies of thousands of nats) some chains descend slowly, along plateaus where a unit "
-            "saturates.", ""]
+            "that left the target (error 1), as on the mixtures"
+            + (": after the burn-in, one that left its mode's neighbourhood." if protocol.network_burnin > 0 else
+               "; here it is mostly one that has not yet arrived: from the box (energies of thousands of nats) some "
+               "chains descend slowly, along plateaus where a unit saturates."), ""]
 
 
 def _arrival_lines(runs: pd.DataFrame) -> list[str]:
@@ -215,13 +321,16 @@ def _arrival_lines(runs: pd.DataFrame) -> list[str]:
     return lines + ["", f"Family of {len(found)}: {tally(found.itertuples())}.", ""]
 
 
-def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path) -> str:
+def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path,
+             moved: pd.DataFrame | None = None) -> str:
     protocol, tables = result.protocol, result.tables
+    summary = summary[summary["rank"] == 1] if "rank" in summary.columns else summary
     load = f"; the machine's 15-minute load average at the end: {result.load:.2f}" if math.isfinite(result.load) else ""
     took = f"{result.seconds / 60:.1f} min" if result.seconds >= 60 else f"{result.seconds:.0f} s"
     processes = f"{protocol.workers} process{'es' if protocol.workers > 1 else ''}"
     timing = f"{took} ({processes}{load})" if math.isfinite(result.seconds) else "time not recorded"
     budgets = ", ".join(f"{b:,}" for b in protocol.budgets)
+    first = verdicts.at_rank(tables["runs"], 1)
     if "network" in set(tables["runs"].target) and tuple(protocol.network_budgets) != tuple(protocol.budgets):
         budgets += f" (the network: {', '.join(f'{b:,}' for b in protocol.network_budgets)}, below)"
     lines = ["# Where do cycles pay? Cyclical and constant steps on posteriors whose barriers we control", "",
@@ -234,11 +343,16 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
              "step h); the cyclical methods: cSG-MCMC's Eq. (1) from alpha_0, cycle length C, exploration (the first "
              "share beta of each cycle) without noise, draws from the sampling stages; constant steps: 10 % burn-in. "
              "Every run of a seed starts at the same points (uniform on a box around the modes; the grids: the paper's "
-             "U(-10, 10)^2) and sees the same noise.", "",
-             "## Where the cycles pay", "", *reading.bullets(found, summary, tables), "",
+             "U(-10, 10)^2"
+             + ("; the network: the end points of a shared burn-in from its box"
+                if protocol.network_burnin > 0 and "network" in set(tables["runs"].target) else "")
+             + ") and sees the same noise.", "",
+             "## Where the cycles pay", "", *reading.bullets(found, summary, tables), *_robust_bullet(moved), "",
              "![verdicts over barrier height and budget](accuracy_multimodal.png)", "",
-             *_target_lines(tables, summary), *_verdict_lines(found), *_per_target_lines(summary, tables),
-             *_tuning_lines(protocol, tables), *_network_lines(references, protocol), *_arrival_lines(tables["runs"]),
+             *_target_lines(tables, summary), *_verdict_lines(found),
+             *(_sensitivity_lines(moved) if moved is not None else []), *_per_target_lines(summary, tables),
+             *_tuning_lines(protocol, tables), *_network_lines(references, protocol),
+             *_burnin_lines(tables.get("burnin")), *_arrival_lines(first),
              "![mode-weight error against budget, with the ceilings](accuracy_multimodal_curves.png)", ""]
     return "\n".join(lines)
 
@@ -249,25 +363,34 @@ def write(result: study.Study, out: Path, references: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     runs = result.tables["runs"]
     summary = summarise(runs)
-    found = verdicts.verdicts(runs)
+    found = verdicts.verdicts(verdicts.at_rank(runs, 1))
+    moved = verdicts.sensitivity(runs)
     for key, name in FILES.items():
         table = result.tables[key]
         if key == "targets":
             table = table.assign(study_seconds=result.seconds, study_load=result.load)
         atomic_write_text(out / name, table.to_csv(index=False))
+    for key, name in OPTIONAL.items():
+        if result.tables.get(key) is not None and not result.tables[key].empty:
+            atomic_write_text(out / name, result.tables[key].to_csv(index=False))
     atomic_write_text(out / "accuracy_multimodal.csv", summary.to_csv(index=False))
     atomic_write_text(out / "accuracy_multimodal_verdicts.csv", found.to_csv(index=False))
+    if "verdict_2" in moved.columns:
+        atomic_write_text(out / "accuracy_multimodal_sensitivity.csv", moved.to_csv(index=False))
     names = labels(result.tables["barriers"])
+    first = summary[summary["rank"] == 1] if "rank" in summary.columns else summary
     figures.phase_diagram(found, names, out / "accuracy_multimodal.png")
-    figures.curves(summary, names, out / "accuracy_multimodal_curves.png")
-    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, found, summary, references))
+    figures.curves(first, names, out / "accuracy_multimodal_curves.png")
+    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, found, summary, references, moved))
     return out / "accuracy_multimodal.md"
 
 
 def load(out: Path, protocol: study.Protocol) -> study.Study:
     """The study of a previous run from its CSVs in ``out`` (``--report-only``)."""
     tables = {key: pd.read_csv(out / name) for key, name in FILES.items()}
-    tables["chosen"] = tuning.choose(tables["tuning"], protocol.grids)
+    tables.update({key: pd.read_csv(out / name) for key, name in OPTIONAL.items() if (out / name).exists()})
+    ranked = "rank" in tables["runs"].columns     # a study before the one-standard-error rule has no ranks
+    tables["chosen"] = tuning.choose(tables["tuning"], protocol.grids, one_se=ranked)
     facts = tables["targets"]
     seconds = float(facts.study_seconds.iloc[0]) if "study_seconds" in facts else math.nan
     load = float(facts.study_load.iloc[0]) if "study_load" in facts else math.nan
@@ -276,5 +399,7 @@ def load(out: Path, protocol: study.Protocol) -> study.Study:
     protocol = replace(protocol, seeds=tuple(sorted(int(s) for s in set(measured.seed))),
                        budgets=tuple(sorted(int(b) for b in set(measured.budget))),
                        methods=tuple(m for m in protocol.methods if m in set(measured.method)),
-                       targets=tuple(t for t in SPECS if t in set(measured.target)))
+                       targets=tuple(t for t in SPECS if t in set(measured.target)),
+                       ranks=int(measured["rank"].max()) if ranked else 1,
+                       network_burnin=protocol.network_burnin if "burnin" in tables else 0)
     return study.Study(protocol, tables, seconds, load)

@@ -7,10 +7,16 @@ has no exact sampler, so no W2):
 
 1. **tuning**: the first round runs every step of every method's grid (:mod:`.tuning`) on the tuning seeds, all
    budgets from one vectorised run (:mod:`.chains`); per target, method and budget the setting with the lowest
-   mean *core TV* (:func:`scores`) is chosen, and later rounds run the neighbourhoods of the choices not yet
-   bracketed in step, :math:`\beta` and C (:func:`_tune`) until each is (:func:`.tuning.check_edges`);
-2. **evaluation**: each method at its tuned setting of each budget on the evaluation seeds (50 fresh ones), with
-   the draws for W2.
+   mean *core TV* (:func:`scores`) is the best, and later rounds run the neighbourhoods of the best settings not
+   yet bracketed in step, :math:`\beta` and C (:func:`_tune`) until each is (:func:`.tuning.check_edges`); the
+   choice is the one-standard-error rule's (:func:`.tuning.choose`);
+2. **evaluation**: each method at its choice and its next :attr:`Protocol.ranks` - 1 settings by mean core TV
+   (:func:`.tuning.ranked`) of each budget on the evaluation seeds (50 fresh ones), with the draws for W2; each run
+   records its ``rank`` (1: the choice, which the verdicts judge; the others show how the verdicts move).
+
+**The network's shared burn-in** (:func:`burn_in`): its runs start where a per-seed burn-in from the box ended,
+the same end points for every method of the seed, so that its cell asks about hopping between modes rather than
+descent from the box (energies of thousands of nats, plateaus where a unit saturates).
 
 **Scores of a run** (:func:`scores`, one chain or the pooled chains of an x4 method, over the budget's kept
 iterations): the *mode-weight error* :math:`\frac12\sum_k |\hat w_k - w_k|`, :math:`\hat w_k` the mean
@@ -65,6 +71,9 @@ class Protocol:
     targets: tuple[str, ...] = targets.TARGETS
     workers: int = 2
     network_budgets: tuple[int, ...] = (5000, 20000, 80000)   # the network's (a gradient costs 12 x a mixture's)
+    ranks: int = 3                     # settings evaluated per method and budget: the choice and the next ranks
+    network_burnin: int = 40_000       # iterations of the network's shared burn-in (:func:`burn_in`)
+    burnin_step: float = 0.5           # its SGLD step h, in units of 1 / L
 
 
 _SMOKE_STEPS = (1 / 256, 1 / 16, 1.0, 16.0)
@@ -72,7 +81,8 @@ SMOKE = Protocol(name="smoke", budgets=(400, 1600), seeds=(1000, 1001, 1002, 100
                  grids=Grids(sgld=_SMOKE_STEPS, csgld=_SMOKE_STEPS, sghmc=_SMOKE_STEPS + (256.0,),
                              csghmc=_SMOKE_STEPS + (256.0,), explore=(0.25,), cycles=(25, 100),
                              explore_lattice=(0.0, 0.25, 0.5, 0.75), cycle_lattice=(2, 5, 25, 100, 400, 1600)),
-                 targets=("barrier4", "barrier16"), workers=1, network_budgets=(400,))
+                 targets=("barrier4", "barrier16"), workers=1, network_budgets=(400,), ranks=2,
+                 network_burnin=2000)
 PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
 
 
@@ -139,9 +149,46 @@ def prepare(name: str) -> Prepared:
     return Prepared(name, target, scale, np.append(shares, 1 - shares.sum()), low, high)
 
 
-def starts_of(prepared: dict[str, Prepared], seeds: Sequence[int]) -> dict:
-    return {(name, seed): chains.start_points(targets.TARGETS.index(name), seed, len(p.low), p.low, p.high)
-            for name, p in prepared.items() for seed in seeds}
+def starts_of(prepared: dict[str, Prepared], seeds: Sequence[int], protocol: Protocol | None = None) -> dict:
+    """(4, dim) start points of every target and seed: uniform on the target's box; the network's, where the
+    ``protocol`` asks for a burn-in, the end points of :func:`burn_in` from there."""
+    starts = {(name, seed): chains.start_points(targets.TARGETS.index(name), seed, len(p.low), p.low, p.high)
+              for name, p in prepared.items() for seed in seeds}
+    if "network" in prepared and protocol is not None and protocol.network_burnin > 0:
+        ends, _ = burn_in(prepared["network"], seeds, protocol.network_burnin, protocol.burnin_step)
+        starts.update({("network", seed): ends[seed] for seed in seeds})
+    return starts
+
+
+def burn_in(prepared: Prepared, seeds: Sequence[int], iterations: int, step: float) -> tuple[dict, pd.DataFrame]:
+    """The network's shared burn-in: per seed, its 4 box starts (:func:`.chains.start_points`) run ``iterations``
+    of SGLD at h = ``step`` / L (float64, the seed's own noise stream, so a seed's end points do not depend on the
+    other seeds run with it). Every method of the seed starts from these end points (a single chain from the
+    first), so the runs ask about hopping between modes, not descent to them; the burn-in's gradients are no
+    method's (the same for all). Returns the end points per seed and a table of them: energy above the lowest
+    minimum, whether 2 (U - U_min) <= :data:`.chains.ESCAPE` (arrived), and the mode."""
+    index = targets.TARGETS.index(prepared.name)
+    x = torch.cat([chains.start_points(index, seed, len(prepared.low), prepared.low, prepared.high) for seed in seeds])
+    generators = [torch.Generator().manual_seed(7_777 + 1_000_003 * (index + 1) + seed) for seed in seeds]
+    lr, chunk = step / prepared.scale, 1000
+    done = 0
+    while done < iterations:
+        count = min(chunk, iterations - done)
+        noise = torch.cat([torch.randn(count, 4, x.shape[-1], generator=g, dtype=torch.float64) for g in generators], 1)
+        for k in range(count):
+            _, grad = prepared.target.energy_and_grad(x)
+            x = x - lr * grad + math.sqrt(2 * lr) * noise[k]
+        done += count
+    with torch.no_grad():
+        energy = prepared.target.energy(x)
+    rows = NetworkRows(prepared.target, prepared.target.means, torch.from_numpy(prepared.covariances), len(x),
+                       dtype=torch.float64, floor=prepared.floor)
+    mode, _, _ = rows.regions(x)
+    ends = {seed: x[4 * i:4 * i + 4].clone() for i, seed in enumerate(seeds)}
+    table = pd.DataFrame({"target": prepared.name, "seed": np.repeat(list(seeds), 4), "chain": np.tile(range(4), len(seeds)),
+                          "iterations": iterations, "step": step, "above": (energy - prepared.floor).numpy(),
+                          "arrived": (2 * (energy - prepared.floor) <= chains.ESCAPE).numpy(), "mode": mode.numpy()})
+    return ends, table
 
 
 def _landscape(prepared: dict[str, Prepared]):
@@ -196,7 +243,7 @@ def _tune(blocks: list[Block], prepared: dict[str, Prepared], protocol: Protocol
     table, the choices and the number of rounds."""
     names = list(prepared)
     streams = [(name, seed, c) for name in names for seed in protocol.tuning_seeds for c in range(4)]
-    starts = starts_of(prepared, protocol.tuning_seeds)
+    starts = starts_of(prepared, protocol.tuning_seeds, protocol)
     scale = {name: p.scale for name, p in prepared.items()}
     rows: list[dict] = []
     for round_ in range(1, protocol.grids.rounds + 1):
@@ -230,28 +277,40 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
     tuned, chosen, rounds = _tune(blocks, prepared, protocol, log)
     log(f"{', '.join(names)}: tuned in {time.perf_counter() - started:.0f} s ({rounds} rounds)")
     evaluation = []
-    for (name, method_name), part in chosen.groupby(["target", "method"], sort=False):
+    for (name, method_name), part in tuning.ranked(tuned, protocol.ranks).groupby(["target", "method"], sort=False):
         method = BY_NAME[method_name]
         for setting, budgets in part.groupby(tuning.SETTING, sort=False):
             step, explore, cycle = setting
             evaluation.append((Block(name, method, Setting(float(step), float(explore), int(cycle)), protocol.seeds,
-                                     chains.chain_length(method, int(budgets.budget.max()))), set(budgets.budget)))
+                                     chains.chain_length(method, int(budgets.budget.max()))),
+                               dict(zip(budgets.budget.astype(int), budgets["rank"].astype(int)))))
     blocks = [block for block, _ in evaluation]
-    outcome = chains.run(blocks, _landscape(prepared), starts_of(prepared, protocol.seeds), scale, protocol.budgets,
+    network = ("network" in prepared and protocol.network_burnin > 0)
+    starts = starts_of({n: p for n, p in prepared.items() if n != "network"}, protocol.seeds)
+    burnin = pd.DataFrame()
+    if network:
+        ends, burnin = burn_in(prepared["network"], protocol.seeds, protocol.network_burnin, protocol.burnin_step)
+        starts.update({("network", seed): ends[seed] for seed in protocol.seeds})
+        log(f"network: burn-in of {protocol.network_burnin:,} iterations, {int(burnin.arrived.sum())} of "
+            f"{len(burnin)} end points arrived")
+    elif "network" in prepared:
+        starts.update(starts_of({"network": prepared["network"]}, protocol.seeds))
+    outcome = chains.run(blocks, _landscape(prepared), starts, scale, protocol.budgets,
                          seed=1000 + targets.TARGETS.index(names[0]))
     runs = []
-    for b, (block, budgets) in enumerate(evaluation):
-        for budget in sorted(budgets):
+    for b, (block, ranks) in enumerate(evaluation):
+        for budget in sorted(ranks):
             rows = scores(outcome, b, budget, prepared[block.target])
             draws = outcome.draws[(b, budget)]
             for row, pooled in zip(rows, draws.reshape(len(block.seeds), -1, draws.shape[-1])):
                 p = prepared[block.target]
                 ok = p.exact and row["finite"] and np.isfinite(pooled).all()
                 row["w2"] = w2(pooled, exact_sample(p, row["seed"], budget)) if ok else math.nan
+                row["rank"] = ranks[budget]
             runs += rows
     runs = pd.DataFrame(runs)
     runs["ceiling"] = [ceiling.ceiling(prepared[t].target.weights.numpy(), m) for t, m in zip(runs.target, runs.cycles)]
-    floor = [{"target": name, "method": "exact", "budget": budget, "seed": seed, "finite": True,
+    floor = [{"target": name, "method": "exact", "budget": budget, "seed": seed, "finite": True, "rank": 1,
               "w2": w2(exact_sample(p, seed, budget, 1), exact_sample(p, seed, budget))}
              for name, p in prepared.items() if p.exact for budget in protocol.budgets for seed in protocol.seeds]
     runs = pd.concat([runs, pd.DataFrame(floor)], ignore_index=True) if floor else runs
@@ -261,7 +320,7 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
     info = pd.DataFrame([{"target": n, "scale": p.scale, "modes": len(p.core_exact) - 1, "tuning_rounds": rounds,
                           "core_share": 1 - p.core_exact[-1], "seconds": time.perf_counter() - started}
                          for n, p in prepared.items()])
-    return {"tuning": tuned, "chosen": chosen, "runs": runs, "barriers": barrier, "targets": info}
+    return {"tuning": tuned, "chosen": chosen, "runs": runs, "barriers": barrier, "targets": info, "burnin": burnin}
 
 
 @dataclass
@@ -302,7 +361,23 @@ def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
         results = [run_group(g, protocol_of(g, protocol), log) for g in groups]
     tables = {key: pd.concat([r[key] for r in results], ignore_index=True) for key in results[0]}
     load = os.getloadavg()[2] if hasattr(os, "getloadavg") else math.nan
-    return Study(protocol, tables, time.perf_counter() - started, load)
+    study = Study(protocol, tables, time.perf_counter() - started, load)
+    if protocol.name == "full":       # the long study; smoke runs (and tests) leave nothing behind
+        _keep(study)
+    return study
+
+
+KEPT = ROOT / "multirun" / "accuracy-multimodal-tables"
+
+
+def _keep(study: Study) -> None:
+    """Every table of the finished study into :data:`KEPT` (git-ignored, overwritten by the next study) before the
+    report's edge check, so that a refused report leaves its runs to look at."""
+    from csg.io.atomic import atomic_write_text
+
+    KEPT.mkdir(parents=True, exist_ok=True)
+    for key, table in study.tables.items():
+        atomic_write_text(KEPT / f"{key}.csv", table.to_csv(index=False))
 
 
 def with_seeds(protocol: Protocol, seeds: Sequence[int]) -> Protocol:

@@ -18,17 +18,29 @@ its neighbours in step, :math:`\beta` and C that lie in the domain, until every 
 neighbours run (at most :attr:`Grids.rounds` rounds). Every round's rows see the noise and starts of the first
 (common random numbers), so a setting scores the same whichever round runs it, and the choice is the lattice's.
 
-**Choice** (:func:`choose`), per target, method and budget, from the tuning seeds' runs: the lowest mean core TV
-over the seeds (:mod:`.study`: the shares of the kept iterations in each mode's core and outside them against the
-exact shares; it punishes wrong mode weights and wrong shapes alike, so a step so large that the chain spreads over
-the whole box, which gets an equal-weight grid's weights right, loses). A run that diverged scores 1, the worst.
+**Choice** (:func:`choose`), per target, method and budget, from the tuning seeds' runs, by a one-standard-error
+rule: the *best* setting has the lowest mean core TV over the seeds (:mod:`.study`: the shares of the kept
+iterations in each mode's core and outside them against the exact shares; it punishes wrong mode weights and wrong
+shapes alike, so a step so large that the chain spreads over the whole box, which gets an equal-weight grid's
+weights right, loses); the *choice* is, among the settings whose mean core TV is within one standard error (over
+the tuning seeds) of the best's, the one whose chains crossed between modes most (mean crossings per chain; ties:
+the lower mean core TV, then the smaller setting). Five seeds cannot tell such settings apart, and a setting that
+ties without crossing owes its score to where its chains happened to start, which fresh seeds do not repeat; where
+none crosses, the choice is the best. A run that diverged scores 1, the worst. :func:`ranked` gives the choice and
+the next settings by mean core TV (ranks 2, 3, ...): the study evaluates them too, so the report shows how each
+verdict moves across the best settings.
 
-**The edge check** (:func:`check_edges`): a choice is *bracketed* when each of its neighbours along every axis was
+**The edge check** (:func:`check_edges`): the best setting is *bracketed* when each of its neighbours along every axis was
 run and scored no better, or lies outside the domain (:math:`\beta = 0` or no larger one with a sampling stage,
 C = 2, one cycle per chain: the optimum is then on the domain's boundary, which the report counts). A choice at
 the end of a grid or lattice that the domain goes past (a step's grid), or one whose neighbours were not all run,
 means
-the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written.
+the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written. One
+exception, at the step grid's low end only (under the one-standard-error rule): towards h -> 0 a chain stays where
+it starts, so the score tends to that of its start; where the best is the grid's smallest step and its upper
+neighbour scores within one standard error of it (a *plateau*: the network's chains started from its burn-in, where
+nothing moves between modes), a smaller step cannot be shown better and the choice counts as bracketed (``plateau``,
+counted in the report).
 """
 
 from __future__ import annotations
@@ -138,28 +150,79 @@ def _tried(table: pd.DataFrame) -> set[tuple]:
             for r in table[KEYS + SETTING].itertuples()}
 
 
-def choose(table: pd.DataFrame, grids: Grids) -> pd.DataFrame:
-    """Per target, method and budget, the setting with the lowest mean core TV over the tuning seeds (ties: the lower
-    mode-weight error, then the smaller setting), from the :func:`summarise` d ``table``. Columns: the keys, the
-    setting, its means, ``edge`` (a neighbour past a grid's end), ``missing`` (neighbours in the domain not run),
-    ``bounds`` (the axes at the domain's bound, e.g. ``beta 0``) and ``low`` / ``high`` of its step grid."""
+def _ordered(block: pd.DataFrame, one_se: bool = True) -> tuple[pd.Series, pd.DataFrame]:
+    """One target, method and budget's settings: the best (lowest mean core TV; ties: the lower mode-weight error,
+    then the smaller setting) and every setting ranked, the one-standard-error pick first (module docstring), then
+    the others by mean core TV (``one_se=False``: the best first, the rule of the study before this one)."""
+    by_score = block.sort_values([CRITERION, "mode_error", *SETTING], kind="stable")
+    best = by_score.iloc[0]
+    if not one_se:
+        return best, by_score
+    se = float(best[CRITERION + "_se"]) if f"{CRITERION}_se" in best and math.isfinite(best[CRITERION + "_se"]) else 0.0
+    near = by_score[by_score[CRITERION] <= best[CRITERION] + se]
+    pick = near.sort_values(["crossings", CRITERION, *SETTING], ascending=[False, True, True, True, True],
+                            kind="stable").index[0]
+    return best, pd.concat([by_score.loc[[pick]], by_score.drop(index=pick)])
+
+
+def ranked(table: pd.DataFrame, ranks: int = 3) -> pd.DataFrame:
+    """Per target, method and budget, the first ``ranks`` settings of :func:`_ordered` (rank 1: the choice), from the
+    :func:`summarise` d ``table``: the keys, ``rank``, the setting and its tuning means."""
+    found = []
+    for _, block in table.groupby(KEYS, sort=False):
+        order = _ordered(block)[1].head(ranks)
+        found.append(order.assign(rank=range(1, len(order) + 1)))
+    if not found:
+        return pd.DataFrame(columns=[*KEYS, "rank", *SETTING])
+    return pd.concat(found, ignore_index=True)[[*KEYS, "rank", *SETTING, CRITERION, "mode_error", "crossings",
+                                                "cycles"]]
+
+
+def choose(table: pd.DataFrame, grids: Grids, one_se: bool = True) -> pd.DataFrame:
+    """Per target, method and budget, the choice (rank 1 of :func:`_ordered`: the one-standard-error rule) from the
+    :func:`summarise` d ``table``. Columns: the keys, the chosen setting, its means, ``best_*`` (the setting with the
+    lowest mean core TV, which the search brackets), ``window`` (the best's standard error: the rule's window),
+    ``edge`` (a neighbour of the best past a grid's end), ``missing`` (neighbours of the best in the domain not
+    run), ``bounds`` (the chosen setting's axes at the domain's bound, e.g. ``beta 0``) and ``low`` / ``high`` of
+    its step grid. ``one_se=False``: the best is the choice (``window`` NaN), the rule of a study before this one."""
     tried, rows = _tried(table), []
     for key, block in table.groupby(KEYS, sort=False):
-        best = block.sort_values([CRITERION, "mode_error", *SETTING], kind="stable").iloc[0]
+        best, order = _ordered(block, one_se)
+        pick = order.iloc[0]
         method, budget = BY_NAME[key[1]], int(key[2])
         setting = Setting(float(best.step), float(best.explore), int(best.cycle))
+        chosen = Setting(float(pick.step), float(pick.explore), int(pick.cycle))
         neighbours = axes(grids, method, setting, budget)
         missing = sum(1 for axis, pair in neighbours.items() for v in pair if v not in (END, BOUND)
                       and _key(*key[:2], budget, replace(setting, **{axis: v})) not in tried)
-        bounds = [f"{_NAMES[axis]} {_value(axis, getattr(setting, axis))}" for axis, pair in neighbours.items()
-                  if BOUND in pair]
+        bounds = [f"{_NAMES[axis]} {_value(axis, getattr(chosen, axis))}"
+                  for axis, pair in axes(grids, method, chosen, budget).items() if BOUND in pair]
         steps = grids.steps(method)
-        rows.append({**dict(zip(KEYS, key)), **{k: best[k] for k in SETTING}, "cycles": int(best.cycles),
-                     CRITERION: float(best[CRITERION]), "mode_error": float(best.mode_error),
+        se = best.get(CRITERION + "_se", math.nan)
+        plateau = one_se and _plateau(block, best, neighbours, se)
+        rows.append({**dict(zip(KEYS, key)), **{k: pick[k] for k in SETTING}, "cycles": int(pick.cycles),
+                     CRITERION: float(pick[CRITERION]), "mode_error": float(pick.mode_error),
+                     "crossings": float(pick.crossings),
+                     **{f"best_{k}": best[k] for k in SETTING}, f"best_{CRITERION}": float(best[CRITERION]),
+                     "window": (float(se) if math.isfinite(se) else 0.0) if one_se else math.nan,
                      "low": steps[0], "high": steps[-1], "cyclical": method.cyclical,
-                     "edge": any(END in pair for pair in neighbours.values()), "missing": missing,
-                     "bounds": ", ".join(bounds)})
+                     "edge": any(END in pair for axis, pair in neighbours.items()
+                                 if not (plateau and axis == "step" and pair[1] != END)),
+                     "plateau": plateau, "missing": missing, "bounds": ", ".join(bounds)})
     return pd.DataFrame(rows)
+
+
+def _plateau(block: pd.DataFrame, best: pd.Series, neighbours: dict, se: float) -> bool:
+    """Whether the best lies at its step grid's low end on a plateau: its upper step neighbour ran and its mean core
+    TV is within one standard error of the best's. Towards h -> 0 a chain stays where it starts, so the score tends
+    to its start's; a plateau there means a smaller step cannot be shown better, and the low end counts as
+    bracketed (module docstring)."""
+    low, high = neighbours["step"]
+    if low != END or high in (END, BOUND):
+        return False
+    above = block[(block.step == high) & (block.explore == best.explore) & (block.cycle == best.cycle)]
+    width = float(se) if math.isfinite(se) else 0.0
+    return len(above) > 0 and float(above[CRITERION].iloc[0]) <= float(best[CRITERION]) + width
 
 
 _NAMES = {"step": "step", "explore": "beta", "cycle": "C"}
@@ -175,7 +238,8 @@ def wanted(chosen: pd.DataFrame, table: pd.DataFrame, grids: Grids) -> dict[tupl
     tried, found = _tried(table), {}
     for row in chosen[chosen.missing > 0].itertuples():
         method, budget = BY_NAME[row.method], int(row.budget)
-        for setting in _cube(grids, method, Setting(float(row.step), float(row.explore), int(row.cycle)), budget):
+        best = Setting(float(row.best_step), float(row.best_explore), int(row.best_cycle))
+        for setting in _cube(grids, method, best, budget):
             if _key(row.target, row.method, budget, setting) not in tried:
                 key = (row.target, row.method, setting)
                 found[key] = max(found.get(key, 0), budget)
@@ -195,9 +259,11 @@ def check_edges(chosen: pd.DataFrame) -> None:
 
 
 def _described(row) -> str:
+    """The best setting of a :func:`choose` row (the one the search brackets) in words."""
+    step, explore, cycle = (getattr(row, f"best_{k}", getattr(row, k)) for k in SETTING)
     if not row.cyclical:
-        return f"h = {row.step:g} / L"
-    return f"alpha_0 = {row.step:g} / L, beta {row.explore:g}, C {int(row.cycle)}"
+        return f"h = {step:g} / L"
+    return f"alpha_0 = {step:g} / L, beta {explore:g}, C {int(cycle)}"
 
 
 def cycles(method: Method, setting: Setting, budget: int) -> int:

@@ -18,6 +18,10 @@ never "equivalent".
 :func:`arrived` is a second, descriptive family: on the network, the mode-weight error on the seeds where both
 methods' chains arrived (no kept iteration 100 nats above the lowest minimum), which separates hopping between modes
 from descending to them. It conditions on an outcome of the runs, so it is no verdict of the study.
+
+:func:`sensitivity`: the same comparisons with both methods at their rank-r settings (:func:`.tuning.ranked`), each
+rank a family of its own: how each verdict moves across the settings tuning could barely tell apart. The study's
+verdicts are rank 1's (:func:`at_rank`).
 """
 
 from __future__ import annotations
@@ -108,3 +112,32 @@ def arrived(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.D
         return pd.DataFrame()
     found = verdict_frame(compare_paired(comparisons, alpha, power)).rename(columns={"n": "seeds"})
     return pd.concat([pd.DataFrame(rows), found], axis=1)
+
+
+def at_rank(runs: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The evaluation runs of every method at its ``rank``-th setting (:func:`.tuning.ranked`; 1: the choice), with
+    the exact rows of the W2 floor. Runs without ranks (an older study) are all rank 1."""
+    if "rank" not in runs.columns:
+        return runs if rank == 1 else runs.iloc[:0]
+    return runs[(runs["rank"] == rank) | (runs.method == "exact")]
+
+
+def sensitivity(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """How each verdict moves across the best settings: :func:`verdicts` with both methods of every pair at their
+    rank-r settings, each rank its own family of the same comparisons; one row per comparison with ``verdict_r``
+    and ``difference_r`` for each rank r present."""
+    ranks = sorted(int(r) for r in set(runs["rank"].dropna())) if "rank" in runs.columns else [1]
+    keys = ["target", "budget", "metric", "method", "baseline"]
+    merged = None
+    for rank in ranks:
+        found = verdicts(at_rank(runs, rank), alpha, power)
+        if found.empty:
+            continue
+        found = found[keys + ["difference", "verdict"]].rename(columns={"difference": f"difference_{rank}",
+                                                                         "verdict": f"verdict_{rank}"})
+        merged = found if merged is None else merged.merge(found, on=keys, how="outer")
+    if merged is None:
+        return pd.DataFrame(columns=keys)
+    columns = [c for c in merged.columns if c.startswith("verdict_")]
+    merged["stable"] = merged[columns].nunique(axis=1, dropna=False) == 1
+    return merged
