@@ -16,12 +16,13 @@ import pandas as pd
 from csg.evaluation.comparison import interval_text, method_statement, tally
 from csg.io.atomic import atomic_write_text
 from csg.studies.accuracy.multimodal import figures, reading, study, tuning, verdicts
+from csg.studies.accuracy.multimodal.network_report import (NETWORK, arrival_lines, burnin_lines, miss_mark,  # noqa: F401
+                                                            network_lines, verdict_mark)
 from csg.studies.accuracy.multimodal.targets import SPECS
 
 FILES = {"runs": "accuracy_multimodal_runs.csv", "tuning": "accuracy_multimodal_tuning.csv",
          "barriers": "accuracy_multimodal_barriers.csv", "targets": "accuracy_multimodal_targets.csv"}
 OPTIONAL = {"burnin": "accuracy_multimodal_burnin.csv"}     # absent from a study before the network's burn-in
-NETWORK = Path("reference") / "network_multimodal.json"
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -91,9 +92,9 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
         for row in block.itertuples():
             interval = interval_text(row.low, row.high, "+.3f")
             lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | "
-                         f"{row.method_mean:.3f}{_miss(row.method_meets)} | {row.baseline_mean:.3f}"
-                         f"{_miss(row.baseline_meets)} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
-                         f"{row.bar:.3g} | {row.detectable:.3g} | {_verdict(row)} |")
+                         f"{row.method_mean:.3f}{miss_mark(row.method_meets)} | {row.baseline_mean:.3f}"
+                         f"{miss_mark(row.baseline_meets)} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
+                         f"{row.bar:.3g} | {row.detectable:.3g} | {verdict_mark(row)} |")
         lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
                       f"(80 % power at the family's level) is in median {block.detectable.median():.3g} "
                       f"({block.detectable.min():.3g} to {block.detectable.max():.3g}).", ""]
@@ -102,15 +103,6 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
     return lines + [f"- **all {len(found)}**, one Holm family: {tally(found.itertuples())}; of the helps and hurts, "
                     f"{len(missed)} are between two methods that both miss the bar (marked *: a difference found, "
                     "neither meets the bar).", "", "A mean marked ' (miss)' does not meet the bar.", ""]
-
-
-def _miss(meets) -> str:
-    return " (miss)" if meets is False or meets == "False" else ""
-
-
-def _verdict(row) -> str:
-    both_miss = _miss(row.method_meets) and _miss(row.baseline_meets)
-    return f"{row.verdict}*" if both_miss and row.verdict in ("helps", "hurts") else row.verdict
 
 
 def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
@@ -260,67 +252,6 @@ def _moved_cell(verdict, difference) -> str:
     return f"{verdict} ({difference:+.3f})"
 
 
-def _burnin_lines(burnin: pd.DataFrame | None) -> list[str]:
-    if burnin is None or burnin.empty:
-        return []
-    row = burnin.iloc[0]
-    modes = burnin["mode"].value_counts().sort_index()
-    return ["### The network's shared burn-in", "",
-            f"Every run of a seed starts where that seed's burn-in ended: its 4 box starts (+-2 prior sd) run "
-            f"{int(row.iterations):,} iterations of SGLD at h = {tuning.power(float(row.step))} / L (csg/studies/"
-            "accuracy/multimodal/study.py, burn_in), and every method of the seed starts from these end points (a "
-            "single chain from the first), so the cell asks about hopping between modes, not descent to them; the "
-            "burn-in's gradients are no method's. Its length suffices where every end point has arrived (within "
-            f"100 nats of the lowest minimum): {int(burnin.arrived.sum())} of {len(burnin)} did (energy above the "
-            f"lowest minimum: median {burnin.above.median():.1f} nats, max "
-            f"{burnin.above.max():.1f}); their modes: "
-            + ", ".join(f"mode {int(m)} {int(c)}" for m, c in modes.items()) + ".", ""]
-
-
-def _network_lines(references: Path, protocol: study.Protocol) -> list[str]:
-    path = references / NETWORK.name
-    if not path.exists():
-        return []
-    facts = json.loads(path.read_text())
-    if not (facts.get("accepted") and "network" in protocol.targets):
-        return ["## The network: not in this study", "", *facts.get("report", []), ""]
-    budgets = ", ".join(f"{b:,}" for b in protocol.network_budgets)
-    return ["## The network: its reference, and why NUTS and parallel tempering could not give one", "", *facts["report"], "",
-            f"The network's runs: budgets {budgets} only (the study's time: a gradient of the network costs about "
-            "12 x a 2-D mixture's), started "
-            + ("from a shared burn-in (below). " if protocol.network_burnin > 0 else "uniformly on +-2 prior sd. ")
-            + "No exact "
-            "sampler, so no W2 and no W2 verdicts; its mode-weight errors and ceilings are against the reference's "
-            "weights, its core TV against the reference's core shares. A run whose kept iterations reach an energy "
-            "100 nats above the lowest minimum (density e^-100 of the mode's, 2 (U - U_min) > 200) counts as a chain "
-            "that left the target (error 1), as on the mixtures"
-            + (": after the burn-in, one that left its mode's neighbourhood." if protocol.network_burnin > 0 else
-               "; here it is mostly one that has not yet arrived: from the box (energies of thousands of nats) some "
-               "chains descend slowly, along plateaus where a unit saturates."), ""]
-
-
-def _arrival_lines(runs: pd.DataFrame) -> list[str]:
-    """The network's arrival rates, and its mode-weight error on the seeds where both methods arrived."""
-    found = verdicts.arrived(runs)
-    if found.empty:
-        return []
-    lines = ["### The network: arrival, and hopping once arrived", "",
-             "Where a method's chains have not all arrived (kept iterations within 100 nats of the lowest minimum), "
-             "its mode-weight error mixes descent with hopping between modes. Below, each pair's arrival rates over "
-             "all evaluation seeds, and the mode-weight error on the seeds where both arrived: a family of its own "
-             "(the same statistics, bar and margin as above). It conditions on an outcome of the runs, so it describes; "
-             "the study's verdicts are those above.", "",
-             "| budget | pair | arrived (cyclical / constant) | seeds, both arrived | cyclical | constant | difference "
-             "| simultaneous interval | verdict |", "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-    for row in found.itertuples():
-        interval = interval_text(row.low, row.high, "+.3f")
-        lines.append(f"| {row.budget:,} | {row.method} - {row.baseline} | {row.method_arrived:.2f} / "
-                     f"{row.baseline_arrived:.2f} | {row.seeds} | {row.method_mean:.3f}{_miss(row.method_meets)} | "
-                     f"{row.baseline_mean:.3f}{_miss(row.baseline_meets)} | {row.difference:+.3f} | {interval} | "
-                     f"{_verdict(row)} |")
-    return lines + ["", f"Family of {len(found)}: {tally(found.itertuples())}.", ""]
-
-
 def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, references: Path,
              moved: pd.DataFrame | None = None) -> str:
     protocol, tables = result.protocol, result.tables
@@ -351,8 +282,8 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
              "![verdicts over barrier height and budget](accuracy_multimodal.png)", "",
              *_target_lines(tables, summary), *_verdict_lines(found),
              *(_sensitivity_lines(moved) if moved is not None else []), *_per_target_lines(summary, tables),
-             *_tuning_lines(protocol, tables), *_network_lines(references, protocol),
-             *_burnin_lines(tables.get("burnin")), *_arrival_lines(first),
+             *_tuning_lines(protocol, tables), *network_lines(references, protocol),
+             *burnin_lines(tables.get("burnin")), *arrival_lines(first),
              "![mode-weight error against budget, with the ceilings](accuracy_multimodal_curves.png)", ""]
     return "\n".join(lines)
 
