@@ -289,7 +289,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            "reported; NumPyro: the reference extra)", "csgmcmc",
            run_reference_multimodal),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD on mixtures whose barriers we control, "
-           "tuned and judged on fresh seeds (CPU, ~20 min)", "csgmcmc", run_accuracy_multimodal, BOTH,
+           "tuned and judged on fresh seeds (CPU, ~25 min)", "csgmcmc", run_accuracy_multimodal, BOTH,
            frozenset({"seeds", "report_only"})),
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
            _studies("wang_mixture1d", "wang_mog25")),
