@@ -468,10 +468,11 @@ def test_a_paper_target_runs_on_the_cluster_and_writes_its_table(paper_target):
     code, output = _finish(process, log, timeout=300)
     assert code == 0, output
     assert "hydra/launcher=slurm" in output  # the sweep went through the SLURM launcher
-    assert len(list(runs.glob("sweep0/*/metrics.json"))) == 8
-    assert len(list((runs / "sweep0" / ".submitit").glob("[0-9]*_*"))) == 8  # one job per method
+    # the paper's 8 methods and the 2 constant-step baselines (issue 54)
+    assert len(list(runs.glob("sweep0/*/metrics.json"))) == 10
+    assert len(list((runs / "sweep0" / ".submitit").glob("[0-9]*_*"))) == 10  # one job per method
     table = (out / "table1.md").read_text()
-    for method in ("SGD", "cSGLD", "cSGHMC"):
+    for method in ("SGD", "cSGLD", "cSGHMC", "SGLD (constant step)"):
         assert f"| {method} |" in table
 
 
