@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from csg.evaluation.multiplicity import INTERVALS, Decision, Estimate, decide
+from csg.evaluation.multiplicity import INTERVALS, Estimate, decide
 
 VERDICTS = ("helps", "hurts", "equivalent", "both fail", "inconclusive")
 
@@ -113,14 +113,16 @@ class Verdict:
         return f"{shown:+.{digits}g} {interval_text(self.low, self.high, f'+.{digits}g')} (n = {self.n}): {self.verdict}"
 
 
-def interval_text(low: float, high: float, spec: str = "+.3g") -> str:
-    """``[-0.1, +0.2]``; a bound at exactly 0 (a compatible interval's at a rejection) open and written ``0``:
-    ``(0, 0.3]``, ``[-0.4, 0)``; ``-`` where there is no interval."""
+def interval_text(low: float, high: float, spec: str = "+.3g", shown=None) -> str:
+    """``[-0.1, +0.2]``; a bound at exactly 0 (a rejection's) open, ``(0, 0.3]``; ``-`` for no interval. ``shown`` maps
+    the bounds before they are written (``math.exp`` for a log ratio: ``(1, 3.2]``), the open end still the 0's."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "-"
-    left = "(0" if low == 0 else f"[{low:{spec}}"
-    right = "0)" if high == 0 else f"{high:{spec}}]"
-    return f"{left}, {right}"
+
+    def bound(value: float) -> str:
+        return "0" if value == 0 and shown is None else f"{(shown or float)(value):{spec}}"
+
+    return f"{'(' if low == 0 else '['}{bound(low)}, {bound(high)}{')' if high == 0 else ']'}"
 
 
 def _meets(values: np.ndarray, bar: float, lower_is_better: bool, level: float) -> bool | None:

@@ -324,3 +324,11 @@ def test_a_mean_just_past_the_bar_is_no_failure_until_its_bound_clears_it():
 
     bound = near.mean() + 0.1 - special.stdtrit(49, 1 - 0.05 / 2) * near.std(ddof=1) / math.sqrt(50)
     assert bound > 0.1  # what 'fails' means, computed by hand
+
+
+def test_interval_text_opens_the_bound_at_zero_also_where_the_bounds_are_shown_transformed():
+    from csg.evaluation.comparison import interval_text
+
+    assert interval_text(-0.5, 0.0, "+.2f") == "[-0.50, 0)"
+    assert interval_text(0.0, 1.0, ".3g", math.exp) == "(1, 2.72]"  # a log ratio's interval, shown as a ratio
+    assert interval_text(-1.0, 1.0, ".3g", math.exp) == "[0.368, 2.72]" and interval_text(math.nan, 1.0) == "-"

@@ -211,6 +211,8 @@ def rewrite(out: Path) -> Path:
 
 
 def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
+    from csg.evaluation.comparison import interval_text
+
     full = int(study.steps) == 1_000_000 and int(study.repeats) == 10
     summary = result.summary.set_index("method")
     icsgld, csgld = summary.loc["ICSGLD x P10"], summary.loc["CSGLD x T10"]
@@ -253,8 +255,7 @@ def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
                f"{r['CSGLD x T10 mean']:.3g} +- {2 * r['CSGLD x T10 sd']:.2g} |")
         if verdicts:
             v = verdicts[index]
-            left, right = "(" if v.low == 0 else "[", ")" if v.high == 0 else "]"  # open at ratio 1: a rejection
-            row += (f" {math.exp(v.difference):.3g} {left}{math.exp(v.low):.3g}, {math.exp(v.high):.3g}{right} | "
+            row += (f" {math.exp(v.difference):.3g} {interval_text(v.low, v.high, '.3g', math.exp)} | "
                     f"{math.exp(-v.detectable):.2g} or {math.exp(v.detectable):.2g} | {v.verdict} |")
         lines.append(row)
     return "\n".join(lines) + "\n"

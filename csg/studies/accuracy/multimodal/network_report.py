@@ -19,6 +19,12 @@ def miss_mark(meets) -> str:
     return " (miss)" if meets is False or meets == "False" else ""
 
 
+def compared_cells(row) -> str:
+    """``mean (miss) | mean | difference | interval``: the cells every verdict table of the report shares."""
+    return (f"{row.method_mean:.3f}{miss_mark(row.method_meets)} | {row.baseline_mean:.3f}"
+            f"{miss_mark(row.baseline_meets)} | {row.difference:+.3f} | {interval_text(row.low, row.high, '+.3f')}")
+
+
 def verdict_mark(row) -> str:
     both_miss = miss_mark(row.method_meets) and miss_mark(row.baseline_meets)
     return f"{row.verdict}*" if both_miss and row.verdict in ("helps", "hurts") else row.verdict
@@ -77,9 +83,6 @@ def arrival_lines(runs: pd.DataFrame) -> list[str]:
              "| budget | pair | arrived (cyclical / constant) | seeds, both arrived | cyclical | constant | difference "
              "| simultaneous interval | verdict |", "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for row in found.itertuples():
-        interval = interval_text(row.low, row.high, "+.3f")
         lines.append(f"| {row.budget:,} | {row.method} - {row.baseline} | {row.method_arrived:.2f} / "
-                     f"{row.baseline_arrived:.2f} | {row.seeds} | {row.method_mean:.3f}{miss_mark(row.method_meets)} | "
-                     f"{row.baseline_mean:.3f}{miss_mark(row.baseline_meets)} | {row.difference:+.3f} | {interval} | "
-                     f"{verdict_mark(row)} |")
+                     f"{row.baseline_arrived:.2f} | {row.seeds} | {compared_cells(row)} | {verdict_mark(row)} |")
     return lines + ["", f"Family of {len(found)}: {tally(found.itertuples())}.", ""]

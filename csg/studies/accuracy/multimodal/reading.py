@@ -16,9 +16,9 @@ import math
 
 import pandas as pd
 
+from csg.evaluation.comparison import tally
 from csg.studies.accuracy.multimodal.chains import BY_NAME
 
-ORDER = ("helps", "hurts", "equivalent", "both fail", "inconclusive")
 
 
 def heat(step: float) -> float:
@@ -128,9 +128,8 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
             block = pair[pair.metric == metric]
             if block.empty:
                 continue
-            counts = block.verdict.value_counts()
             lines.append(f"- **{method} against {baseline}, {name}** ({len(block)} target x budget cells): "
-                         + ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ORDER) + ". The cyclical method's is lower "
+                         + tally(block.itertuples()) + ". The cyclical method's is lower "
                          + _where(block, "helps") + "; higher " + _where(block, "hurts") + "."
                          + _arrivals(block))
         for verdict in ("helps", "hurts"):

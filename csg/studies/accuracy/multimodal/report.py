@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.evaluation.comparison import interval_text, method_statement, tally
+from csg.evaluation.comparison import method_statement, tally
 from csg.io.atomic import atomic_write_text
 from csg.studies.accuracy.multimodal import figures, reading, study, tuning, verdicts
-from csg.studies.accuracy.multimodal.network_report import (NETWORK, arrival_lines, burnin_lines, miss_mark,  # noqa: F401
-                                                            network_lines, verdict_mark)
+from csg.studies.accuracy.multimodal.network_report import (NETWORK, arrival_lines, burnin_lines,  # noqa: F401
+                                                            compared_cells, network_lines, verdict_mark)
 from csg.studies.accuracy.multimodal.targets import SPECS
 
 FILES = {"runs": "accuracy_multimodal_runs.csv", "tuning": "accuracy_multimodal_tuning.csv",
@@ -90,11 +90,8 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
                   "| target | budget | pair | cyclical | constant | difference | simultaneous interval | margin | bar | "
                   "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for row in block.itertuples():
-            interval = interval_text(row.low, row.high, "+.3f")
-            lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | "
-                         f"{row.method_mean:.3f}{miss_mark(row.method_meets)} | {row.baseline_mean:.3f}"
-                         f"{miss_mark(row.baseline_meets)} | {row.difference:+.3f} | {interval} | {row.margin:.3g} | "
-                         f"{row.bar:.3g} | {row.detectable:.3g} | {verdict_mark(row)} |")
+            lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | {compared_cells(row)} | "
+                         f"{row.margin:.3g} | {row.bar:.3g} | {row.detectable:.3g} | {verdict_mark(row)} |")
         lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
                       f"(80 % power at the family's level) is in median {block.detectable.median():.3g} "
                       f"({block.detectable.min():.3g} to {block.detectable.max():.3g}).", ""]
@@ -201,7 +198,7 @@ def _sensitivity_lines(moved: pd.DataFrame) -> list[str]:
              "which of the settings that tuning could barely tell apart was chosen. Per rank (all metrics):", ""]
     for rank in ranks:
         column = moved[f"verdict_{rank}"].dropna()
-        lines.append(f"- rank {rank}: {_tally(column)} of {len(column)}")
+        lines.append(f"- rank {rank}: {tally(column.to_frame('verdict').itertuples())} of {len(column)}")
     stable = moved[moved.stable]
     decided = moved[moved.verdict_1.isin(["helps", "hurts"])]
     lines += ["", f"**{len(stable)} of {len(moved)} comparisons keep their verdict under all {len(ranks)} ranks**, "
@@ -239,11 +236,6 @@ def _robust_bullet(moved: pd.DataFrame | None) -> list[str]:
     return [f"- Across each method's best {ranks} settings by tuning score (the choice and the next {ranks - 1}; "
             f"below, How the verdicts move): {held} keep their verdict under every rank; "
             f"{int(moved.stable.sum())} of all {len(moved)} comparisons do."]
-
-
-def _tally(column: pd.Series) -> str:
-    counts = column.value_counts()
-    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in ("helps", "hurts", "equivalent", "both fail", "inconclusive"))
 
 
 def _moved_cell(verdict, difference) -> str:
