@@ -16,7 +16,9 @@ from csg.studies.bandit.results import Results, final_regret
 from csg.studies.bandit.settings import settings_rows
 
 FOCUS = "pICSGLD"  # the paper's method: each other agent is compared with it
-MARGIN = 0.05      # equivalence margin: this share of the baseline's mean regret over the paired seeds
+# equivalence margins, absolute, in regret (15 per poisonous mushroom eaten, 5 per edible one left): the final
+# regret over the 2000 steps, and the regret added in the second half
+MARGINS = {"final": 100.0, "half": 25.0}
 SAMPLING = ("pICSGLD", "pCSGLD", "pSGLD")  # the paper's order of the sampling agents, lowest regret first
 
 
@@ -35,7 +37,7 @@ def comparisons(curves: pd.DataFrame) -> list[Comparison]:
     """The report's family of paired comparisons, every agent of a seed meeting the same mushrooms and coin
     flips: pICSGLD against each other agent and pCSGLD against pSGLD on the final regret (the paper's order of
     the sampling agents is their three pairs), and pICSGLD against pSGLD on the regret added in the second half.
-    Each with its margin, :data:`MARGIN` of the baseline's mean over the paired seeds; lower is better."""
+    Each with its absolute margin of :data:`MARGINS`; lower is better."""
     end = int(curves.step.max())
     last, half = (curves[curves.step == step].pivot(index="seed", columns="agent", values="cumulative_regret")
                   for step in (end, end // 2))
@@ -51,7 +53,7 @@ def comparisons(curves: pd.DataFrame) -> list[Comparison]:
             continue
         family.append(Comparison(method, baseline, regret, both[method] - both[baseline],
                                  Paired(both[method].to_numpy(), both[baseline].to_numpy(),
-                                        margin=MARGIN * float(both[baseline].mean()))))
+                                        margin=MARGINS['final' if regret == 'final' else 'half'])))
     return family
 
 
@@ -59,8 +61,9 @@ def margin_reason(curves: pd.DataFrame) -> str:
     """The margin, why, and for scale how much one agent's final regret moves from seed to seed."""
     last = curves[curves.step == curves.step.max()].groupby("agent").cumulative_regret
     spread = (last.std() / last.mean())[last.count() > 1].dropna()
-    reason = (f"+-{100 * MARGIN:g} % of the baseline's mean regret over the paired seeds, the smallest difference "
-              "we would count as one agent beating another")
+    reason = (f"absolute, in regret: +-{MARGINS['final']:g} on the final regret, +-{MARGINS['half']:g} on the regret "
+              "added in the second half (about 7 and 2 poisonous mushrooms eaten), the smallest differences we would "
+              "count as one agent beating another, the same whichever agent is the baseline")
     if "pSGLD" in spread:
         reason += (f"; for scale, pSGLD's final regret has a standard deviation of {100 * spread['pSGLD']:.1f} % of "
                    f"its mean over its {int(last.count()['pSGLD'])} seeds")
