@@ -54,6 +54,7 @@ class TrainResult:
     seconds: float = 0.0
     samples: list[dict[str, Any]] = field(default_factory=list)
     state: LoopState | None = None
+    first_step_at: float | None = None   # Unix time at the end of this loop's first iteration (None: it ran none)
 
 
 @dataclass
@@ -237,15 +238,17 @@ class _LockStepLoop:
         epochs = self.settings.epochs
         self.bar = tqdm(total=epochs * self.batches, initial=self.k, unit="it",
                         disable=None if self.settings.progress in (None, True) else True, dynamic_ncols=True)
+        first_step_at = None
         with self.bar, logging_redirect_tqdm():
             for epoch in range(self.first.epoch, epochs):
                 start_batch = self.start_epoch(epoch)
                 for b, batch in enumerate(zip(*self.loaders), start=start_batch):
                     self.step_batch(epoch, b, batch)
+                    first_step_at = first_step_at or time.time()
                     self.stop_if_asked(epoch, b)
                 self.end_epoch(epoch)
-        return [TrainResult(iterations=self.k, epochs=epochs, seconds=seconds, samples=state.samples, state=state)
-                for seconds, state in zip(self.clock.shares(), self.states)]
+        return [TrainResult(iterations=self.k, epochs=epochs, seconds=seconds, samples=state.samples, state=state,
+                            first_step_at=first_step_at) for seconds, state in zip(self.clock.shares(), self.states)]
 
     def start_epoch(self, epoch: int) -> int:
         """Tell the loaders and interactions the epoch starts; reset its sums (kept in a resumed epoch). Returns

@@ -75,6 +75,15 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     return metrics
 
 
+def _to_first_step(chains: list[FittedChain]) -> float | None:
+    """Seconds from this process's start (the interpreter, every import, the checks) to the end of its first
+    training step; ``None`` where unknown (off Linux, or a resumed run that stepped no more)."""
+    from csg.launch.timing import process_start_time
+
+    started, first = process_start_time(), [c.trained.first_step_at for c in chains if c.trained.first_step_at]
+    return min(first) - started if started is not None and first else None
+
+
 def _quiet_other_ranks(layout: distributed.Layout) -> None:
     """Only global rank 0 writes the log: the other processes keep warnings on the console."""
     if layout.is_global_zero:
@@ -156,6 +165,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
                 "train": sum(c.trained.seconds for c in chains),
                 "evaluate": time.perf_counter() - evaluation_start,
                 "total": time.perf_counter() - started,
+                "to_first_step": _to_first_step(chains),
             },
             device=str(device),
             threads=torch.get_num_threads(),  # a CPU run's numbers depend on it (float reductions)

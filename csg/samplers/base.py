@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,24 @@ import torch
 from torch import Tensor
 
 from csg.samplers import functional as rules
+
+
+def _dynamo_free(name: str) -> Callable:
+    """``torch.optim.Optimizer.<name>`` without its lazy ``import torch._dynamo`` (2-3 s of a small CPU run's start)
+    while nothing has imported it: torch wraps these methods so that ``torch.compile`` does not trace them, and the
+    wrapper imports dynamo at its first call; until something imports it (a compiled step does) nothing can trace,
+    so the method itself is called. Once dynamo is loaded, torch's wrapped method is."""
+    wrapped = getattr(torch.optim.Optimizer, name)
+    plain = getattr(wrapped, "__wrapped__", wrapped)
+
+    def method(self, *args, **kwargs):
+        return (wrapped if "torch._dynamo" in sys.modules else plain)(self, *args, **kwargs)
+
+    method.__name__, method.__qualname__, method.__doc__ = name, f"SGMCMCOptimizer.{name}", wrapped.__doc__
+    return method
+
+
+_state_dict, _load_state_dict = _dynamo_free("state_dict"), _dynamo_free("load_state_dict")
 
 
 class SGMCMCOptimizer(torch.optim.Optimizer):
@@ -32,6 +51,8 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
     ``torch.compile`` (a few fused kernels, compiled once).
     """
 
+    add_param_group = _dynamo_free("add_param_group")
+    zero_grad = _dynamo_free("zero_grad")
     capturable_rule = False  # True where the update rule takes tensor hyper-parameters (SGLD, SGHMC)
     capturable: bool  # hyper-parameters read from device scalars (after accelerate())
     compiled: bool  # the update rule through torch.compile
@@ -120,7 +141,7 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
         return params, grads
 
     def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
+        state = _state_dict(self)
         if self.generator is not None:
             state["generator_state"] = self.generator.get_state()
         return state
@@ -128,7 +149,7 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         state_dict = dict(state_dict)
         generator_state = state_dict.pop("generator_state", None)
-        super().load_state_dict(state_dict)
+        _load_state_dict(self, state_dict)
         if generator_state is not None and self.generator is not None:
             self.generator.set_state(generator_state)
 

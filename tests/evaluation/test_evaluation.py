@@ -48,6 +48,24 @@ def test_ece_pools_examples_that_share_a_bin():
     assert classification_metrics(probs, targets)["ece"] == pytest.approx(abs(2 / 3 - 0.91), abs=1e-6)
 
 
+@pytest.mark.parametrize("classes", [2, 10, 100])
+def test_ece_is_torchmetrics_calibration_error(classes):
+    """csg computes the ECE itself (importing torchmetrics costs a run seconds); it must be torchmetrics' number,
+    sharp and flat predictions alike, with confidences exactly on bin edges (0.2 and 1)."""
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    generator = torch.Generator().manual_seed(classes)
+    for scale in (0.5, 3.0, 15.0):
+        probs = (scale * torch.randn(3000, classes, generator=generator)).softmax(1)
+        probs[:20] = 0.0
+        probs[:10, 0] = 1.0
+        if classes >= 5:
+            probs[10:20, :5] = 0.2
+        targets = torch.randint(0, classes, (3000,), generator=generator)
+        theirs = float(multiclass_calibration_error(probs, targets, num_classes=classes, n_bins=15, norm="l1"))
+        assert classification_metrics(probs, targets)["ece"] == pytest.approx(theirs, abs=2e-6)
+
+
 class FixedProbs(torch.nn.Module):
     """Returns log-probabilities stored in a buffer (so a state_dict is a 'sample')."""
 

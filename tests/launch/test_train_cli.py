@@ -23,6 +23,8 @@ def test_default_run_completes_and_the_ensemble_beats_its_samples(run_train):
     assert metrics["ensemble"]["test_error_pct"] < 15.0
     assert metrics["temperature"] == 0.2 and metrics["gradient_evaluations"] == 40 * 63  # the recipe's tempered T
     assert metrics["wall_time_s"]["total"] > 0
+    # the process's start to its first update: the interpreter, the imports and the checks, before all the training
+    assert 0 < metrics["wall_time_s"]["to_first_step"] < metrics["wall_time_s"]["total"] + 60
     samples = sorted(p.name for p in (run_dir / "samples").iterdir())
     assert samples == ["manifest.json", *[f"sample_{i:04d}_cycle{i:02d}_epoch{10 * i + 9:04d}.pt" for i in range(4)]]
     config = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
