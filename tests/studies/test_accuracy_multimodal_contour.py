@@ -162,3 +162,24 @@ def test_bad_options_of_the_study_are_one_line_naming_the_key(tmp_path, override
     with pytest.raises(ConfigError) as error:
         run_accuracy_multimodal(job)
     assert key in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_partition_with_one_zeta_and_temperature_per_group_acts_as_separate_partitions():
+    from csg.samplers.contour import EnergyPartition
+
+    shared = EnergyPartition(0.0, 1.0, 10, zeta=torch.tensor([0.75, 4.0]), groups=2, difference="forward")
+    alone = [EnergyPartition(0.0, 1.0, 10, zeta=z, difference="forward") for z in (0.75, 4.0)]
+    theta = torch.softmax(torch.randn(2, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64), -1)
+    shared.theta.copy_(theta)
+    for g, partition in enumerate(alone):
+        partition.theta.copy_(theta[g:g + 1])
+    j = torch.tensor([3, 5])
+    together = shared.multiplier(j, torch.tensor([1.0, 2.0]))
+    apart = torch.cat([alone[0].multiplier(j[:1], 1.0), alone[1].multiplier(j[1:], 2.0)])
+    assert torch.allclose(together, apart) and not torch.allclose(together[0], together[1])
+    assert torch.allclose(shared.importance_weights(j), torch.cat([alone[0].importance_weights(j[:1]),
+                                                                  alone[1].importance_weights(j[1:])]))
+    shared.update(j)
+    for g, partition in enumerate(alone):
+        partition.update(j[g:g + 1])
+        assert torch.allclose(shared.theta[g], partition.theta[0])

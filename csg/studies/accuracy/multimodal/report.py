@@ -124,9 +124,10 @@ def _family_lines(found: pd.DataFrame, title: str, mine: str, theirs: str, famil
 
 def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
     lines = ["## Each target: tuned settings and scores on the evaluation seeds", "",
-             "Mean +- s.e. over the evaluation seeds. M: cycles in all (constant steps: chains), ceiling: the mode-weight "
+             "Mean +- s.e. over the evaluation seeds. M: cycles in all (constant steps: chains; reSGLD: its kept T = 1 "
+             "chain), ceiling: the mode-weight "
              "error of M perfect independent mode picks (exact, csg/studies/accuracy/multimodal/ceiling.py). Crossings: "
-             "entries into another mode's core per chain over the kept iterations. Covered: modes with more than 100 kept "
+             "entries into another mode's core per (kept) chain over the kept iterations. Covered: modes with more than 100 kept "
              "iterations in their core (Table 4's rule), mean over seeds. Arrived: the share of seeds whose kept iterations "
              "all lie within 100 nats of the lowest minimum (the others are scored 1). W2: 128 draws against 128 exact "
              "draws; floor: two exact samples.", ""]
