@@ -79,8 +79,8 @@ class Grids:
     explore_lattice: tuple[float, ...] = (0.0, 1 / 16, 1 / 8, 1 / 4, *(1 - 2.0**-k for k in range(1, 21)))
     cycle_lattice: tuple[int, ...] = (2, 10, 50, 250, 1250, 5000, 20000, 80000, 320000)
     rounds: int = 12
-    resgld: tuple[float, ...] = field(default_factory=lambda: _powers(-5, 4))     # reSGLD's h
-    contour: tuple[float, ...] = field(default_factory=lambda: _powers(-5, 4))    # CSGLD's and ICSGLD x4's h
+    resgld: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 3))     # reSGLD's h
+    contour: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 3))    # CSGLD's and ICSGLD x4's h
     temperatures: tuple[float, ...] = (3.0, 8.0)   # reSGLD's T_high: about the paper's top rung 5, and higher
     zetas: tuple[float, ...] = (0.75, 4.0)               # zeta: the paper's 0.75, and a faster-flattening 4
 
