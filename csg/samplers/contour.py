@@ -51,7 +51,8 @@ class EnergyPartition:
         low: :math:`u_0`, the lower edge of the first partition (energies below fall into it).
         width: :math:`\Delta u`.
         partitions: m (energies above :math:`u_0 + m\Delta u` fall into the last).
-        zeta: :math:`\zeta > 0`.
+        zeta: :math:`\zeta > 0`: one number, or one per group (a tensor of ``groups`` values: vectorised runs of
+            several settings at once).
         groups: independent :math:`\theta` vectors; the chains are laid out group by group
             (``chains = groups x chains_per_group``), the chains of a group share their :math:`\theta`.
         sa_step: :math:`\omega_k` as a function of the update count k = 1, 2, ...
@@ -73,12 +74,16 @@ class EnergyPartition:
                  difference: str = "backward", overflow: bool = False, field_exponent: float = 1.0,
                  dtype: torch.dtype = torch.float64,
                  device: torch.device | str | None = None):
-        if width <= 0 or partitions < 2 or zeta <= 0 or groups < 1:
+        per_group = isinstance(zeta, Tensor)
+        if width <= 0 or partitions < 2 or groups < 1 or bool((torch.as_tensor(zeta) <= 0).any()):
             raise ValueError("need width > 0, partitions >= 2, zeta > 0 and groups >= 1")
+        if per_group and zeta.numel() != groups:
+            raise ValueError(f"zeta holds {zeta.numel()} values: one number, or one per group ({groups})")
         if difference not in ("backward", "forward"):
             raise ValueError(f"difference={difference!r}: backward or forward")
         self.difference, self.overflow, self.field_exponent = difference, bool(overflow), float(field_exponent)
-        self.low, self.width, self.partitions, self.zeta = float(low), float(width), int(partitions), float(zeta)
+        self.low, self.width, self.partitions = float(low), float(width), int(partitions)
+        self.zeta = zeta.to(dtype).reshape(groups, 1).to(device) if per_group else float(zeta)
         self.sa_step, self.multiplier_clip = sa_step, multiplier_clip
         self.theta = torch.full((groups, partitions), 1.0 / partitions, dtype=dtype, device=device)
         self.updates = 0
@@ -103,11 +108,14 @@ class EnergyPartition:
 
     def multiplier(self, j: Tensor, temperature: float, energy: Tensor | None = None) -> Tensor:
         r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0);
-        forward: :math:`\log\theta(J+1) - \log\theta(J)` (J + 1 capped at m - 1).
+        forward: :math:`\log\theta(J+1) - \log\theta(J)` (J + 1 capped at m - 1). ``temperature``: a number, or
+        one per group (a tensor of ``groups`` values).
 
         With ``energy`` (the energies ``j`` came from), 1 above the partitioned range: the plain
         gradient keeps the chain from drifting off where the flattened density would be improper."""
         j = self._by_group(j)
+        if isinstance(temperature, Tensor):
+            temperature = temperature.to(self.theta.dtype).reshape(self.groups, 1)
         log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
         if self.difference == "forward":
             upper, lower = log_theta.gather(1, (j + 1).clamp_max(self.partitions - 1)), log_theta.gather(1, j)

@@ -167,10 +167,24 @@ def run_accuracy_multimodal(job: Job) -> list[str]:
     from csg.studies.accuracy.multimodal import report, study
     from csg.studies.accuracy.multimodal.targets import TARGETS
 
-    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}"})
+    from csg.studies.accuracy.multimodal.merge import merged
+
     protocol = study.PROTOCOLS[job.scale]
+    allowed = [m.replace(" ", "") for m in protocol.methods]
+    options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
+                                    "methods": f"comma-separated subset of {','.join(allowed)}",
+                                    "merge": "true (the methods' rows replace theirs in the CSVs in --out) or false"})
     if "targets" in options:
         protocol = replace(protocol, targets=_names(options["targets"], list(TARGETS), "targets"))
+    merge = options.get("merge", "false").lower()
+    if merge not in ("true", "false"):
+        raise ConfigError("merge", options["merge"], "true (the methods' rows replace theirs in the CSVs in --out) "
+                          "or false")
+    if "methods" in options:
+        names = _names(options["methods"].replace(" ", ""), allowed, "methods")
+        protocol = replace(protocol, methods=tuple(m for m in protocol.methods if m.replace(" ", "") in names))
+    if merge == "true" and ("methods" not in options or job.report_only):
+        raise ConfigError("merge", "true", "with methods=<the methods to add> and a run (not --report-only)")
     if job.seeds is not None:
         seeds = tuple(int(seed) for seed in job.seeds.split(","))
         if set(seeds) & set(protocol.tuning_seeds):
@@ -182,6 +196,12 @@ def run_accuracy_multimodal(job: Job) -> list[str]:
             return report.load(job.out, protocol)
 
         result = _previous_runs(job.out / report.FILES["runs"], "accuracy-multimodal", study_of)
+    elif merge == "true":
+        previous = _previous_runs(job.out / report.FILES["runs"], "accuracy-multimodal",
+                                  lambda runs: report.load(job.out, study.PROTOCOLS[job.scale]))
+        protocol = replace(protocol, seeds=previous.protocol.seeds, budgets=previous.protocol.budgets)
+        added = study.run_study(protocol, log=lambda line: print(line, flush=True))
+        result = merged(previous, added, protocol.methods)
     else:
         result = study.run_study(protocol, log=lambda line: print(line, flush=True))
     return [f"accuracy-multimodal: wrote {report.write(result, job.out, _references(job))}"]

@@ -288,8 +288,10 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            "the reference of its mode weights (importance sampling, checked by tempered SMC; NUTS and parallel tempering "
            "reported; NumPyro: the reference extra)", "csgmcmc",
            run_reference_multimodal),
-    Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD on mixtures whose barriers we control, "
-           "tuned and judged on fresh seeds (CPU, ~25 min)", "csgmcmc", run_accuracy_multimodal, BOTH,
+    Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD, and the ICSGLD paper's reSGLD, CSGLD and "
+           "ICSGLD x4, on mixtures whose barriers we control, tuned and judged on fresh seeds (CPU, ~25 min for the "
+           "six SGLD / SGHMC methods, about an hour more for the ICSGLD paper's three on 2 busy cores; "
+           "ARGS=\"methods=... merge=true\" adds methods to the CSVs in --out)", "csgmcmc", run_accuracy_multimodal, BOTH,
            frozenset({"seeds", "report_only"})),
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",
            _studies("wang_mixture1d", "wang_mog25")),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from csg.io.atomic import atomic_open
-from csg.studies.accuracy.multimodal.chains import PAIRS
+from csg.studies.accuracy.multimodal.chains import CONTOUR_PAIRS, PAIRS
 from csg.studies.accuracy.multimodal.verdicts import METRICS
 
 COLOURS = {"helps": "#4daf4a", "hurts": "#e41a1c", "equivalent": "#a6cee3", "both fail": "#bdbdbd",
@@ -35,20 +35,23 @@ def _plt():
 
 def phase_diagram(verdicts: pd.DataFrame, labels: dict[str, str], path: Path) -> None:
     """Per pair (columns) and metric (rows): each target (by barrier) x budget cell coloured by the verdict on the
-    cyclical method against its constant-step counterpart, with the difference written in it."""
+    method against its baseline (the cyclical against its constant-step counterpart, or a pair of the ICSGLD
+    paper's samplers), with the difference written in it."""
     plt = _plt()
     from matplotlib.patches import Patch
 
     order = [t for t in labels if t in set(verdicts.target)]
     budgets = sorted(set(verdicts.budget))
-    pairs = [p for p in PAIRS if p[0] in set(verdicts.method)]
+    present = set(zip(verdicts.method, verdicts.baseline))
+    pairs = [p for p in PAIRS + CONTOUR_PAIRS if p in present]
     metrics = [m for m in METRICS if m in set(verdicts.metric)]
     fig, axes = plt.subplots(len(metrics), len(pairs), figsize=(4.2 * len(pairs) + 1.5, 0.45 * len(order) * len(metrics) + 1.6),
                              squeeze=False)
     for row, metric in enumerate(metrics):
         for column, (method, baseline) in enumerate(pairs):
             axis = axes[row, column]
-            block = verdicts[(verdicts.metric == metric) & (verdicts.method == method)].set_index(["target", "budget"])
+            block = verdicts[(verdicts.metric == metric) & (verdicts.method == method)
+                             & (verdicts.baseline == baseline)].set_index(["target", "budget"])
             for i, target in enumerate(order):
                 for j, budget in enumerate(budgets):
                     if (target, budget) not in block.index:

@@ -14,7 +14,10 @@ The chains (:mod:`.chains`) hold thousands of rows in one tensor; a *landscape* 
 - ``far``: (rows,) the squared distance to that mode in its own units (a mixture: :math:`|x - \mu_k|^2 /
   \sigma_k^2`; the network: :math:`2 (U(x) - U_{min})`, its Gaussian equivalent, since 4 % of the network's
   posterior lies more than 200 squared Mahalanobis units from every fit, along ridges where a unit is nearly
-  linear), by which the chains tell a chain that has left the target.
+  linear), by which the chains tell a chain that has left the target;
+- ``energy`` (an attribute after each ``step``, where ``with_energy`` is set): (rows,) U(x), which the contour and
+  replica-exchange rows need (:mod:`.contour`): a mixture's :math:`-\log p(x)` from the same logits as ``soft``,
+  the network's energy, which its gradient computes anyway.
 
 Rows are dropped as their chains finish (:meth:`subset`).
 """
@@ -46,6 +49,7 @@ class MixtureRows:
         radius2 = torch.stack([CORE_RADIUS**2 * m.variances for m in mixtures]).to(dtype)
         self.shared = means[0] if bool((means == means[0]).all()) else None
         self.modes = means.shape[1]
+        self.with_energy, self.energy = False, None
         self._per_row(means, precision, log_norm, radius2, index)
 
     def _per_row(self, means, precision, log_norm, radius2, index) -> None:
@@ -58,6 +62,7 @@ class MixtureRows:
     def subset(self, keep: Tensor) -> MixtureRows:
         new = object.__new__(MixtureRows)
         new.shared, new.modes = self.shared, self.modes
+        new.with_energy, new.energy = self.with_energy, None
         new._per_row(*self._tables, self.index[keep])
         return new
 
@@ -68,7 +73,10 @@ class MixtureRows:
             square = (diff * diff).sum(-1)
         else:
             square = (x * x).sum(-1, keepdim=True) - 2 * (x @ self.shared.T) + (self.shared * self.shared).sum(-1)
-        soft = torch.softmax(self.log_norm - 0.5 * square * self.precision, -1)
+        logits = self.log_norm - 0.5 * square * self.precision
+        soft = torch.softmax(logits, -1)
+        if self.with_energy:
+            self.energy = -torch.logsumexp(logits, -1)
         pull = soft * self.precision
         if self.shared is None:
             grad = (pull[..., None] * diff).sum(1)
@@ -91,6 +99,7 @@ class NetworkRows:
         self.centres = torch.as_tensor(means, dtype=dtype)
         self.half_logdet = torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1).to(dtype)
         self.modes = len(self.centres)
+        self.with_energy, self.energy = False, None
 
     def subset(self, keep: Tensor) -> NetworkRows:
         new = object.__new__(NetworkRows)
@@ -109,6 +118,7 @@ class NetworkRows:
 
     def step(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         energy, grad = self.network.energy_and_grad(x)
+        self.energy = energy
         mode, inside, _ = self.regions(x)
         soft = torch.nn.functional.one_hot(mode, self.modes).to(x.dtype)
         return grad, soft, mode, inside, 2 * (energy - self.floor)

@@ -106,6 +106,36 @@ def _why(found: pd.DataFrame, summary: pd.DataFrame, method: str, baseline: str,
     return "".join(lines) + "."
 
 
+def _why_other(found: pd.DataFrame, summary: pd.DataFrame, method: str, baseline: str, verdict: str) -> str | None:
+    """The largest gain (or cost) of a pair of the ICSGLD paper's samplers: each method's setting, crossings per
+    kept chain, mode-weight error and core TV there."""
+    cells = found[(found.metric == "mode_error") & (found.method == method) & (found.baseline == baseline)
+                  & (found.verdict == verdict)]
+    if cells.empty:
+        return None
+    cell = cells.loc[cells.difference.idxmin() if verdict == "helps" else cells.difference.idxmax()]
+    mine, theirs = _row(summary, cell.target, method, cell.budget), _row(summary, cell.target, baseline, cell.budget)
+    if mine is None or theirs is None:
+        return None
+    return (f"At the largest {'gain' if verdict == 'helps' else 'cost'} of {method} against {baseline} ({cell.target}, "
+            f"{cell.budget:,} gradients, {cell.difference:+.3f}): {baseline} ({_described(theirs)}) crosses "
+            f"{theirs.crossings:.3g} times per chain, error {theirs.mode_error:.3f}, core TV {theirs.core_tv:.3f}; "
+            f"{method} ({_described(mine)}) crosses {mine.crossings:.3g} times per kept chain, error "
+            f"{mine.mode_error:.3f}, core TV {mine.core_tv:.3f}.")
+
+
+_OWN = {"replica": "T_high", "contour": "zeta"}
+
+
+def _described(row) -> str:
+    kind = BY_NAME[row.method].kind
+    if kind in _OWN:
+        return f"h = {row.step:g} / L, {_OWN[kind]} {row.explore:g}"
+    if row.cycle > 1:
+        return f"alpha_0 = {row.step:g} / L, beta {row.explore:g}, C {int(row.cycle)}"
+    return f"h = {row.step:g} / L"
+
+
 def _arrivals(block: pd.DataFrame) -> str:
     """' Of the 10 helps, 7 are between two methods that both miss the bar; ...': a difference found is not an
     arrival."""
@@ -116,12 +146,13 @@ def _arrivals(block: pd.DataFrame) -> str:
             missed = found[(found.method_meets.astype(str) == "False") & (found.baseline_meets.astype(str) == "False")]
             met = found[found.method_meets.astype(str) == "True"]
             parts.append(f"of the {len(found)} {verdict}, {len(missed)} between two methods that both miss the bar "
-                         f"and {len(met)} where the cyclical method meets it")
+                         f"and {len(met)} where {found.method.iloc[0]} meets it")
     return (" " + "; ".join(parts)[0].upper() + "; ".join(parts)[1:] + ".") if parts else ""
 
 
-def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[str]:
-    """The reading's bullets (one Markdown line each)."""
+def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict, extras: bool = True) -> list[str]:
+    """The reading's bullets (one Markdown line each); ``extras``: with the lines on the ceilings, the targets no
+    method gets and the network."""
     lines = []
     for (method, baseline), pair in found.groupby(["method", "baseline"], sort=False):
         for metric, name in (("mode_error", "mode-weight error"), ("w2", "W2"), ("core_tv", "core TV")):
@@ -129,13 +160,16 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
             if block.empty:
                 continue
             lines.append(f"- **{method} against {baseline}, {name}** ({len(block)} target x budget cells): "
-                         + tally(block.itertuples()) + ". The cyclical method's is lower "
+                         + tally(block.itertuples()) + f". {'The cyclical method' if BY_NAME[method].cyclical else method}'s "
+                         "is lower "
                          + _where(block, "helps") + "; higher " + _where(block, "hurts") + "."
                          + _arrivals(block))
         for verdict in ("helps", "hurts"):
-            why = _why(found, summary, method, baseline, verdict)
+            why = (_why if BY_NAME[method].cyclical else _why_other)(found, summary, method, baseline, verdict)
             if why:
                 lines.append(f"- {why}")
+    if not extras:
+        return lines
     lines += (_ceiling_lines(found, summary) + _stuck_lines(summary, tables.get("tuning"))
               + _network_lines(summary, tables.get("barriers"), tables.get("burnin")))
     return lines
@@ -143,7 +177,8 @@ def bullets(found: pd.DataFrame, summary: pd.DataFrame, tables: dict) -> list[st
 
 def _ceiling_lines(found: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     """How close the cycles come to the ceiling of their M picks where they pay, per target."""
-    helps = found[(found.metric == "mode_error") & (found.verdict == "helps")]
+    helps = found[(found.metric == "mode_error") & (found.verdict == "helps")
+                  & found.method.map(lambda m: BY_NAME[m].cyclical)]
     if helps.empty:
         return []
     rows = [_row(summary, cell.target, cell.method, cell.budget) for cell in helps.itertuples()]
@@ -192,7 +227,7 @@ def _stuck_lines(summary: pd.DataFrame, tuned: pd.DataFrame | None = None) -> li
 
 def _network_lines(summary: pd.DataFrame, barriers: pd.DataFrame | None, burnin: pd.DataFrame | None = None) -> list[str]:
     """Whether any chain moves between the network's modes, against one pick per chain and the restarts' size."""
-    network = summary[summary.target == "network"]
+    network = summary[(summary.target == "network") & summary.method.map(lambda m: BY_NAME[m].kind == "plain")]
     if network.empty:
         return []
     groups = (("one chain", ["SGLD", "cSGLD", "SGHMC", "cSGHMC"], "SGLD"), ("four chains", ["SGLD x4", "cSGLD x4"],
@@ -208,7 +243,8 @@ def _network_lines(summary: pd.DataFrame, barriers: pd.DataFrame | None, burnin:
     shared = burnin is not None and not burnin.empty
     heights = barriers[barriers.target == "network"].barrier if barriers is not None else pd.Series(dtype=float)
     over = f"the {heights.min():.1f} to {heights.max():.1f} nats of its barriers" if len(heights) else "its barriers"
-    return [f"- On the network (budgets up to {int(network.budget.max()) // 1000}k) no method moves between its modes: "
+    return [f"- On the network (budgets up to {int(network.budget.max()) // 1000}k) no SGLD or SGHMC method, cyclical or "
+            "constant, moves between its modes: "
             f"at most {network.crossings.max():.2g} crossings per chain in any cell, cyclical or not, so each chain "
             f"keeps the mode it {'started in after the shared burn-in' if shared else 'reached from the box'}; the "
             f"mode-weight errors are of the order of one pick per chain ({picks}), and {failed:.0%} of the runs had "

@@ -15,7 +15,7 @@ import pandas as pd
 
 from csg.evaluation.comparison import method_statement, tally
 from csg.io.atomic import atomic_write_text
-from csg.studies.accuracy.multimodal import figures, reading, study, tuning, verdicts
+from csg.studies.accuracy.multimodal import contour_report, figures, reading, study, tuning, verdicts
 from csg.studies.accuracy.multimodal.network_report import (NETWORK, arrival_lines, burnin_lines,  # noqa: F401
                                                             compared_cells, network_lines, verdict_mark)
 from csg.studies.accuracy.multimodal.targets import SPECS
@@ -47,6 +47,9 @@ def _cell(mean: float, se: float, digits: int = 3) -> str:
 
 
 def _setting(row) -> str:
+    own = tuning.OWN.get(tuning.BY_NAME[row.method].kind)
+    if own:
+        return f"h = {tuning.power(row.step)} / L, {own} {row.explore:g}"
     if row.cycle <= 1:
         return f"h = {tuning.power(row.step)} / L"
     return f"alpha_0 = {tuning.power(row.step)} / L, beta {row.explore:g}, C {int(row.cycle)}"
@@ -77,17 +80,34 @@ def _target_lines(tables: dict[str, pd.DataFrame], summary: pd.DataFrame) -> lis
     return lines + [""]
 
 
+TITLES = {"cycles": ("## Verdicts: cyclical against constant step, paired by seed", "cyclical", "constant", "One family"),
+          "ICSGLD": ("## Verdicts: the ICSGLD paper's samplers against SGLD and cSGLD, paired by seed", "method",
+                     "baseline", "A second family, Holm-corrected on its own (the cycles' verdicts above are as they "
+                                 "were without it)")}
+
+
 def _verdict_lines(found: pd.DataFrame) -> list[str]:
-    lines = ["## Verdicts: cyclical against constant step, paired by seed", "",
+    """Each family of :data:`.verdicts.FAMILIES` present in ``found``: its section of verdict tables."""
+    families = found.apply(lambda r: verdicts.family_of(r.method, r.baseline), axis=1) if len(found) else []
+    lines = []
+    for family in verdicts.FAMILIES:
+        block = found[families == family] if len(found) else found
+        if len(block):
+            lines += _family_lines(block, *TITLES[family])
+    return lines
+
+
+def _family_lines(found: pd.DataFrame, title: str, mine: str, theirs: str, family: str) -> list[str]:
+    lines = [title, "",
              method_statement(margin=verdicts.statement()[0], bar=verdicts.statement()[1]) +
-             f" One family: all {len(found)} comparisons below (every pair, target, budget and metric). Each "
+             f" {family}: all {len(found)} comparisons below (every pair, target, budget and metric). Each "
              "method at its tuned setting of that budget (chosen on seeds 0-4, judged on the evaluation seeds).", ""]
     for metric, name in verdicts.METRICS.items():
         block = found[found.metric == metric]
         if block.empty:
             continue
-        lines += [f"**{name}** (difference = cyclical - constant; lower is better):", "",
-                  "| target | budget | pair | cyclical | constant | difference | simultaneous interval | margin | bar | "
+        lines += [f"**{name}** (difference = {mine} - {theirs}; lower is better):", "",
+                  f"| target | budget | pair | {mine} | {theirs} | difference | simultaneous interval | margin | bar | "
                   "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for row in block.itertuples():
             lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | {compared_cells(row)} | "
@@ -104,9 +124,10 @@ def _verdict_lines(found: pd.DataFrame) -> list[str]:
 
 def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
     lines = ["## Each target: tuned settings and scores on the evaluation seeds", "",
-             "Mean +- s.e. over the evaluation seeds. M: cycles in all (constant steps: chains), ceiling: the mode-weight "
+             "Mean +- s.e. over the evaluation seeds. M: cycles in all (constant steps: chains; reSGLD: its kept T = 1 "
+             "chain), ceiling: the mode-weight "
              "error of M perfect independent mode picks (exact, csg/studies/accuracy/multimodal/ceiling.py). Crossings: "
-             "entries into another mode's core per chain over the kept iterations. Covered: modes with more than 100 kept "
+             "entries into another mode's core per (kept) chain over the kept iterations. Covered: modes with more than 100 kept "
              "iterations in their core (Table 4's rule), mean over seeds. Arrived: the share of seeds whose kept iterations "
              "all lie within 100 nats of the lowest minimum (the others are scored 1). W2: 128 draws against 128 exact "
              "draws; floor: two exact samples.", ""]
@@ -130,7 +151,8 @@ def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
 def _method_order(column: pd.Series) -> pd.Series:
     if column.name != "method":
         return column
-    order = {"SGLD": 0, "cSGLD": 1, "SGLD x4": 2, "cSGLD x4": 3, "SGHMC": 4, "cSGHMC": 5}
+    order = {"SGLD": 0, "cSGLD": 1, "SGLD x4": 2, "cSGLD x4": 3, "SGHMC": 4, "cSGHMC": 5, "reSGLD": 6, "CSGLD": 7,
+             "ICSGLD x4": 8}
     return column.map(lambda m: order.get(m, 9))
 
 
@@ -161,7 +183,17 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
             "outside the domain (the report is not written otherwise). On the domain's bound, where the optimum is "
             f"the boundary itself: of the {len(cyclical)} cyclical choices, {beta_zero} take beta = 0 (no exploration "
             f"stage), {beta_top} the largest beta that leaves a sampling stage, {shortest} the shortest cycle C = {min(protocol.grids.cycle_lattice)} and {single} one cycle "
-            "per chain. All settings' tuning means: accuracy_multimodal_tuning.csv.", ""]
+            f"per chain.{_own_bounds(chosen)} All settings' tuning means: accuracy_multimodal_tuning.csv.", ""]
+
+
+def _own_bounds(chosen: pd.DataFrame) -> str:
+    """How many choices of the ICSGLD paper's samplers take an end of their T_high or zeta list."""
+    own = chosen[[tuning.BY_NAME[m].kind in tuning.OWN for m in chosen.method]]
+    if own.empty:
+        return ""
+    ends = own.bounds.fillna("").str.contains("T_high|zeta")
+    return (f" Of the {len(own)} choices of reSGLD, CSGLD and ICSGLD x4, {int(ends.sum())} take an end of their "
+            "T_high or zeta list (its values are the study's choice, not a domain's bound).")
 
 
 def _rule_text(chosen: pd.DataFrame) -> str:
@@ -193,8 +225,8 @@ def _sensitivity_lines(moved: pd.DataFrame) -> list[str]:
              f"Every method was also evaluated, on the same seeds, at its setting{'s' if len(ranks) > 2 else ''} of "
              f"rank{'s 2 to ' if len(ranks) > 2 else ' '}{max(ranks)}: after the "
              "choice (rank 1, the verdicts above), the settings with the next lowest mean core TV on the tuning seeds. "
-             "Rank r's verdicts compare both methods of a pair at their rank-r settings, each rank in a Holm family of "
-             "its own (the same comparisons, statistics, margins and bars as above): the verdicts' sensitivity to "
+             "Rank r's verdicts compare both methods of a pair at their rank-r settings, each rank and family in a Holm "
+             "family of its own (the same comparisons, statistics, margins and bars as above): the verdicts' sensitivity to "
              "which of the settings that tuning could barely tell apart was chosen. Per rank (all metrics):", ""]
     for rank in ranks:
         column = moved[f"verdict_{rank}"].dropna()
@@ -257,8 +289,9 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
     if "network" in set(tables["runs"].target) and tuple(protocol.network_budgets) != tuple(protocol.budgets):
         budgets += f" (the network: {', '.join(f'{b:,}' for b in protocol.network_budgets)}, below)"
     lines = ["# Where do cycles pay? Cyclical and constant steps on posteriors whose barriers we control", "",
-             f"Scale: {protocol.name}. Budgets {budgets} gradient evaluations per run (one chain of B iterations, or 4 "
-             f"chains of B / 4); methods {', '.join(protocol.methods)}; each tuned on seeds "
+             f"Scale: {protocol.name}. Budgets {budgets} gradient evaluations per run, counted over all its chains "
+             f"(one chain of B iterations, or 4 chains of B / 4; reSGLD 2 of B / 2); methods "
+             f"{', '.join(protocol.methods)}; each tuned on seeds "
              f"{', '.join(map(str, protocol.tuning_seeds))} and evaluated on {len(protocol.seeds)} fresh seeds "
              f"({min(protocol.seeds)}-{max(protocol.seeds)}); {timing}. Command: `make accuracy-multimodal` "
              "(`make accuracy-multimodal-report` rewrites this file from the CSVs beside it). Full-batch gradients; "
@@ -270,8 +303,10 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
              + ("; the network: the end points of a shared burn-in from its box"
                 if protocol.network_burnin > 0 and "network" in set(tables["runs"].target) else "")
              + ") and sees the same noise.", "",
-             "## Where the cycles pay", "", *reading.bullets(found, summary, tables), *_robust_bullet(moved), "",
+             "## Where the cycles pay", "", *reading.bullets(contour_report.family(found, "cycles"), summary, tables),
+             *_robust_bullet(moved), "",
              "![verdicts over barrier height and budget](accuracy_multimodal.png)", "",
+             *contour_report.design_lines(protocol, tables, found, summary),
              *_target_lines(tables, summary), *_verdict_lines(found),
              *(_sensitivity_lines(moved) if moved is not None else []), *_per_target_lines(summary, tables),
              *_tuning_lines(protocol, tables), *network_lines(references, protocol),
@@ -302,7 +337,10 @@ def write(result: study.Study, out: Path, references: Path) -> Path:
         atomic_write_text(out / "accuracy_multimodal_sensitivity.csv", moved.to_csv(index=False))
     names = labels(result.tables["barriers"])
     first = summary[summary["rank"] == 1] if "rank" in summary.columns else summary
-    figures.phase_diagram(found, names, out / "accuracy_multimodal.png")
+    figures.phase_diagram(contour_report.family(found, "cycles"), names, out / "accuracy_multimodal.png")
+    icsgld = contour_report.family(found, "ICSGLD")
+    if not icsgld.empty:
+        figures.phase_diagram(icsgld, names, out / "accuracy_multimodal_icsgld.png")
     figures.curves(first, names, out / "accuracy_multimodal_curves.png")
     atomic_write_text(out / "accuracy_multimodal.md", markdown(result, found, summary, references, moved))
     return out / "accuracy_multimodal.md"

@@ -29,7 +29,9 @@ that spreads the chain over the whole box (which gets an equal-weight grid's wei
 (the floor); *M*, the cycles (constant steps: the chains), and the ceiling of M perfect picks (:mod:`.ceiling`).
 A run whose chain diverged, or whose kept iterations went more than 14 sd from every mode (a density below e^-100
 of the mode's: the chain has left the target, :data:`.chains.ESCAPE`), scores a mode-weight error and core TV of 1
-and no W2.
+and no W2. The ICSGLD paper's samplers (:mod:`.contour`): reSGLD is scored on its T = 1 chain (crossings per kept
+chain); CSGLD's and ICSGLD x4's mode weights and core shares are importance-weighted means (weighted
+accumulators), their W2 draws resampled by weight; the modes covered count their (unweighted) visits.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ import torch
 
 from csg.errors import ConfigError
 from csg.paths import ROOT
-from csg.studies.accuracy.multimodal import barriers, ceiling, chains, targets, tuning
+from csg.studies.accuracy.multimodal import barriers, ceiling, chains, contour, targets, tuning
+from csg.studies.accuracy.multimodal.burnin import burn_in
 from csg.studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
 from csg.studies.accuracy.multimodal.landscapes import MixtureRows, NetworkRows
 from csg.studies.accuracy.multimodal.metrics import w2
@@ -66,7 +69,8 @@ class Protocol:
     budgets: tuple[int, ...] = (5000, 20000, 80000, 320000)
     tuning_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     seeds: tuple[int, ...] = tuple(range(1000, 1050))
-    methods: tuple[str, ...] = ("SGLD", "cSGLD", "SGLD x4", "cSGLD x4", "SGHMC", "cSGHMC")
+    methods: tuple[str, ...] = ("SGLD", "cSGLD", "SGLD x4", "cSGLD x4", "SGHMC", "cSGHMC", "reSGLD", "CSGLD",
+                                "ICSGLD x4")
     grids: Grids = field(default_factory=Grids)
     targets: tuple[str, ...] = targets.TARGETS
     workers: int = 2
@@ -74,13 +78,16 @@ class Protocol:
     ranks: int = 3                     # settings evaluated per method and budget: the choice and the next ranks
     network_burnin: int = 40_000       # iterations of the network's shared burn-in (:func:`burn_in`)
     burnin_step: float = 0.5           # its SGLD step h, in units of 1 / L
+    network_methods: tuple[str, ...] = ("SGLD", "cSGLD", "SGLD x4", "cSGLD x4", "SGHMC", "cSGHMC", "reSGLD", "CSGLD",
+                                        "ICSGLD x4")     # the methods run on the network
 
 
 _SMOKE_STEPS = (1 / 256, 1 / 16, 1.0, 16.0)
 SMOKE = Protocol(name="smoke", budgets=(400, 1600), seeds=(1000, 1001, 1002, 1003),
                  grids=Grids(sgld=_SMOKE_STEPS, csgld=_SMOKE_STEPS, sghmc=_SMOKE_STEPS + (256.0,),
                              csghmc=_SMOKE_STEPS + (256.0,), explore=(0.25,), cycles=(25, 100),
-                             explore_lattice=(0.0, 0.25, 0.5, 0.75), cycle_lattice=(2, 5, 25, 100, 400, 1600)),
+                             explore_lattice=(0.0, 0.25, 0.5, 0.75), cycle_lattice=(2, 5, 25, 100, 400, 1600),
+                             resgld=_SMOKE_STEPS, contour=_SMOKE_STEPS, temperatures=(4.0,), zetas=(4.0,)),
                  targets=("barrier4", "barrier16"), workers=1, network_budgets=(400,), ranks=2,
                  network_burnin=2000)
 PROTOCOLS = {"full": Protocol(), "smoke": SMOKE}
@@ -160,37 +167,6 @@ def starts_of(prepared: dict[str, Prepared], seeds: Sequence[int], protocol: Pro
     return starts
 
 
-def burn_in(prepared: Prepared, seeds: Sequence[int], iterations: int, step: float) -> tuple[dict, pd.DataFrame]:
-    """The network's shared burn-in: per seed, its 4 box starts (:func:`.chains.start_points`) run ``iterations``
-    of SGLD at h = ``step`` / L (float64, the seed's own noise stream, so a seed's end points do not depend on the
-    other seeds run with it). Every method of the seed starts from these end points (a single chain from the
-    first), so the runs ask about hopping between modes, not descent to them; the burn-in's gradients are no
-    method's (the same for all). Returns the end points per seed and a table of them: energy above the lowest
-    minimum, whether 2 (U - U_min) <= :data:`.chains.ESCAPE` (arrived), and the mode."""
-    index = targets.TARGETS.index(prepared.name)
-    x = torch.cat([chains.start_points(index, seed, len(prepared.low), prepared.low, prepared.high) for seed in seeds])
-    generators = [torch.Generator().manual_seed(7_777 + 1_000_003 * (index + 1) + seed) for seed in seeds]
-    lr, chunk = step / prepared.scale, 1000
-    done = 0
-    while done < iterations:
-        count = min(chunk, iterations - done)
-        noise = torch.cat([torch.randn(count, 4, x.shape[-1], generator=g, dtype=torch.float64) for g in generators], 1)
-        for k in range(count):
-            _, grad = prepared.target.energy_and_grad(x)
-            x = x - lr * grad + math.sqrt(2 * lr) * noise[k]
-        done += count
-    with torch.no_grad():
-        energy = prepared.target.energy(x)
-    rows = NetworkRows(prepared.target, prepared.target.means, torch.from_numpy(prepared.covariances), len(x),
-                       dtype=torch.float64, floor=prepared.floor)
-    mode, _, _ = rows.regions(x)
-    ends = {seed: x[4 * i:4 * i + 4].clone() for i, seed in enumerate(seeds)}
-    table = pd.DataFrame({"target": prepared.name, "seed": np.repeat(list(seeds), 4), "chain": np.tile(range(4), len(seeds)),
-                          "iterations": iterations, "step": step, "above": (energy - prepared.floor).numpy(),
-                          "arrived": (2 * (energy - prepared.floor) <= chains.ESCAPE).numpy(), "mode": mode.numpy()})
-    return ends, table
-
-
 def _landscape(prepared: dict[str, Prepared]):
     names = list(prepared)
 
@@ -213,9 +189,10 @@ def scores(outcome: chains.Outcome, b: int, budget: int, prepared: Prepared) -> 
     start, end = outcome.marks[(b, span[0])], outcome.marks[(b, span[1])]
     kept = (end["kept"] - start["kept"]).sum(1)
     core = (end["core"] - start["core"]).sum(1)
+    mass = (end["mass"] - start["mass"]).sum(1) if "mass" in end else core    # contour: weighted
     with np.errstate(invalid="ignore"):    # no kept iteration (no sampling stage: ceil(beta C) = C) scores 1
         weights = (end["soft"] - start["soft"]).sum(1) / kept[:, None]
-        shares = np.concatenate([core / kept[:, None], 1 - core.sum(1, keepdims=True) / kept[:, None]], 1)
+        shares = np.concatenate([mass / kept[:, None], 1 - mass.sum(1, keepdims=True) / kept[:, None]], 1)
     escaped = (end["escaped"] - start["escaped"]).sum(1)
     finite = end["finite"].all(1) & np.isfinite(weights).all(1) & (escaped == 0)
     truth = prepared.target.weights.numpy()
@@ -227,7 +204,7 @@ def scores(outcome: chains.Outcome, b: int, budget: int, prepared: Prepared) -> 
                      "cycles": tuning.cycles(block.method, block.setting, budget), "finite": ok,
                      "mode_error": 0.5 * float(np.abs(weights[s] - truth).sum()) if ok else 1.0,
                      "core_tv": 0.5 * float(np.abs(shares[s] - prepared.core_exact).sum()) if ok else 1.0,
-                     "crossings": float((end["crossings"] - start["crossings"])[s].sum()) / block.method.chains,
+                     "crossings": float((end["crossings"] - start["crossings"])[s].sum()) / block.method.sampled,
                      "covered": int((core[s] > COVERED).sum())})
     return rows
 
@@ -237,7 +214,7 @@ def exact_sample(prepared: Prepared, seed: int, budget: int, copy: int = 0) -> n
     return prepared.target.sample(chains.DRAWS, generator).numpy()
 
 
-def _tune(blocks: list[Block], prepared: dict[str, Prepared], protocol: Protocol, log) -> tuple:
+def _tune(blocks: list[Block], prepared: dict[str, Prepared], protocol: Protocol, log, ranges: dict) -> tuple:
     """The tuning rounds of :mod:`.tuning`: the first round's ``blocks``, then the neighbourhoods of the choices
     that are not bracketed yet; every round with the first round's noise streams and starts. Returns the tuning
     table, the choices and the number of rounds."""
@@ -249,7 +226,7 @@ def _tune(blocks: list[Block], prepared: dict[str, Prepared], protocol: Protocol
     for round_ in range(1, protocol.grids.rounds + 1):
         log(f"{', '.join(names)}: tuning round {round_}, {len(blocks)} settings x {len(protocol.tuning_seeds)} seeds")
         outcome = chains.run(blocks, _landscape(prepared), starts, scale, protocol.budgets,
-                             seed=1 + targets.TARGETS.index(names[0]), draws=False, streams=streams)
+                             seed=1 + targets.TARGETS.index(names[0]), draws=False, streams=streams, ranges=ranges)
         rows += [row for b, block in enumerate(blocks) for budget in protocol.budgets
                  for row in scores(outcome, b, budget, prepared[block.target]) or []]
         del outcome
@@ -270,11 +247,16 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
     started = time.perf_counter()
     prepared = {name: prepare(name) for name in names}
     scale = {name: p.scale for name, p in prepared.items()}
-    methods = [BY_NAME[m] for m in protocol.methods]
+    methods = [BY_NAME[m] for m in protocol.methods if tuple(names) != ("network",) or m in protocol.network_methods]
     longest = max(protocol.budgets)
     blocks = [Block(name, method, setting, protocol.tuning_seeds, chains.chain_length(method, longest))
               for name in names for method in methods for setting in protocol.grids.settings(method)]
-    tuned, chosen, rounds = _tune(blocks, prepared, protocol, log)
+    barrier = pd.concat([barriers.barrier_table(n, p.target, p.target.means.numpy(), p.scale) for n, p in prepared.items()],
+                        ignore_index=True)
+    ranges = {n: contour.energy_range(barrier[barrier.target == n]) for n in names}
+    if not blocks:
+        raise ConfigError("methods", ",".join(protocol.methods), f"methods that run on {', '.join(names)}")
+    tuned, chosen, rounds = _tune(blocks, prepared, protocol, log, ranges)
     log(f"{', '.join(names)}: tuned in {time.perf_counter() - started:.0f} s ({rounds} rounds)")
     evaluation = []
     for (name, method_name), part in tuning.ranked(tuned, protocol.ranks).groupby(["target", "method"], sort=False):
@@ -295,14 +277,14 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
             f"{len(burnin)} end points arrived")
     elif "network" in prepared:
         starts.update(starts_of({"network": prepared["network"]}, protocol.seeds))
+    streams = [(name, seed, c) for name in names for seed in protocol.seeds for c in range(4)]
     outcome = chains.run(blocks, _landscape(prepared), starts, scale, protocol.budgets,
-                         seed=1000 + targets.TARGETS.index(names[0]))
+                         seed=1000 + targets.TARGETS.index(names[0]), streams=streams, ranges=ranges)
     runs = []
     for b, (block, ranks) in enumerate(evaluation):
         for budget in sorted(ranks):
             rows = scores(outcome, b, budget, prepared[block.target])
-            draws = outcome.draws[(b, budget)]
-            for row, pooled in zip(rows, draws.reshape(len(block.seeds), -1, draws.shape[-1])):
+            for row, pooled in zip(rows, _draws(outcome, b, budget)):
                 p = prepared[block.target]
                 ok = p.exact and row["finite"] and np.isfinite(pooled).all()
                 row["w2"] = w2(pooled, exact_sample(p, row["seed"], budget)) if ok else math.nan
@@ -315,12 +297,24 @@ def run_group(names: Sequence[str], protocol: Protocol, log=print) -> dict[str, 
              for name, p in prepared.items() if p.exact for budget in protocol.budgets for seed in protocol.seeds]
     runs = pd.concat([runs, pd.DataFrame(floor)], ignore_index=True) if floor else runs
     log(f"{', '.join(names)}: evaluated in {time.perf_counter() - started:.0f} s ({outcome.rows} rows)")
-    barrier = pd.concat([barriers.barrier_table(n, p.target, p.target.means.numpy(), p.scale) for n, p in prepared.items()],
-                        ignore_index=True)
     info = pd.DataFrame([{"target": n, "scale": p.scale, "modes": len(p.core_exact) - 1, "tuning_rounds": rounds,
                           "core_share": 1 - p.core_exact[-1], "seconds": time.perf_counter() - started}
                          for n, p in prepared.items()])
     return {"tuning": tuned, "chosen": chosen, "runs": runs, "barriers": barrier, "targets": info, "burnin": burnin}
+
+
+def _draws(outcome: chains.Outcome, b: int, budget: int) -> list[np.ndarray]:
+    """Each seed's DRAWS draws of block ``b`` for W2: its kept chains' pooled; a contour run's resampled by weight
+    (:func:`.contour.resample`, one uniform per seed and budget)."""
+    block = outcome.blocks[b]
+    draws, weights = outcome.draws[(b, budget)], outcome.weights[(b, budget)]
+    kept = block.method.sampled
+    pooled = draws[:, :kept].reshape(len(block.seeds), -1, draws.shape[-1])
+    if block.method.kind != contour.CONTOUR:
+        return list(pooled)
+    weights = weights[:, :kept].reshape(len(block.seeds), -1)
+    return [contour.resample(pooled[s], weights[s], chains.DRAWS, 31 * seed + budget)
+            for s, seed in enumerate(block.seeds)]
 
 
 @dataclass
@@ -347,8 +341,8 @@ def run_study(protocol: Protocol = Protocol(), log=print) -> Study:
     """Every group of the protocol's targets, in ``workers`` processes (the report checks the grids' edges)."""
     started = time.perf_counter()
     groups = [tuple(n for n in group if n in protocol.targets) for group in GROUPS]
-    groups = [g for g in groups if g]
-    if "network" in protocol.targets:
+    groups = [g for g in groups if g and (g != ("network",) or set(protocol.methods) & set(protocol.network_methods))]
+    if ("network",) in groups:
         network_reference()            # refused before any group starts, not in the network's own process
     if protocol.workers > 1 and len(groups) > 1:
         import multiprocessing

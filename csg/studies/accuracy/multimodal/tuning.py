@@ -9,7 +9,11 @@ evaluations M = B / C cycles in all) from lattices that span their domains: :mat
 stage, the domain's bound) by 1/16, 1/8, 1/4 and then :math:`1 - 2^{-k}` towards 1, up to the largest that leaves
 the cycle a sampling stage (the domain's other bound, which depends on C), C from 2 (the shortest cycle with a schedule, the domain's bound) to the
 longest chain, by x5 to 1250 and then x4 through the budgets' chain lengths, so that one cycle per chain is on it.
-At a budget a cycle must divide the chain's iterations; one cycle per chain is that budget's bound.
+At a budget a cycle must divide the chain's iterations; one cycle per chain is that budget's bound. The ICSGLD
+paper's samplers (:mod:`.contour`) take a step h on their own grid and their own value on a short list
+(:attr:`Grids.temperatures`: reSGLD's high temperature; :attr:`Grids.zetas`: the contour methods' zeta), held in
+the setting's ``explore``; the list's ends count as its bounds (the values the paper's settings and the targets'
+energy scale suggest, reported as bounds like beta 0), its step grid's ends as ends.
 
 **The search** (:func:`wanted`, driven by :func:`csg.studies.accuracy.multimodal.study.run_group`): the first
 round runs every step of the grid at the first round's :math:`\beta` and C (:attr:`Grids.explore`,
@@ -54,6 +58,7 @@ import pandas as pd
 
 from csg.errors import CsgError
 from csg.studies.accuracy.multimodal.chains import BY_NAME, Method, Setting, chain_length, first_kept
+from csg.studies.accuracy.multimodal.contour import CONTOUR, REPLICA
 
 
 def _powers(low: int, high: int) -> tuple[float, ...]:
@@ -74,12 +79,24 @@ class Grids:
     explore_lattice: tuple[float, ...] = (0.0, 1 / 16, 1 / 8, 1 / 4, *(1 - 2.0**-k for k in range(1, 21)))
     cycle_lattice: tuple[int, ...] = (2, 10, 50, 250, 1250, 5000, 20000, 80000, 320000)
     rounds: int = 12
+    resgld: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 3))     # reSGLD's h
+    contour: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 3))    # CSGLD's and ICSGLD x4's h
+    temperatures: tuple[float, ...] = (3.0, 8.0)   # reSGLD's T_high: about the paper's top rung 5, and higher
+    zetas: tuple[float, ...] = (0.75, 4.0)               # zeta: the paper's 0.75, and a faster-flattening 4
 
     def steps(self, method: Method) -> tuple[float, ...]:
+        if method.kind != "plain":
+            return self.resgld if method.kind == REPLICA else self.contour
         return getattr(self, ("c" if method.cyclical else "") + method.rule)
+
+    def own(self, method: Method) -> tuple[float, ...]:
+        """The values of a method's own hyperparameter (in the setting's ``explore``); none for the plain ones."""
+        return {REPLICA: self.temperatures, CONTOUR: self.zetas}.get(method.kind, ())
 
     def settings(self, method: Method) -> list[Setting]:
         """The first round's settings of a method."""
+        if self.own(method):
+            return [Setting(h, value) for h in self.steps(method) for value in self.own(method)]
         if not method.cyclical:
             return [Setting(h) for h in self.steps(method)]
         return [Setting(a, beta, c) for a in self.steps(method) for beta in self.explore for c in self.cycles]
@@ -123,6 +140,8 @@ def axes(grids: Grids, method: Method, setting: Setting, budget: int) -> dict[st
         return (values[i - 1] if i > 0 else low_end, values[i + 1] if i + 1 < len(values) else high_end)
 
     found = {"step": around(grids.steps(method), setting.step, END, END)}
+    if grids.own(method):
+        found["explore"] = around(grids.own(method), setting.explore, BOUND, BOUND)
     if method.cyclical:
         low, high = around(grids.explore_lattice, setting.explore, BOUND, END)
         if high != END and first_kept(Setting(setting.step, high, setting.cycle)) >= setting.cycle:
@@ -137,7 +156,7 @@ def _cube(grids: Grids, method: Method, setting: Setting, budget: int) -> list[S
     options = {axis: [v for v in (low, getattr(setting, axis), high) if v not in (END, BOUND)]
                for axis, (low, high) in axes(grids, method, setting, budget).items()}
     if not method.cyclical:
-        return [Setting(h) for h in options["step"]]
+        return [Setting(h, b) for h in options["step"] for b in options.get("explore", [setting.explore])]
     return [Setting(a, b, c) for a, b, c in itertools.product(options["step"], options["explore"], options["cycle"])]
 
 
@@ -195,7 +214,7 @@ def choose(table: pd.DataFrame, grids: Grids, one_se: bool = True) -> pd.DataFra
         neighbours = axes(grids, method, setting, budget)
         missing = sum(1 for axis, pair in neighbours.items() for v in pair if v not in (END, BOUND)
                       and _key(*key[:2], budget, replace(setting, **{axis: v})) not in tried)
-        bounds = [f"{_NAMES[axis]} {_value(axis, getattr(chosen, axis))}"
+        bounds = [f"{axis_name(method, axis)} {_value(axis, getattr(chosen, axis))}"
                   for axis, pair in axes(grids, method, chosen, budget).items() if BOUND in pair]
         steps = grids.steps(method)
         se = best.get(CRITERION + "_se", math.nan)
@@ -226,6 +245,12 @@ def _plateau(block: pd.DataFrame, best: pd.Series, neighbours: dict, se: float) 
 
 
 _NAMES = {"step": "step", "explore": "beta", "cycle": "C"}
+OWN = {REPLICA: "T_high", CONTOUR: "zeta"}
+
+
+def axis_name(method: Method, axis: str) -> str:
+    """An axis in words: ``explore`` is beta, or reSGLD's T_high, or the contour methods' zeta."""
+    return OWN[method.kind] if axis == "explore" and method.kind in OWN else _NAMES[axis]
 
 
 def _value(axis: str, value) -> str:
@@ -261,15 +286,18 @@ def check_edges(chosen: pd.DataFrame) -> None:
 def _described(row) -> str:
     """The best setting of a :func:`choose` row (the one the search brackets) in words."""
     step, explore, cycle = (getattr(row, f"best_{k}", getattr(row, k)) for k in SETTING)
+    method = BY_NAME[row.method]
+    if method.kind in OWN:
+        return f"h = {step:g} / L, {OWN[method.kind]} {explore:g}"
     if not row.cyclical:
         return f"h = {step:g} / L"
     return f"alpha_0 = {step:g} / L, beta {explore:g}, C {int(cycle)}"
 
 
 def cycles(method: Method, setting: Setting, budget: int) -> int:
-    """M, the cycles of a setting at a budget (all chains together); a constant step: its chains (its picks)."""
+    """M, the cycles of a setting at a budget (all chains together); a constant step: its kept chains (its picks)."""
     if not method.cyclical:
-        return method.chains
+        return method.sampled
     return budget // setting.cycle
 
 
@@ -284,8 +312,10 @@ def grid_text(grids: Grids, methods: Sequence[Method]) -> list[str]:
     for method in methods:
         values = grids.steps(method)
         name = "alpha_0" if method.cyclical else "h"
+        own = (f", {OWN[method.kind]} on {', '.join(f'{v:g}' for v in grids.own(method))}"
+               if method.kind in OWN else "")
         lines.append(f"{method.name}: {name} from {power(min(values))} to {power(max(values))} / L (x2, {len(values)} "
-                     "values)")
+                     f"values){own}")
     lines.append(f"the cyclical methods: beta on {_lattice(grids.explore_lattice)}, C on "
                  f"{', '.join(str(c) for c in grids.cycle_lattice)} iterations (the first round: beta "
                  f"{', '.join(_fraction(b) for b in grids.explore)}, C {', '.join(str(c) for c in grids.cycles)})")

@@ -1,11 +1,14 @@
-r"""Do the cycles help? Each cyclical method against its constant-step counterpart, one Holm family per report.
+r"""Do the cycles help, and do the ICSGLD paper's samplers? Two families of paired comparisons, each Holm-corrected.
 
-For every target, budget and metric, and each pair (cSGLD against SGLD, cSGLD x4 against SGLD x4), both at their
-tuned settings of that budget, the evaluation seeds give paired differences metric(cyclical) - metric(constant)
-(a seed's runs share their start points and their noise): :func:`csg.evaluation.comparison.compare_paired`,
-Holm-corrected across every comparison of the report. Verdicts: helps / hurts where the corrected interval
-excludes 0, equivalent where it lies inside the margin, else inconclusive; each with the smallest difference it
-had 80 % power to detect.
+:data:`FAMILIES`: *cycles*, each cyclical method against its constant-step counterpart (:data:`.chains.PAIRS`);
+*ICSGLD*, the ICSGLD paper's samplers against the plain and cyclical ones (:data:`.chains.CONTOUR_PAIRS`: ICSGLD
+x4 against SGLD x4, the paper's comparison at an equal budget, and against cSGLD x4; CSGLD and reSGLD against
+SGLD). For every target, budget and metric, and each pair of a family, both at their tuned settings of that
+budget, the evaluation seeds give paired differences metric(method) - metric(baseline) (a seed's runs share their
+start points and their noise): :func:`csg.evaluation.comparison.compare_paired`, Holm-corrected across every
+comparison of the family (the two families answer two questions; adding the second left the first's verdicts as
+they were). Verdicts: helps / hurts where the corrected interval excludes 0, equivalent where it lies inside the
+margin, else inconclusive; each with the smallest difference it had 80 % power to detect.
 
 Metrics: the mode-weight error, W2, and core TV (the metric the settings were tuned on, :data:`METRICS`). Margins,
 absolute: the mode-weight error and core TV, :data:`MODE_MARGIN` (two points of probability mass); W2,
@@ -31,7 +34,7 @@ import math
 import pandas as pd
 
 from csg.evaluation.comparison import Paired, compare_paired, verdict_frame
-from csg.studies.accuracy.multimodal.chains import PAIRS
+from csg.studies.accuracy.multimodal.chains import CONTOUR_PAIRS, PAIRS
 
 MODE_MARGIN = 0.02
 W2_MARGIN = 0.25
@@ -39,6 +42,12 @@ MODE_BAR = 0.1
 W2_BAR = 2.0
 METRICS = {"mode_error": "mode-weight error", "w2": "W2", "core_tv": "core TV (the tuning metric)"}
 SHARES = ("mode_error", "core_tv")  # metrics of probability mass: the same margin and bar
+FAMILIES = {"cycles": PAIRS, "ICSGLD": CONTOUR_PAIRS}
+
+
+def family_of(method: str, baseline: str) -> str:
+    """The family a pair's comparisons belong to."""
+    return next(name for name, pairs in FAMILIES.items() if (method, baseline) in pairs)
 
 
 def _margin(metric: str, floor: float) -> float:
@@ -61,13 +70,19 @@ def statement() -> tuple[str, str]:
 
 def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """One row per target, budget, metric and pair present in ``runs`` (the evaluation runs, with the "exact"
-    rows of the W2 floor), in one Holm family."""
+    rows of the W2 floor): each family of :data:`FAMILIES` one Holm family, the cycles' first."""
+    found = [_family(runs, pairs, alpha, power) for pairs in FAMILIES.values()]
+    found = [f for f in found if not f.empty]
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+
+
+def _family(runs: pd.DataFrame, pairs, alpha: float, power: float) -> pd.DataFrame:
     methods = set(runs.method)
     floor = runs[runs.method == "exact"].groupby(["target", "budget"]).w2.mean()
     rows, comparisons = [], []
     for metric in (m for m in METRICS if m in runs.columns):
         for (target, budget), block in runs[runs.method != "exact"].groupby(["target", "budget"], sort=False):
-            for method, baseline in PAIRS:
+            for method, baseline in pairs:
                 if method not in methods or baseline not in methods:
                     continue
                 mine = block[block.method == method].set_index("seed")[metric]
@@ -89,12 +104,18 @@ def verdicts(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.
 
 
 def arrived(runs: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """The network's mode-weight error on the seeds where both methods arrived (``finite``), per budget and pair: one
-    Holm family of its own, with each method's arrival rate over all its seeds."""
+    """The network's mode-weight error on the seeds where both methods arrived (``finite``), per budget and pair: a
+    Holm family of its own per family of :data:`FAMILIES`, with each method's arrival rate over all its seeds."""
+    found = [_arrived(runs, pairs, alpha, power) for pairs in FAMILIES.values()]
+    found = [f for f in found if not f.empty]
+    return pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+
+
+def _arrived(runs: pd.DataFrame, pairs, alpha: float, power: float) -> pd.DataFrame:
     network = runs[(runs.target == "network") & (runs.method != "exact")]
     rows, comparisons = [], []
     for budget, block in network.groupby("budget", sort=True):
-        for method, baseline in PAIRS:
+        for method, baseline in pairs:
             mine = block[block.method == method].set_index("seed")
             theirs = block[block.method == baseline].set_index("seed")
             if mine.empty or theirs.empty:
