@@ -18,7 +18,7 @@ def classification_metrics(probs: Tensor, targets: Tensor, n_bins: int = 15) -> 
     - ``nll``: mean negative log-likelihood, :math:`-\frac1n\sum_i \log p_i(y_i)`;
     - ``ece``: expected calibration error with ``n_bins`` equal-width confidence
       bins (Guo et al. 2017), :math:`\sum_b \frac{|B_b|}{n} |\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|`
-      (:func:`expected_calibration_error`);
+      (``expected_calibration_error`` below);
     - ``brier``: :math:`\frac1n\sum_i \sum_c (p_{ic} - 1\{c = y_i\})^2` (summed over
       classes, in [0, 2]).
     """
