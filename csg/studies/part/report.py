@@ -29,14 +29,16 @@ METRICS = (("test_error_pct", "error %", 2), ("nll", "NLL", 4), ("ece", "ECE", 4
 CLAIMS = (("last_layer", "sgd"), ("adapters", "sgd"), ("last_layer", "full"), ("adapters", "full"))
 PART = ("last_layer", "adapters")
 # equivalence margins, absolute, in each metric's units (stated in the report)
-MARGINS = {"test_error_pct": 0.5, "nll": 0.01, "tv": 0.005, "mi_logerr": 0.25, "zmean": 0.1, "logsd": 0.1}
-# the reference checks: (csg's column, the yardstick's column, margin key, what it is)
+# (TV: 0.001, a fifth of the SGD head's own distance to the exact predictive, 0.005 on the study's seeds)
+MARGINS = {"test_error_pct": 0.5, "nll": 0.01, "tv": 0.001, "mi_logerr": 0.25, "logsd": 0.1}
+# the reference checks: (csg's column, the yardstick's column, margin key, what it is). The weights' mean error has
+# no verdict: a point near the mode beats any ensemble of 12 exact draws there (their Monte Carlo error, about
+# 0.8 / sqrt(12) posterior sd), so the comparison favours a collapsed sampler; it is shown in the table only.
 REFERENCE_CLAIMS = (
     ("tv_csg", "tv_exact", "tv", "predictive TV to the exact posterior's: csg's members against as many exact draws"),
     ("tv_csg", "tv_start", "tv", "predictive TV to the exact posterior's: csg's members against the SGD head they start from"),
     ("mi_logerr_csg", "mi_logerr_exact", "mi_logerr",
      "|log(MI / the exact posterior's MI)|: csg's members against as many exact draws"),
-    ("zmean_csg", "zmean_exact", "zmean", "weights' mean error in posterior sd: csg's members against as many exact draws"),
     ("logsd_csg", "logsd_exact", "logsd", "|log(weights' sd / posterior sd)|: csg's members against as many exact draws"),
 )
 CSV, REFERENCE_CSV, MARKDOWN = "part_sampling.csv", "part_reference.csv", "part_sampling.md"
@@ -190,7 +192,10 @@ def _reading(frame: pd.DataFrame) -> list[str]:
                          f"on this shared machine one method's seeds differ up to {spread:.1f}x in wall time, so these "
                          f"times measure no cost. It stores {part.sample_bytes / full.sample_bytes:.3f}x the whole "
                          "network's sample bytes.")
-    lines += ["- MI of a part and of the whole network measure different things: a part's is the disagreement of "
+    lines += ["- Against the whole network a part differs in three ways at once: it samples only its part, it starts "
+              "warm from the SGD model, and it has 300 epochs in all against 200; its verdicts against the whole "
+              "network compare the two recipes, not part against whole alone.",
+              "- MI of a part and of the whole network measure different things: a part's is the disagreement of "
               "members that differ only in that part, given the frozen trunk (for the last layer, a convex softmax "
               "regression on 4000 examples: small by construction); the whole network's includes the trunk's. "
               "They are not compared here; the last layer's MI is compared with its exact conditional posterior's "
@@ -239,17 +244,25 @@ def _reference(references: pd.DataFrame | None) -> list[str]:
 def _reference_reading(r: pd.DataFrame) -> list[str]:
     """What the table says, in numbers (the claims are the verdicts below)."""
     ratio, mi = r.sd_ratio_csg.mean(), r.mi_csg.mean() / r.mi_reference.mean()
-    return [f"Reading (means over the {len(r)} seeds; the claims are the verdicts below): along a typical weight "
-            f"csg's members spread over {ratio:.3f}x the conditional posterior's standard deviation, and their MI is "
-            f"{mi:.3f}x the exact posterior's, where {int(r.members.iloc[0])} exact draws give "
-            f"{r.mi_exact.mean() / r.mi_reference.mean():.3f}x. Their predictive distribution is as far from the "
-            f"exact posterior's as the SGD head they start from ({r.tv_csg.mean():.4f} against "
-            f"{r.tv_start.mean():.4f}). So these members are not draws of the last layer's conditional posterior: "
-            "they stay close to one point near the SGD head. Their weights' mean error is smaller than that of as "
-            "many exact draws for the same reason: members close to one point average away less noise than "
-            "independent draws, so that comparison favours a collapsed sampler and is no sign of better sampling. "
-            "Why the chain stays narrow was not measured here (the step size and length of the sampling stages, "
-            "and T, are the run's settings at the top of this page).", ""]
+    further = ", ".join(f"{d:+.5f}" for d in (r.tv_csg - r.tv_start))
+    unconverged = [int(s) for s, ok in zip(r.seed, r.map_converged) if str(ok) != "True"]
+    note = (f" L-BFGS stopped short of the mode on seed{'s' if len(unconverged) > 1 else ''} "
+            f"{', '.join(map(str, unconverged))}: the mode only starts the chains and sets their mass matrix, and the "
+            "draws were accepted on their own diagnostics." if unconverged else "")
+    return [f"Seeds checked: {', '.join(str(int(s)) for s in r.seed)} (the run's `reference_seeds`).{note}", "",
+            f"Reading (means over those seeds; the claims are the verdicts below): along a typical weight (the "
+            f"median) csg's members spread over {ratio:.3f}x the conditional posterior's standard deviation, and "
+            f"their MI is {mi:.3f}x the exact posterior's, where {int(r.members.iloc[0])} exact draws give "
+            f"{r.mi_exact.mean() / r.mi_reference.mean():.3f}x. Their predictive distribution is a little further "
+            f"from the exact posterior's than that of the SGD head they start from, on every seed ({further}). So "
+            "these members are not draws of the last layer's conditional posterior: their predictions stay close to "
+            "the SGD head's. Two rows of the table cannot rank a sampler: a point near the posterior's mode (which "
+            "for this near-Gaussian posterior is near its mean) beats any ensemble of as many exact draws on the "
+            "weights' mean error and on the predictive TV, because the exact draws carry their Monte Carlo error "
+            "(about 0.8 / sqrt(12) posterior sd in the mean); both favour a collapsed sampler, so the mean error "
+            "has no verdict and the TV against exact draws says nothing either way. Why the chain stays narrow was "
+            "not measured here (the step size and length of the sampling stages, and T, are the run's settings at "
+            "the top of this page).", ""]
 
 
 def _verdicts(frame: pd.DataFrame, references: pd.DataFrame | None) -> list[str]:
@@ -274,9 +287,10 @@ def _verdicts(frame: pd.DataFrame, references: pd.DataFrame | None) -> list[str]
         return []
     margins = (f"absolute, in each metric's units: error {MARGINS['test_error_pct']:g} percentage points, NLL "
                f"{MARGINS['nll']:g} nats, predictive TV {MARGINS['tv']:g}, |log MI ratio| {MARGINS['mi_logerr']:g}, "
-               f"mean error {MARGINS['zmean']:g} posterior sd, |log sd ratio| {MARGINS['logsd']:g}")
+               f"|log sd ratio| {MARGINS['logsd']:g}")
     lines = ["## Verdicts", "", method_statement(margin=margins) + " Two families, each corrected on its own: the "
-             "parts against SGD and the whole network, and the last layer against its exact reference.", ""]
+             "parts against SGD and the whole network, and the last layer against its exact reference; over the "
+             "report, each kind of claim then errs with probability at most 10 % (all together at most 20 %).", ""]
     for title, family, names in (("Against SGD and the whole network", accuracy, accuracy_names),
                                  ("The last layer against its exact conditional posterior", checks, check_names)):
         if not family:
