@@ -39,7 +39,8 @@ def test_the_study_refuses_a_missing_reference_before_any_group_runs(tmp_path, m
 
 def test_the_network_group_scores_mode_weights_against_the_reference_and_has_no_w2(monkeypatch):
     monkeypatch.setattr(study.barriers, "barrier_table", lambda name, *rest: pd.DataFrame(
-        [{"target": name, "from": 0, "to": 1, "barrier": 10.0}]))            # the string method takes 30 s
+        [{"target": name, "from": 0, "to": 1, "energy_from": 0.0, "path_max": 10.0, "barrier": 10.0}]))  # the string
+    # method takes 30 s; the energies set the contour methods' partitions (none of them runs here)
     protocol = replace(study.SMOKE, targets=("network",), seeds=(1000, 1001), network_budgets=(400,),
                        methods=("SGLD", "cSGLD"))
     tables = study.run_group(("network",), study.protocol_of(("network",), protocol), log=lambda line: None)
