@@ -118,9 +118,11 @@ def test_the_report_counts_the_pretraining_and_is_written_again_from_its_csvs(tm
     assert "it is 100 of SGD pretraining and 100 of its own" in written and "against the whole network's 100" in written
     assert "0.60x to 0.65x the whole network's per seed" in written
     assert "The exact reference" in written and "T = 0.2" in written and "margin 0.001" in written
-    assert "12 comparisons" not in written  # two families: 8 against the baselines, 4 against the reference
-    assert "The last layer against its exact conditional posterior: 4 comparisons" in written
-    # the weights' mean error has no verdict (a point near the mode beats any 12 exact draws there)
+    assert "11 comparisons" not in written  # two families: 8 against the baselines, 3 against the reference
+    assert "The last layer against its exact conditional posterior: 3 comparisons" in written
+    # the weights' mean error and the TV against exact draws have no verdict (a point near the mode beats any 12
+    # exact draws on both)
     assert "mean error in posterior sd: csg" not in written and "Seeds checked: 0, 1, 2" in written
+    assert "TV to the exact posterior's: csg's members against as many exact draws" not in written
     (tmp_path / MARKDOWN).unlink()
     assert rewrite(tmp_path).read_text() == written
