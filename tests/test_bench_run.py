@@ -26,3 +26,20 @@ def test_the_benchmark_runs_every_command_and_reports_them_side_by_side(tmp_path
     assert "a dry run, not the default" in text and "| 1 | " in text
     ratio = rows.loc["csg"].wall_s / rows.loc["plain loop"].wall_s
     assert f"{ratio:.3f}" in text
+
+
+def test_the_plain_loop_reads_the_digits_csg_trains_on():
+    """The plain loop's split is csg.data.mnist's written out again (it imports nothing of csg): the same digits."""
+    import importlib.util
+
+    from csg.data.mnist import mnist5k
+
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "scripts" / "bench_run.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    splits = mnist5k()
+    x_train, y_train, x_test, y_test = bench.mnist5k_arrays()
+    assert (x_train.reshape(-1, 1, 28, 28) == splits.train.tensors[0].numpy()).all()
+    assert (y_train == splits.train.tensors[1].numpy()).all()
+    assert (x_test.reshape(-1, 1, 28, 28) == splits.test.tensors[0].numpy()).all()
+    assert (y_test == splits.test.tensors[1].numpy()).all()

@@ -170,16 +170,16 @@ def run_accuracy_multimodal(job: Job) -> list[str]:
     from csg.studies.accuracy.multimodal.merge import merged
 
     protocol = study.PROTOCOLS[job.scale]
+    merge_means = "true (the methods' rows replace theirs in the CSVs in --out) or false"
     allowed = [m.replace(" ", "") for m in protocol.methods]
     options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
                                     "methods": f"comma-separated subset of {','.join(allowed)}",
-                                    "merge": "true (the methods' rows replace theirs in the CSVs in --out) or false"})
+                                    "merge": merge_means})
     if "targets" in options:
         protocol = replace(protocol, targets=_names(options["targets"], list(TARGETS), "targets"))
     merge = options.get("merge", "false").lower()
     if merge not in ("true", "false"):
-        raise ConfigError("merge", options["merge"], "true (the methods' rows replace theirs in the CSVs in --out) "
-                          "or false")
+        raise ConfigError("merge", options["merge"], merge_means)
     if "methods" in options:
         names = _names(options["methods"].replace(" ", ""), allowed, "methods")
         protocol = replace(protocol, methods=tuple(m for m in protocol.methods if m.replace(" ", "") in names))
