@@ -1,8 +1,12 @@
 #!/usr/bin/env python
 """Evaluate the samples of a finished train.py run again, without training.
 
-    python scripts/evaluate_run.py RUN_DIR [--trust-code] [--partial] [KEY=VALUE ...]
+    python scripts/evaluate_run.py RUN_DIR [--trust-code] [--partial] [--reference FILE] [KEY=VALUE ...]
     python scripts/evaluate_run.py runs/2026-11-22/10-00-00_csghmc_mnist5k_seed0 evaluation.cycle_weights=harmonic
+
+--reference FILE (= evaluation.reference=FILE): score the ensemble's predictive against a reference posterior's
+(a .npz of test_probs, test_labels and optionally ood_probs, as make reference-network writes): top-1 agreement
+and total variation, in the printed table and in the written file's "reference".
 
 Overrides are key=value pairs applied to the run's saved config (RUN_DIR/.hydra/config.yaml). Only what
 changes how the samples are evaluated may be overridden, and only keys the saved config has:
@@ -39,6 +43,23 @@ from csg.launch.cli import run_or_exit  # noqa: E402
 from csg.errors import ConfigError  # noqa: E402
 
 
+def _reference_flag(words: list[str]) -> list[str]:
+    """``--reference FILE`` (or ``--reference=FILE``) as the override ``evaluation.reference=FILE``."""
+    out, index = [], 0
+    while index < len(words):
+        word = words[index]
+        if word == "--reference" or word.startswith("--reference="):
+            value = word.partition("=")[2] if "=" in word else (words[index + 1] if index + 1 < len(words) else "")
+            if not value or value.startswith("-"):
+                raise ConfigError("--reference", value or None, "the path of a reference .npz file: --reference FILE")
+            out.append(f"evaluation.reference={value}")
+            index += 1 if "=" in word else 2
+            continue
+        out.append(word)
+        index += 1
+    return out
+
+
 def main(argv: list[str]) -> None:
     if argv and argv[0] in {"-h", "--help"}:
         print(__doc__)
@@ -49,14 +70,15 @@ def main(argv: list[str]) -> None:
 
         trust_code, partial = "--trust-code" in argv, "--partial" in argv
         words = [arg for arg in argv if arg not in ("--trust-code", "--partial")]
+        words = _reference_flag(words)
         if not words:
             raise ConfigError("run_dir", None, "a run directory of train.py: python scripts/evaluate_run.py RUN_DIR "
                               "[--trust-code] [KEY=VALUE ...] (--help)")
         options = [arg for arg in words if arg.startswith("-")]
         if options:
             name, _, value = options[0].partition("=")
-            raise ConfigError(name, value or True, "no option but --help, --trust-code and --partial: RUN_DIR "
-                              "[--trust-code] [--partial] [KEY=VALUE ...]")
+            raise ConfigError(name, value or True, "no option but --help, --trust-code, --partial and --reference: "
+                              "RUN_DIR [--trust-code] [--partial] [--reference FILE] [KEY=VALUE ...]")
         return format_metrics(evaluate_run(words[0], words[1:], trust_code=trust_code, partial=partial))
 
     print(run_or_exit(evaluate))

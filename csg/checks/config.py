@@ -205,9 +205,17 @@ def check_logger(cfg: DictConfig) -> None:
 
 
 def check_evaluation(cfg: DictConfig) -> None:
-    """``evaluation``: the cycle weights and the calibration bins."""
+    """``evaluation``: the cycle weights, the calibration bins and a reference predictive's file (read and checked
+    here, before any training: :func:`csg.evaluation.reference_predictive.load_reference`)."""
     one_of(cfg, "evaluation.cycle_weights", CYCLE_WEIGHTS)
     positive_int(cfg, "evaluation.ece_bins")
+    reference = cfg.evaluation.get("reference")
+    if reference is not None:
+        if not isinstance(reference, str) or not reference:
+            raise ConfigError("evaluation.reference", reference, "null or the path of a reference .npz file")
+        from csg.evaluation.reference_predictive import load_reference
+
+        load_reference(reference)
 
 
 def check_trace(cfg: DictConfig) -> None:

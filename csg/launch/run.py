@@ -119,6 +119,10 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     prepared = [prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming)
                 for chain in layout.local_chains()]
     ood_loader, ood_source = build_ood_loader(cfg, prepared[0].data, layout)  # bad OOD input: before training
+    if cfg.evaluation.get("reference") is not None:  # a reference made on other inputs: before training
+        from csg.evaluation.reference_predictive import check_run_reference
+
+        check_run_reference(str(cfg.evaluation.reference), prepared[0].data.test, prepared[0].data.num_test)
     method = _stack_chains(cfg, prepared, layout, precision)
     directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
     signals.phase = STARTING

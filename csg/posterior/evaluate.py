@@ -131,6 +131,12 @@ def evaluate_store(
         from csg.evaluation.diagnostics import chain_diagnostics
 
         metrics["diagnostics"] = chain_diagnostics(result.log_likelihoods, chains, result.predicted).to_dict()
+    if cfg.evaluation.get("reference") is not None:  # checked when the config was; the labels here
+        from csg.evaluation.reference_predictive import load_reference, score_predictive
+
+        reference = load_reference(str(cfg.evaluation.reference))
+        reference.check_labels(result.targets)
+        metrics["reference"] = score_predictive(result.probs, reference, result.ood_probs)
     if result.ood is not None:
         from csg.evaluation.ood import entropy_grid
 
@@ -308,6 +314,11 @@ def format_metrics(metrics: dict[str, Any]) -> str:
                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
     if "diagnostics" in metrics:
         rows.append(f"chains: {metrics['diagnostics']['reading']}")
+    if "reference" in metrics:
+        scores = metrics["reference"]
+        rows.append(f"against the reference {Path(scores['file']).name}: " + "; ".join(
+            f"{where} agreement {scores[where]['agreement']:.4f}, total variation {scores[where]['total_variation']:.4f}"
+            for where in ("test", "ood") if where in scores))
     title = f"{metrics['method']} on {metrics['data']} ({metrics['model']}), seed {metrics['seed']}"
     if "partial" in metrics:  # evaluate_run(partial=True) of a run that has not finished
         partial = metrics["partial"]

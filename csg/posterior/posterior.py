@@ -290,7 +290,8 @@ class Posterior:
         return CheckedPairs(repeatable(loader), self._inputs, self.num_classes, type(loader).__name__)
 
     # --------------------------------------------------------------------------------------------- evaluation
-    def evaluate(self, loader: Iterable | None = None, ood_loader: Iterable | bool | None = None) -> dict[str, float]:
+    def evaluate(self, loader: Iterable | None = None, ood_loader: Iterable | bool | None = None,
+                 reference=None) -> dict[str, float]:
         """Metrics of the model average, key by key (lower is better for the first four):
 
         - ``test_error_pct``: 100 x the share of examples whose most probable class is wrong;
@@ -304,7 +305,9 @@ class Posterior:
           (:meth:`uncertainty`);
         - with an OOD set: ``ood_auroc`` (the predictive entropy as a detector of the OOD inputs),
           ``ood_entropy_mean``, ``ood_mutual_information`` (means over the OOD inputs) and ``ood_brier``
-          (:func:`csg.evaluation.ood.ood_metrics`).
+          (:func:`csg.evaluation.ood.ood_metrics`);
+        - with ``reference`` (a reference predictive's .npz, or one loaded): ``reference_agreement``, ``reference_tv``
+          (and ``ood_reference_*``) against it (:func:`csg.evaluation.reference_predictive.score_result`).
 
         Without ``loader``: on the run's own test set, with its config (``evaluation.ece_bins``, precision,
         loader), and on its OOD set if it has one (``ood=...``): the numbers of ``metrics.json``'s ``ensemble``
@@ -334,6 +337,9 @@ class Posterior:
         if result.ood is not None:
             metrics.update(ood_auroc=result.ood["auroc"], ood_entropy_mean=result.ood["entropy_mean"],
                            ood_mutual_information=result.ood["mutual_information"], ood_brier=result.ood["brier_ood"])
+        if reference is not None:
+            from csg.evaluation.reference_predictive import score_result
+            metrics.update(score_result(result, reference))
         return metrics
 
     def _run_ood_loader(self):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from csg.checks import config as checks
 from csg.engine.samples import SampleStore
@@ -111,6 +111,9 @@ def _unreadable_yaml(error: Exception) -> str:
 def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     """``cfg`` with the re-evaluation's ``key=value`` overrides; a :class:`ConfigError` for any other key."""
     cfg = copy.deepcopy(cfg)
+    if "evaluation" in cfg and "reference" not in cfg.evaluation:  # a run saved before csg had the key
+        with open_dict(cfg):
+            cfg.evaluation.reference = None
     choices = [item for item in overrides if item.partition("=")[0].strip() == "ood"]
     for item in choices + [item for item in overrides if item not in choices]:  # ood=<name> before ood.* keys
         key, sep, text = item.partition("=")

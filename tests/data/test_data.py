@@ -27,6 +27,20 @@ def test_mnist5k_is_a_fixed_stratified_split():
     assert abs(pixels.mean().item()) < 0.1 and abs(pixels.std().item() - 1.0) < 0.1
 
 
+def test_mnist5k_keeps_a_fixed_share_of_its_training_digits():
+    """data.train_per_class: the first k training digits of every class, the same test set; bad values refused."""
+    whole = build_data("mnist5k", batch_size=64)
+    small = build_data("mnist5k", batch_size=64, train_per_class=20)
+    labels = torch.cat([y for _, y in small.train_eval])
+    assert small.num_train == 200 and torch.equal(torch.bincount(labels), torch.full((10,), 20))
+    assert torch.equal(torch.cat([x for x, _ in small.test]), torch.cat([x for x, _ in whole.test]))
+    images = {tuple(x.flatten().tolist()) for x, _ in ((x, None) for batch, _ in whole.train_eval for x in batch)}
+    assert all(tuple(x.flatten().tolist()) in images for batch, _ in small.train_eval for x in batch)
+    for bad in (0, 401, 2.5, True):
+        with pytest.raises(ConfigError, match="data.train_per_class"):
+            build_data("mnist5k", batch_size=64, train_per_class=bad)
+
+
 def test_training_order_follows_the_seed():
     def first_labels(seed):
         data = build_data("mnist5k", batch_size=64, seed=seed)

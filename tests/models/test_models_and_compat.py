@@ -21,6 +21,20 @@ def test_mlp_shape_and_parameter_count():
     assert narrow(torch.zeros(2, 5)).shape == (2, 4)
 
 
+def test_mlp_pool_averages_the_image_first():
+    model = create_model("mlp", num_classes=10, input_shape=(1, 28, 28), hidden=[8], pool=4)
+    assert sum(p.numel() for p in model.parameters()) == 49 * 8 + 8 + 8 * 10 + 10
+    x = torch.randn(2, 1, 28, 28)
+    pooled = x.reshape(2, 1, 7, 4, 7, 4).mean((3, 5)).flatten(1)
+    layers = list(model)[2:]  # after AvgPool2d and Flatten
+    assert torch.allclose(model(x), torch.nn.Sequential(*layers)(pooled), atol=1e-6)
+    for bad in (0, 3, 2.0):
+        with pytest.raises(ConfigError, match="model.pool"):
+            create_model("mlp", num_classes=10, input_shape=(1, 28, 28), pool=bad)
+    with pytest.raises(ConfigError, match="model.pool"):
+        create_model("mlp", num_classes=2, input_shape=(5,), pool=2)
+
+
 def test_unknown_model():
     with pytest.raises(ConfigError, match="mlp"):
         create_model("vit_giant", num_classes=10)
