@@ -24,6 +24,12 @@ log = logging.getLogger(__name__)
 def extract_member(package: str, member: str, target: Path, timeout: float = 120.0) -> bool:
     """``member`` (a path inside the package, e.g. ``usr/lib/R/site-library/cba/data/Mushroom.rda``) written to
     ``target``. False, with a warning, where apt-get or dpkg-deb is missing or the download fails."""
+    return extract_members(package, {member: target}, timeout)
+
+
+def extract_members(package: str, members: dict[str, Path], timeout: float = 120.0) -> bool:
+    """Each ``member`` of the package written to its target, from one download; all of them or none (nothing is
+    written unless every member was read). False, with a warning, as :func:`extract_member`."""
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
         return False
     with tempfile.TemporaryDirectory() as scratch:
@@ -34,10 +40,12 @@ def extract_member(package: str, member: str, target: Path, timeout: float = 120
             content = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], check=True, capture_output=True,
                                      timeout=timeout).stdout
             with tarfile.open(fileobj=io.BytesIO(content)) as archive:
-                data = archive.extractfile(f"./{member.lstrip('/')}").read()
-        except (OSError, subprocess.SubprocessError, StopIteration, KeyError, tarfile.TarError) as error:
+                data = {member: archive.extractfile(f"./{member.lstrip('/')}").read() for member in members}
+        except (OSError, subprocess.SubprocessError, StopIteration, KeyError, AttributeError, tarfile.TarError) as error:
             log.warning("Debian package %s: %s", package, str(error).splitlines()[0] if str(error) else type(error).__name__)
             return False
-    with atomic_open(target) as handle:
-        handle.write(data)
+    for member, target in members.items():
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(target) as handle:
+            handle.write(data[member])
     return True

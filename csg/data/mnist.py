@@ -3,8 +3,10 @@
 Full MNIST and Fashion-MNIST are read by the project's own reader of the
 standard idx files, plain or gzipped (``train-images-idx3-ubyte[.gz]``, ...),
 from ``root/MNIST/raw/`` (``root/FashionMNIST/raw/``: torchvision's layout) or
-from ``root`` itself (Debian's ``/usr/share/datasets/fashion-mnist``). With
-``download=true`` torchvision fetches them from its mirrors, MD5-checked.
+from ``root`` itself, or, for Fashion-MNIST, from Debian's ``/usr/share/datasets/fashion-mnist``. With
+``download=true`` torchvision fetches them from its mirrors, MD5-checked; where those cannot be reached,
+Fashion-MNIST comes out of its Debian package (``dataset-fashion-mnist``, through ``apt-get download``: a
+package mirror is enough) into ``root/FashionMNIST/raw/``.
 Images stay uint8 (N, 1, 28, 28) and are standardised with the MNIST mean
 and standard deviation on the way to the model.
 """
@@ -59,10 +61,28 @@ def _find(folders: list[Path], stem: str) -> Path | None:
     return None
 
 
+# where a package mirror is the only network: the Debian package that ships a data set's idx files, and their folder
+DEBIAN_PACKAGES = {"FashionMNIST": ("dataset-fashion-mnist", "usr/share/datasets/fashion-mnist")}
+INSTALLED_ROOT = Path("/")  # where an installed package's folder is looked for
+
+
+def _from_debian(subfolder: str, folder: Path) -> bool:
+    """The data set's four gzipped idx files out of its Debian package into ``folder`` (one download, all or none)."""
+    if subfolder not in DEBIAN_PACKAGES:
+        return False
+    from csg.data.debian import extract_members
+
+    package, inside = DEBIAN_PACKAGES[subfolder]
+    return extract_members(package, {f"{inside}/{stem}.gz": folder / f"{stem}.gz" for stem in FILES.values()})
+
+
 def load_idx_split(root: str, subfolder: str, download: bool, torchvision_name: str, title: str) -> tuple[dict, str]:
-    """The four idx arrays of an MNIST-format data set; downloads through torchvision if asked."""
+    """The four idx arrays of an MNIST-format data set; downloads through torchvision if asked (offline: a Debian
+    package where one ships the data set, :data:`DEBIAN_PACKAGES`)."""
     root_path = Path(root).expanduser()
     folders = [root_path / subfolder / "raw", root_path]
+    if subfolder in DEBIAN_PACKAGES:  # installed from Debian (apt-get install dataset-fashion-mnist)
+        folders.append(INSTALLED_ROOT / DEBIAN_PACKAGES[subfolder][1])
     paths = {key: _find(folders, stem) for key, stem in FILES.items()}
     if None in paths.values() and download:
         from csg._torchvision_compat import ensure_torchvision
@@ -70,11 +90,12 @@ def load_idx_split(root: str, subfolder: str, download: bool, torchvision_name: 
         try:
             getattr(ensure_torchvision().datasets, torchvision_name)(str(root_path), train=True, download=True)
         except Exception as error:  # noqa: BLE001  (offline: URLError and RuntimeError from the mirrors)
-            raise DataNotFoundError(
-                "data.root", str(root),
-                f"{title} download failed ({str(error).splitlines()[0] if str(error) else type(error).__name__}); "
-                f"put {', '.join(FILES.values())} (.gz allowed) in {folders[0]}",
-            ) from None
+            if not _from_debian(subfolder, folders[0]):
+                raise DataNotFoundError(
+                    "data.root", str(root),
+                    f"{title} download failed ({str(error).splitlines()[0] if str(error) else type(error).__name__}); "
+                    f"put {', '.join(FILES.values())} (.gz allowed) in {folders[0]}",
+                ) from None
         paths = {key: _find(folders, stem) for key, stem in FILES.items()}
     if None in paths.values():
         missing = ", ".join(stem for key, stem in FILES.items() if paths[key] is None)

@@ -66,6 +66,25 @@ def test_ece_is_torchmetrics_calibration_error(classes):
         assert classification_metrics(probs, targets)["ece"] == pytest.approx(theirs, abs=2e-6)
 
 
+def test_auroc_is_torchmetrics_auroc_with_and_without_ties():
+    """csg computes the OOD AUROC itself (importing torchmetrics costs every run with an OOD set seconds); it must
+    be torchmetrics' number: continuous scores, heavily tied ones (entropies of one-hot predictions are all 0), a
+    perfect and a reversed detector."""
+    from torchmetrics.functional.classification import binary_auroc as theirs
+
+    from csg.evaluation.ood import binary_auroc
+
+    generator = torch.Generator().manual_seed(0)
+    labels = (torch.rand(2000, generator=generator) < 0.3).long()
+    continuous = torch.randn(2000, generator=generator) + labels
+    tied = torch.randint(0, 4, (2000,), generator=generator).float() + (labels * torch.rand(2000, generator=generator) < 0.2)
+    for scores in (continuous, tied, torch.zeros(2000), labels.float(), -labels.float()):
+        assert binary_auroc(scores, labels) == pytest.approx(float(theirs(scores, labels)), abs=1e-6)
+    assert binary_auroc(labels.float(), labels) == 1.0 and binary_auroc(torch.zeros(2000), labels) == 0.5
+    with pytest.raises(ValueError, match="positives and negatives"):
+        binary_auroc(torch.rand(5), torch.zeros(5))
+
+
 class FixedProbs(torch.nn.Module):
     """Returns log-probabilities stored in a buffer (so a state_dict is a 'sample')."""
 

@@ -1,0 +1,131 @@
+"""``make reference-network``: the network's reference predictives written to ``results/benchmark/reference/``.
+
+One ``mnist_mlp_T<T>.npz`` per temperature (what ``evaluation.reference=`` reads), ``reference_network.json`` (the
+facts: settings, cost, convergence checks) and ``reference_network.md`` (the same, to read), every file written
+atomically; a temperature whose chains fail a check writes nothing of its own and is reported as refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from csg.errors import ConfigError
+from csg.io.atomic import atomic_open, atomic_write_text
+
+__all__ = ["npz_name", "report", "run_reference_network"]
+
+JSON, REPORT = "reference_network.json", "reference_network.md"
+
+
+def npz_name(temperature: float) -> str:
+    return f"mnist_mlp_T{temperature:g}.npz"
+
+
+def _options(job) -> dict:
+    from csg.studies.benchmark.reference import TEMPERATURES, NetworkNuts
+    from csg.studies.experiments.in_process import checked_options
+
+    options = checked_options(job, {"temperatures": f"comma-separated, default {','.join(map(str, TEMPERATURES))}",
+                                    "chains": "NUTS chains (>= 2)", "warmup": "NUTS warm-up iterations per chain",
+                                    "samples": "NUTS draws per chain", "max_tree_depth": "NUTS tree depth",
+                                    "workers": "processes running chains", "ood.root": "Fashion-MNIST's folder"})
+    numbers = {}
+    for key, low in (("chains", 2), ("warmup", 1), ("samples", 4), ("max_tree_depth", 1), ("workers", 1)):
+        if key in options:
+            if not options[key].isdigit() or int(options[key]) < low:
+                raise ConfigError(key, options[key], f"a whole number >= {low}")
+            numbers[key] = int(options[key])
+    try:
+        temperatures = tuple(float(t) for t in options.get("temperatures", ",".join(map(str, TEMPERATURES))).split(","))
+    except ValueError:
+        raise ConfigError("temperatures", options["temperatures"], "comma-separated numbers > 0") from None
+    if not all(t > 0 for t in temperatures):
+        raise ConfigError("temperatures", options["temperatures"], "comma-separated numbers > 0")
+    overrides = (f"ood.root={options['ood.root']}",) if "ood.root" in options else ()
+    return {"settings": NetworkNuts(**numbers), "temperatures": temperatures, "overrides": overrides}
+
+
+def run_reference_network(job) -> list[str]:
+    from csg.studies.accuracy.reference import ReferenceRejected
+    from csg.studies.benchmark.reference import build
+
+    options = _options(job)
+    out = job.out / "reference"
+    path = out / JSON
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    lines, refused = [], []
+    for temperature in options["temperatures"]:
+        try:
+            arrays, facts = build(temperature, options["settings"], options["overrides"],
+                                  log=lambda line: print(line, flush=True))
+        except ReferenceRejected as error:
+            refused.append(str(error))
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_open(out / npz_name(temperature)) as handle:
+            np.savez_compressed(handle, **arrays)
+        facts["file"] = npz_name(temperature)
+        previous[f"{temperature:g}"] = facts
+        atomic_write_text(path, json.dumps(previous, indent=1) + "\n")
+        lines.append(f"reference-network: wrote {out / npz_name(temperature)} ({facts['seconds']:.0f} s)")
+    if len(refused) < len(options["temperatures"]):
+        atomic_write_text(out / REPORT, report(previous))
+        lines.append(f"reference-network: wrote {out / REPORT}")
+    if refused:  # the accepted temperatures are written; the command fails, naming what was not
+        for line in lines:
+            print(line, flush=True)
+        raise ReferenceRejected(" | ".join(refused))
+    return lines
+
+
+def report(references: dict) -> str:
+    """reference_network.md from the JSON's facts (one entry per temperature)."""
+    rows = []
+    for key in sorted(references, key=float, reverse=True):
+        f = references[key]
+        c, s = f["checks"], f["settings"]
+        ood = c.get("rhat_ood", {})
+        rows.append(
+            f"| {float(key):g} | {f['file']} | {s['chains']} x ({s['warmup']} + {s['samples']}) | "
+            f"{f['gradient_evaluations_sampling'] / (s['chains'] * s['samples']):.0f} | "
+            f"{sum(ch['divergences'] for ch in f['chains'])} | {f['seconds']:.0f} | "
+            f"{c['rhat_test']['median']:.4f} / {c['rhat_test']['q99']:.4f} / {c['rhat_test']['max']:.4f} | "
+            f"{c['rhat_test']['share_at_most_1.01']:.4f} | "
+            + (f"{ood['q99']:.4f} / {ood['max']:.4f} / {ood['share_at_most_1.01']:.4f} | " if ood else "- | ")
+            + f"{c['halves']['total_variation']:.4f} / {c['halves']['agreement']:.3f} | "
+            f"{max(c['chains_tv_to_pooled']):.4f} | {f['test_error_pct']:.1f} | {f['test_nll']:.4f} |")
+    first = references[sorted(references, key=float)[0]]
+    from csg.studies.benchmark.reference import HALVES_TV_MAX, OOD_CHECKED, RHAT_MAX, RHAT_SHARE, RHAT_WORST
+
+    return "\n".join([
+        "# The posterior benchmark's reference: NUTS on a real network",
+        "",
+        f"`make reference-network` (csg/studies/benchmark/reference.py). The posterior that `python train.py "
+        f"experiment=posterior_benchmark sampler.temperature=T` targets: {first['num_data']} shipped MNIST digits "
+        f"(100 per class), averaged to 7 x 7, an MLP 49-32-10 ({first['dimension']} weights), U = the training "
+        f"set's summed negative log-likelihood + (N wd / 2) |theta|^2 with wd = {first['weight_decay']:g} (prior "
+        f"precision {first['prior_precision']:g}, divided by T in the target exp(-U / T)); full-batch NUTS (NumPyro), "
+        "each chain from its own random start (weights N(0, 0.1^2)), one chain per process, float64 chains with "
+        f"float32 matrix products. Scored on the {first['num_test']} test digits and the {first['num_ood']} "
+        f"{first['ood']} test images (OOD).",
+        "",
+        f"Accepted only where, across the chains, the rank-normalised split R-hat of the test inputs' class "
+        f"probabilities is at most {RHAT_MAX} for at least {RHAT_SHARE:.0%} of them and at most {RHAT_WORST} for "
+        f"all (the same on the first {OOD_CHECKED} OOD inputs), and the predictive of the draws' first halves is within "
+        f"{HALVES_TV_MAX} in mean total variation of their second halves' (the reference's own Monte Carlo error is "
+        "of that order: a method's distance below it is not resolved). Every row below passed.",
+        "",
+        "| T | file | chains x (warm-up + draws) | gradients per draw | divergences | seconds | test R-hat median / "
+        "99 % / max | test share <= 1.01 | OOD R-hat 99 % / max / share <= 1.01 | halves TV / agreement | a chain's "
+        "largest TV to the pooled | error % | NLL |",
+        "|---:|---|---|---:|---:|---:|---|---:|---|---|---:|---:|---:|",
+        *rows,
+        "",
+        "Seconds: wall time of the chains on this machine's processes (2 at a time); gradients per draw: NUTS's "
+        "leapfrog steps per kept draw, averaged (the warm-up's not counted). A method's score against these: "
+        "`evaluation.reference=results/benchmark/reference/<file>` (train.py), `scripts/evaluate_run.py RUN "
+        "--reference <file>`, `csg.Posterior.evaluate(reference=<file>)`.",
+        "",
+    ])

@@ -1,0 +1,111 @@
+"""make reference-network: the task read as train.py reads the preset, the JAX network equal to the torch one, the
+convergence checks on constructed draws, and the driver end to end at a tiny NUTS budget (refused by the checks:
+nothing written; accepted under loosened checks: a reference that a run of the preset is scored against)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from csg.studies.accuracy.reference import ReferenceRejected
+from csg.studies.benchmark import reference
+from csg.studies.benchmark.task import check_layout, load_task
+from tests.conftest import ROOT, train
+
+pytest.importorskip("numpyro")
+
+
+@pytest.fixture(scope="module")
+def fashion_root(tmp_path_factory) -> Path:
+    """Fashion-MNIST's four idx files, generated (12 training and 8 test images): the OOD set's real format."""
+    root = tmp_path_factory.mktemp("fashion")
+    raw = root / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    arrays = {"train-images-idx3-ubyte": rng.integers(0, 256, (12, 28, 28)), "train-labels-idx1-ubyte": np.arange(12) % 10,
+              "t10k-images-idx3-ubyte": rng.integers(0, 256, (8, 28, 28)), "t10k-labels-idx1-ubyte": np.arange(8)}
+    for name, array in arrays.items():
+        header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(">" + "I" * array.ndim, *array.shape)
+        (raw / f"{name}.gz").write_bytes(gzip.compress(header + array.astype(np.uint8).tobytes()))
+    return root
+
+
+def test_the_task_is_the_presets_posterior_and_the_networks_agree(fashion_root):
+    task, model = load_task(0.2, (f"ood.root={fashion_root}",))
+    assert (task.num_data, len(task.test_y), len(task.ood_x)) == (1000, 1000, 8)
+    assert task.train_x.shape == (1000, 49) and task.layers == ((32, 49), (10, 32)) and task.dimension == 1930
+    assert task.temperature == 0.2 and task.prior_precision == pytest.approx(1000 * 5e-4)
+    assert np.bincount(task.train_y).tolist() == [100] * 10
+    assert check_layout(task, model, np.random.default_rng(1)) < 1e-4
+
+
+def _draws(rng, chains, draws, shift=0.0):
+    logits = rng.standard_normal((1, 1, 50, 3)) * 2 + rng.standard_normal((chains, draws, 50, 3)) * 0.3
+    logits[0] += shift  # one chain elsewhere
+    p = np.exp(logits)
+    return p / p.sum(-1, keepdims=True)
+
+
+def test_convergence_accepts_agreeing_chains_and_names_what_fails():
+    rng = np.random.default_rng(0)
+    good = reference.convergence(_draws(rng, 4, 400), _draws(rng, 4, 400))
+    assert good["accepted"] and good["failed"] == [] and good["rhat_test"]["share_at_most_1.01"] >= 0.95
+    assert good["halves"]["total_variation"] < reference.HALVES_TV_MAX
+    stuck = reference.convergence(_draws(rng, 4, 400, shift=np.array([3.0, 0.0, -3.0])), None)
+    assert not stuck["accepted"] and "rhat_ood" not in stuck
+    assert any(reason.startswith("rhat_test") for reason in stuck["failed"])
+    assert max(stuck["chains_tv_to_pooled"]) > 0.1
+
+
+def _reproduce(out: Path, *options: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "reference-network", "--out",
+                           str(out), "chains=2", "warmup=20", "samples=20", "max_tree_depth=3", "workers=1",
+                           *options], capture_output=True, text=True, timeout=600, cwd=out.parent)
+
+
+def test_a_reference_that_fails_its_checks_writes_nothing(tmp_path, fashion_root):
+    done = _reproduce(tmp_path / "out", f"ood.root={fashion_root}", "temperatures=1")
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert done.returncode == 1 and len(lines) == 1 and "not accepted: rhat_test" in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()
+    bad = _reproduce(tmp_path / "out", "chains=1")
+    assert bad.returncode == 2 and "chains" in bad.stderr and "'1'" in bad.stderr
+
+
+def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root, monkeypatch):
+    """In-process with the checks loosened (a tiny budget cannot pass them): the files, and a run scored by them."""
+    from csg.studies.benchmark.run import run_reference_network
+    from csg.studies.experiments.job import Job
+
+    monkeypatch.setattr(reference, "RHAT_SHARE", 0.0)
+    monkeypatch.setattr(reference, "RHAT_WORST", np.inf)
+    monkeypatch.setattr(reference, "HALVES_TV_MAX", 1.0)
+    job = Job(target="reference-network", out=tmp_path / "out", out_given=True, scale="full", launcher="local",
+              seeds=None, report_only=False, runs=None, preset=None, add=(), stamp="now",
+              overrides=("chains=2", "warmup=20", "samples=20", "max_tree_depth=3", "workers=1", "temperatures=0.2",
+                         f"ood.root={fashion_root}"))
+    lines = run_reference_network(job)
+    folder = tmp_path / "out" / "reference"
+    assert any("mnist_mlp_T0.2.npz" in line for line in lines)
+    with np.load(folder / "mnist_mlp_T0.2.npz", allow_pickle=False) as archive:
+        assert archive["test_probs"].shape == (1000, 10) and archive["ood_probs"].shape == (8, 10)
+        assert np.allclose(archive["test_probs"].sum(1), 1, atol=1e-5)
+    facts = json.loads((folder / "reference_network.json").read_text())["0.2"]
+    assert facts["settings"]["samples"] == 20 and facts["gradient_evaluations_sampling"] > 0
+    assert "| 0.2 | mnist_mlp_T0.2.npz | 2 x (20 + 20) |" in (folder / "reference_network.md").read_text()
+    run = tmp_path / "run"
+    process = train(["experiment=posterior_benchmark", "trainer.epochs=8", "sampler.cycles=2",
+                     "sampler.samples_per_cycle=1", f"ood.root={fashion_root}", "logger=none",
+                     f"evaluation.reference={folder / 'mnist_mlp_T0.2.npz'}"], run, tmp_path)
+    assert process.returncode == 0, process.stderr
+    scores = json.loads((run / "metrics.json").read_text())["reference"]
+    assert 0 < scores["test"]["agreement"] <= 1 and 0 <= scores["test"]["total_variation"] < 1
+    assert set(scores["ood"]) == {"agreement", "total_variation"}
