@@ -80,9 +80,10 @@ class Grids:
     cycle_lattice: tuple[int, ...] = (2, 10, 50, 250, 1250, 5000, 20000, 80000, 320000)
     rounds: int = 12
     resgld: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 3))     # reSGLD's h
-    # CSGLD's and ICSGLD x4's h: from 1/4096. Full runs of 2026-11-27 were refused by the edge check twice: from
-    # 1/256, barrier12 CSGLD at 80k chose 1/256; from 1/1024, barrier12 ICSGLD x4 at 80k chose 1/1024 (their
-    # weighted estimates are biased at large steps, and a chain that barely moves keeps its start's mode)
+    # CSGLD's and ICSGLD x4's h: from 1/4096. Full runs of 2026-11-27 were refused by the edge check each time:
+    # from 1/256, barrier12 CSGLD at 80k chose 1/256; from 1/1024, barrier12 ICSGLD x4 at 80k chose 1/1024; from
+    # 1/4096, barrier16 ICSGLD x4 at 80k chose 1/4096 (their weighted estimates are biased at large steps, and a
+    # chain that barely moves keeps its start's mode: the score improves towards h -> 0, the start distribution)
     contour: tuple[float, ...] = field(default_factory=lambda: _powers(-12, 3))
     temperatures: tuple[float, ...] = (3.0, 8.0)   # reSGLD's T_high: about the paper's top rung 5, and higher
     zetas: tuple[float, ...] = (0.75, 4.0)               # zeta: the paper's 0.75, and a faster-flattening 4
