@@ -1,6 +1,7 @@
-"""make reference-network: the task read as train.py reads the preset, the JAX network equal to the torch one, the
-convergence checks on constructed draws, and the driver end to end at a tiny NUTS budget (refused by the checks:
-nothing written; accepted under loosened checks: a reference that a run of the preset is scored against)."""
+"""The posterior benchmark. make reference-network: the task read as train.py reads the preset, the JAX network
+equal to the torch one, the convergence checks on constructed draws, and the driver end to end at a tiny NUTS budget
+(refused by the checks: nothing written; accepted under loosened checks: a reference that a run of the preset is
+scored against). The contenders: every one a valid train.py command at every budget, paying for all its chains."""
 
 from __future__ import annotations
 
@@ -109,3 +110,39 @@ def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root
     scores = json.loads((run / "metrics.json").read_text())["reference"]
     assert 0 < scores["test"]["agreement"] <= 1 and 0 <= scores["test"]["total_variation"] < 1
     assert set(scores["ood"]) == {"agreement", "total_variation"}
+
+
+def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_chains(fashion_root):
+    from csg.checks import check_train_command
+    from csg.paths import CONFIGS
+    from csg.studies.benchmark.contenders import BUDGETS, CONTENDERS, overrides
+
+    for name, contender in CONTENDERS.items():
+        for budget in BUDGETS.values():
+            words = overrides(name, budget, 3, 0.2, extra=(f"ood.root={fashion_root}",))
+            assert check_train_command(words, CONFIGS) is None, (name, budget)
+            value = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in words}
+            assert int(value["trainer.epochs"]) * contender.chains == budget and value["seed"] == "3"
+            assert int(value.get("sampler.chains", 1)) == contender.chains
+            if contender.temperature_follows:
+                assert value["sampler.temperature"] == "0.2"
+            else:  # its own: 0 for the optimisers and the noise-off control
+                assert value.get("sampler.temperature", "0") == "0"
+    assert "sampler.temperature=0" in overrides("Snapshot-SGDM", 200, 0, 0.2)  # the control: noise off
+    with pytest.raises(ValueError, match="does not split over 4 chains"):
+        overrides("cSGHMC x4", 42, 0, 0.2)
+
+
+def test_a_contender_runs_and_is_scored_against_a_reference(tmp_path, fashion_root):
+    """Two contenders at the smallest budget, in this process: rows with their members, cost and reference scores."""
+    from csg.studies.benchmark.contenders import run_contender
+
+    labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
+    flat = tmp_path / "flat.npz"
+    np.savez(flat, test_probs=np.full((1000, 10), 0.1), test_labels=labels, ood_probs=np.full((8, 10), 0.1))
+    rows = [run_contender(name, 40, 0, 0.2, tmp_path / name.replace(" ", "_"), reference=flat,
+                          extra=(f"ood.root={fashion_root}",)) for name in ("cSGHMC", "cSGHMC x4")]
+    for row in rows:
+        assert row["gradient_evaluations"] == 400 and row["members"] >= 2  # 40 epochs of 10 batches over all chains
+        assert 0 <= row["agreement"] <= 1 and 0 < row["tv"] < 1 and 0 < row["ood_tv"] < 1
+    assert rows[0]["temperature"] == 0.2 and rows[1]["members"] == 4 * 2  # 4 chains x 2 cycles x 1 sample
