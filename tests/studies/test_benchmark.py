@@ -6,6 +6,7 @@ scored against). The contenders: every one a valid train.py command at every bud
 from __future__ import annotations
 
 import gzip
+import math
 import json
 import struct
 from pathlib import Path
@@ -146,3 +147,46 @@ def test_a_contender_runs_and_is_scored_against_a_reference(tmp_path, fashion_ro
         assert row["gradient_evaluations"] == 400 and row["members"] >= 2  # 40 epochs of 10 batches over all chains
         assert 0 <= row["agreement"] <= 1 and 0 < row["tv"] < 1 and 0 < row["ood_tv"] < 1
     assert rows[0]["temperature"] == 0.2 and rows[1]["members"] == 4 * 2  # 4 chains x 2 cycles x 1 sample
+
+
+@pytest.mark.parametrize("curve, start, best, bracketed", [
+    ([5, 4, 3, 2, 3, 4], 0, 3, True),            # walks up to the minimum and brackets it
+    ([5, 4, 3, 2, 3, 4], 5, 3, True),            # and down
+    ([1, 2, 3, 4], 2, 0, False),                 # still falling at the grid's low end: an edge
+    ([4, 3, 2, 1], 1, 3, False),                 # and at its high end
+    ([3, 2, np.nan, np.inf], 1, 1, True),        # a diverged neighbour (NaN, inf) brackets from above
+    ([2, 2, 2], 1, 0, False),                    # ties: the smaller step, at the end
+])
+def test_the_step_search_brackets_the_best_or_says_it_could_not(curve, start, best, bracketed):
+    from csg.studies.benchmark.tuning import search
+
+    calls = []
+
+    def objective(index):
+        calls.append(index)
+        return curve[index]
+
+    found = search(objective, len(curve), start)
+    assert (found.best, found.bracketed, found.edge) == (best, bracketed, not bracketed)
+    assert len(calls) == len(set(calls))  # each step run once
+    assert all(abs(found.best - i) > 1 or i in found.scores for i in range(len(curve)))  # its neighbours ran
+
+
+def test_the_held_out_digits_are_disjoint_from_training_and_test_and_score_a_contender(tmp_path):
+    import torch
+
+    from csg.data import build_data
+    from csg.data.mnist import mnist5k_heldout
+    from csg.studies.benchmark.tuning import validation_batches, validation_nll
+
+    images, labels = mnist5k_heldout(100, 100)
+    assert images.shape == (3000, 1, 28, 28) and np.bincount(labels).tolist() == [300] * 10
+    data = build_data("mnist5k", batch_size=100, train_per_class=100)
+    seen = {bytes(x.numpy().tobytes()) for loader in (data.train_eval, data.test) for batch, _ in loader for x in batch}
+    held = validation_batches()
+    assert sum(len(y) for _, y in held) == 3000
+    assert not any(bytes(x.numpy().tobytes()) in seen for batch, _ in held for x in batch)
+    assert torch.allclose(held[0][0].mean(), torch.tensor(0.0), atol=0.2)  # normalised as the run's loaders
+    nll = validation_nll("cSGHMC", 40, 0.2, 0.1, tmp_path, seeds=(0,), batches=held[:1])
+    assert 0 < nll < math.log(10) + 1
+    assert validation_nll("SGLD", 40, 0.2, 1e6, tmp_path, seeds=(0,), batches=held[:1]) == math.inf  # diverges
