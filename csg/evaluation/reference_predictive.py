@@ -50,6 +50,8 @@ class ReferencePredictive:
     ood_probs: np.ndarray | None
     sha256: str
     path: str
+    temperature: float | None = None  # what the file says it is a reference of, where it says (csg's own do)
+    num_data: int | None = None
 
     def check_labels(self, labels: Any, key: str = "evaluation.reference") -> None:
         """Refuse (one line naming ``key``) unless ``labels`` are the reference's test labels, in its order."""
@@ -108,7 +110,14 @@ def load_reference(path: str | Path, key: str = "evaluation.reference") -> Refer
         ood = _checked("ood_probs", arrays["ood_probs"], shown, key)
         if ood.shape[1] != test.shape[1]:
             raise ConfigError(key, shown, f"an .npz whose ood_probs have test_probs' {test.shape[1]} classes")
-    return ReferencePredictive(test, labels.astype(np.int64), ood, hashlib.sha256(content).hexdigest(), shown)
+    facts = {}
+    for name, kind in (("temperature", float), ("num_data", int)):
+        if name in arrays:
+            value = arrays[name]
+            if value.shape != () or not np.issubdtype(value.dtype, np.number) or not np.isfinite(value):
+                raise ConfigError(key, shown, f"an .npz whose {name}, where given, is one finite number")
+            facts[name] = kind(value)
+    return ReferencePredictive(test, labels.astype(np.int64), ood, hashlib.sha256(content).hexdigest(), shown, **facts)
 
 
 def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs: Any = None) -> dict[str, Any]:
@@ -119,7 +128,8 @@ def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs:
         raise ConfigError("evaluation.reference", reference.path,
                           f"a reference shaped like the run's test predictive {tuple(test_probs.shape)}; it is "
                           f"{tuple(reference.test_probs.shape)}")
-    scores: dict[str, Any] = {"file": reference.path, "sha256": reference.sha256, "test": {
+    scores: dict[str, Any] = {"file": reference.path, "sha256": reference.sha256, "temperature": reference.temperature,
+                              "test": {
         "agreement": predictive_agreement(test_probs, reference.test_probs),
         "total_variation": predictive_total_variation(test_probs, reference.test_probs)}}
     if ood_probs is not None and reference.ood_probs is not None:
@@ -133,12 +143,16 @@ def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs:
     return scores
 
 
-def check_run_reference(path: str | None, test_loader: Any, num_test: int) -> None:
-    """Before training: a reference (``evaluation.reference``) made on this run's test set, in its order. The labels
-    come from the loader's tensors where it holds them (csg's in-memory sets), else from one pass over it."""
+def check_run_reference(path: str | None, test_loader: Any, num_test: int, num_train: int | None = None) -> None:
+    """Before training: a reference (``evaluation.reference``) made on this run's test set, in its order, and (where
+    the file records its training-set size) for a posterior of as many training examples. The labels come from the
+    loader's tensors where it holds them (csg's in-memory sets), else from one pass over it."""
     if path is None:
         return
     reference = load_reference(path)
+    if reference.num_data is not None and num_train is not None and reference.num_data != num_train:
+        raise ConfigError("evaluation.reference", reference.path, f"a reference of this run's posterior (it was made "
+                          f"on {reference.num_data} training examples, the run has {num_train})")
     if len(reference.test_labels) != num_test:
         raise ConfigError("evaluation.reference", reference.path, f"a reference made on the run's test set "
                           f"(its test set has {len(reference.test_labels)} inputs, the run's {num_test})")

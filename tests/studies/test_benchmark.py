@@ -46,6 +46,33 @@ def test_the_task_is_the_presets_posterior_and_the_networks_agree(fashion_root):
     assert check_layout(task, model, np.random.default_rng(1)) < 1e-4
 
 
+def test_the_potential_is_csgs_loss_over_t(fashion_root):
+    """U(theta) / T of the NUTS chains equals what csg's samplers target: the summed cross-entropy of the training
+    set plus (N wd / 2) |theta|^2, over T, at the torch model's own weights."""
+    import torch
+
+    from csg.studies.benchmark.task import flatten_state
+
+    for temperature in (1.0, 0.2):
+        task, model = load_task(temperature, (f"ood.root={fashion_root}",))
+        x = torch.from_numpy(task.train_x)
+        tail = torch.nn.Sequential(*[m for m in model if not isinstance(m, (torch.nn.AvgPool2d, torch.nn.Flatten))])
+        with torch.no_grad():
+            loss = torch.nn.functional.cross_entropy(tail(x).double(), torch.from_numpy(task.train_y), reduction="sum")
+            prior = 0.5 * task.num_data * task.weight_decay * sum((p.double() ** 2).sum() for p in model.parameters())
+        ours = float(reference.potential(task)(flatten_state(model)))
+        assert ours == pytest.approx(float((loss + prior) / temperature), rel=1e-6)
+
+
+def test_floors_shrink_with_members_and_vanish_for_identical_draws():
+    rng = np.random.default_rng(0)
+    probs = _draws(rng, 4, 100)
+    found = reference.floors(probs, sizes=(1, 5, 40), repeats=20)
+    assert found["1"]["total_variation"] > found["5"]["total_variation"] > found["40"]["total_variation"] > 0
+    same = np.broadcast_to(probs[:1, :1], probs.shape)  # every draw the same function
+    assert reference.floors(same, sizes=(1, 5), repeats=5)["1"]["total_variation"] < 1e-6
+
+
 def _draws(rng, chains, draws, shift=0.0):
     logits = rng.standard_normal((1, 1, 50, 3)) * 2 + rng.standard_normal((chains, draws, 50, 3)) * 0.3
     logits[0] += shift  # one chain elsewhere
@@ -77,7 +104,7 @@ def test_a_reference_that_fails_its_checks_writes_nothing(tmp_path, fashion_root
     done = _reproduce(tmp_path / "out", f"ood.root={fashion_root}", "temperatures=1")
     lines = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert done.returncode == 1 and len(lines) == 1 and "not accepted: rhat_test" in lines[0], done.stderr
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists()  # no draws either
     bad = _reproduce(tmp_path / "out", "chains=1")
     assert bad.returncode == 2 and "chains" in bad.stderr and "'1'" in bad.stderr
 
@@ -93,16 +120,20 @@ def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root
     job = Job(target="reference-network", out=tmp_path / "out", out_given=True, scale="full", launcher="local",
               seeds=None, report_only=False, runs=None, preset=None, add=(), stamp="now",
               overrides=("chains=2", "warmup=20", "samples=20", "max_tree_depth=3", "workers=1", "temperatures=0.2",
-                         f"ood.root={fashion_root}"))
+                         f"ood.root={fashion_root}", f"draws_dir={tmp_path / 'draws'}"))
     lines = run_reference_network(job)
     folder = tmp_path / "out" / "reference"
     assert any("mnist_mlp_T0.2.npz" in line for line in lines)
     with np.load(folder / "mnist_mlp_T0.2.npz", allow_pickle=False) as archive:
         assert archive["test_probs"].shape == (1000, 10) and archive["ood_probs"].shape == (8, 10)
         assert np.allclose(archive["test_probs"].sum(1), 1, atol=1e-5)
+        assert float(archive["temperature"]) == 0.2 and int(archive["num_data"]) == 1000
+    assert np.load(tmp_path / "draws" / "draws_T0.2.npy").shape == (2, 20, 1930)
     facts = json.loads((folder / "reference_network.json").read_text())["0.2"]
     assert facts["settings"]["samples"] == 20 and facts["gradient_evaluations_sampling"] > 0
-    assert "| 0.2 | mnist_mlp_T0.2.npz | 2 x (20 + 20) |" in (folder / "reference_network.md").read_text()
+    text = (folder / "reference_network.md").read_text()
+    assert "| 0.2 | mnist_mlp_T0.2.npz | 2 x (20 + 20) |" in text and "| T | S = 1 | S = 5 | S = 12 |" in text
+    assert facts["gradient_evaluations_warmup"] > 0 and 0 <= facts["chains"][0]["max_depth_share"] <= 1
     run = tmp_path / "run"
     process = train(["experiment=posterior_benchmark", "trainer.epochs=8", "sampler.cycles=2",
                      "sampler.samples_per_cycle=1", f"ood.root={fashion_root}", "logger=none",
@@ -110,7 +141,14 @@ def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root
     assert process.returncode == 0, process.stderr
     scores = json.loads((run / "metrics.json").read_text())["reference"]
     assert 0 < scores["test"]["agreement"] <= 1 and 0 <= scores["test"]["total_variation"] < 1
-    assert set(scores["ood"]) == {"agreement", "total_variation"}
+    assert set(scores["ood"]) == {"agreement", "total_variation"} and scores["temperature"] == 0.2
+    # a reference of another posterior (another training set) is refused before training
+    other = train(["experiment=posterior_benchmark", "data.train_per_class=50", "trainer.epochs=8", "sampler.cycles=2",
+                   "sampler.samples_per_cycle=1",
+                   f"ood.root={fashion_root}", "logger=none", f"evaluation.reference={folder / 'mnist_mlp_T0.2.npz'}"],
+                  tmp_path / "other", tmp_path)
+    assert other.returncode == 2 and "made on 1000 training examples, the run has 500" in other.stderr
+    assert not (tmp_path / "other" / "samples").exists()
 
 
 def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_chains(fashion_root):
