@@ -27,7 +27,7 @@ help:
 	@echo "make table4   cSG-MCMC Table 4, Figures 2 and 5 (25 Gaussians; CPU, under a minute)"
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression, and ESS against the step (CPU, ~10 CPU min)"
 	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
-	@echo "make reference-network  the posterior benchmark's reference: NUTS on an MLP 49-32-10 on 1000 real digits, T = 1 and 0.2: results/benchmark/reference/ (CPU, ~30 min on 2 cores)"
+	@echo "make reference-network  the posterior benchmark's reference: NUTS on an MLP 49-32-10 on 1000 real digits, T = 1 and 0.2: results/benchmark/reference/ (CPU, ~20 min on 2 cores)"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
 	@echo "make accuracy-multimodal [SCALE=smoke]  where do cycles pay? and the ICSGLD paper's reSGLD, CSGLD, ICSGLD x4: results/csgmcmc/accuracy_multimodal.md (CPU, ~25 min on 2 cores for the six SGLD/SGHMC methods, about an hour more for the ICSGLD paper's three; ARGS=\"methods=reSGLD,CSGLD,ICSGLDx4 merge=true\" runs only those and merges their rows into the CSVs; make reference-multimodal rebuilds the network's reference)"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"

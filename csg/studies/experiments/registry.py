@@ -296,7 +296,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            run_reference_multimodal),
     Target("reference-network", "the posterior benchmark's reference: full-batch NUTS on an MLP 49-32-10 on 1000 real "
            "digits at T = 1 and 0.2, its test and Fashion-MNIST predictives with their convergence checks (NumPyro: "
-           "the reference extra; CPU, ~30 min on 2 cores)", "benchmark", _reference_network),
+           "the reference extra; CPU, ~20 min on 2 cores)", "benchmark", _reference_network),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD, and the ICSGLD paper's reSGLD, CSGLD and "
            "ICSGLD x4, on mixtures whose barriers we control, tuned and judged on fresh seeds (CPU, ~25 min for the "
            "six SGLD / SGHMC methods, about an hour more for the ICSGLD paper's three on 2 busy cores; "
