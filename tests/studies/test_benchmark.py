@@ -5,10 +5,8 @@ scored against). The contenders: every one a valid train.py command at every bud
 
 from __future__ import annotations
 
-import gzip
-import math
 import json
-import struct
+import math
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ from csg.studies.accuracy.reference import ReferenceRejected
 from csg.studies.benchmark import reference
 from csg.studies.benchmark.task import check_layout, load_task
 from tests.conftest import ROOT, train
+from tests.formats import write_mnist
 
 pytest.importorskip("numpyro")
 
@@ -26,14 +25,7 @@ pytest.importorskip("numpyro")
 def fashion_root(tmp_path_factory) -> Path:
     """Fashion-MNIST's four idx files, generated (12 training and 8 test images): the OOD set's real format."""
     root = tmp_path_factory.mktemp("fashion")
-    raw = root / "FashionMNIST" / "raw"
-    raw.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    arrays = {"train-images-idx3-ubyte": rng.integers(0, 256, (12, 28, 28)), "train-labels-idx1-ubyte": np.arange(12) % 10,
-              "t10k-images-idx3-ubyte": rng.integers(0, 256, (8, 28, 28)), "t10k-labels-idx1-ubyte": np.arange(8)}
-    for name, array in arrays.items():
-        header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(">" + "I" * array.ndim, *array.shape)
-        (raw / f"{name}.gz").write_bytes(gzip.compress(header + array.astype(np.uint8).tobytes()))
+    write_mnist(root / "FashionMNIST" / "raw", train=12, test=8, gz=True)
     return root
 
 
