@@ -34,8 +34,8 @@ import numpy as np
 from csg.errors import ConfigError
 from csg.evaluation.posterior_distance import as_array, predictive_agreement, predictive_total_variation
 
-__all__ = ["MAX_BYTES", "ReferencePredictive", "check_run_reference", "load_reference", "score_predictive",
-           "score_result"]
+__all__ = ["MAX_BYTES", "ReferencePredictive", "check_run_reference", "flat_scores", "load_reference",
+           "score_predictive", "score_result"]
 
 MAX_BYTES = 512 * 2**20   # a CIFAR-10 test set's probabilities in float64 are 0.8 MB; 512 MB is far beyond any
 ROW_SUM_TOLERANCE = 1e-3  # float16 / float32 files: rows sum to 1 within this
@@ -57,7 +57,7 @@ class ReferencePredictive:
         """Refuse (one line naming ``key``) unless ``labels`` are the reference's test labels, in its order."""
         labels = np.asarray(as_array(labels), dtype=np.int64)
         if labels.shape != self.test_labels.shape or not np.array_equal(labels, self.test_labels):
-            mismatch = ("its test set has " + f"{len(self.test_labels)} inputs, the run's {len(labels)}"
+            mismatch = (f"its test set has {len(self.test_labels)} inputs, the run's {len(labels)}"
                         if labels.shape != self.test_labels.shape else
                         f"{int(np.sum(labels != self.test_labels))} of its {len(labels)} test labels differ from the run's")
             raise ConfigError(key, self.path, f"a reference made on the run's test set, in its order ({mismatch})")
@@ -120,12 +120,14 @@ def load_reference(path: str | Path, key: str = "evaluation.reference") -> Refer
     return ReferencePredictive(test, labels.astype(np.int64), ood, hashlib.sha256(content).hexdigest(), shown, **facts)
 
 
-def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs: Any = None) -> dict[str, Any]:
+def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs: Any = None,
+                     key: str = "evaluation.reference") -> dict[str, Any]:
     """Agreement and total variation of a predictive with the reference's, on the test inputs and (where both have
-    them) the OOD inputs: ``{"test": {"agreement", "total_variation"}, "ood": {...}, "file", "sha256"}``."""
+    them) the OOD inputs: ``{"test": {"agreement", "total_variation"}, "ood": {...}, "file", "sha256",
+    "temperature"}``; a predictive of another shape is a one-line error naming ``key``."""
     test_probs = as_array(test_probs)
     if test_probs.shape != reference.test_probs.shape:
-        raise ConfigError("evaluation.reference", reference.path,
+        raise ConfigError(key, reference.path,
                           f"a reference shaped like the run's test predictive {tuple(test_probs.shape)}; it is "
                           f"{tuple(reference.test_probs.shape)}")
     scores: dict[str, Any] = {"file": reference.path, "sha256": reference.sha256, "temperature": reference.temperature,
@@ -135,7 +137,7 @@ def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs:
     if ood_probs is not None and reference.ood_probs is not None:
         ood_probs = as_array(ood_probs)
         if ood_probs.shape != reference.ood_probs.shape:
-            raise ConfigError("evaluation.reference", reference.path,
+            raise ConfigError(key, reference.path,
                               f"a reference whose ood_probs are shaped like the run's OOD predictive "
                               f"{tuple(ood_probs.shape)}; they are {tuple(reference.ood_probs.shape)}")
         scores["ood"] = {"agreement": predictive_agreement(ood_probs, reference.ood_probs),
@@ -143,7 +145,7 @@ def score_predictive(test_probs: Any, reference: ReferencePredictive, ood_probs:
     return scores
 
 
-def check_run_reference(path: str | None, test_loader: Any, num_test: int, num_train: int | None = None) -> None:
+def check_run_reference(path: str | None, test_loader: Any, num_train: int | None = None) -> None:
     """Before training: a reference (``evaluation.reference``) made on this run's test set, in its order, and (where
     the file records its training-set size) for a posterior of as many training examples. The labels come from the
     loader's tensors where it holds them (csg's in-memory sets), else from one pass over it."""
@@ -153,9 +155,6 @@ def check_run_reference(path: str | None, test_loader: Any, num_test: int, num_t
     if reference.num_data is not None and num_train is not None and reference.num_data != num_train:
         raise ConfigError("evaluation.reference", reference.path, f"a reference of this run's posterior (it was made "
                           f"on {reference.num_data} training examples, the run has {num_train})")
-    if len(reference.test_labels) != num_test:
-        raise ConfigError("evaluation.reference", reference.path, f"a reference made on the run's test set "
-                          f"(its test set has {len(reference.test_labels)} inputs, the run's {num_test})")
     tensors = getattr(getattr(test_loader, "dataset", None), "tensors", None)
     if tensors is not None and len(tensors) == 2:
         labels = tensors[1]
@@ -166,14 +165,19 @@ def check_run_reference(path: str | None, test_loader: Any, num_test: int, num_t
     reference.check_labels(labels)
 
 
-def score_result(result: Any, reference: "str | Path | ReferencePredictive") -> dict[str, float]:
-    """:func:`score_predictive` of an :class:`~csg.evaluation.ensemble.EnsembleResult` (its averaged test and OOD
-    probabilities, its labels checked against the reference's), flat: ``reference_agreement``, ``reference_tv``
-    and, with OOD inputs on both sides, ``ood_reference_agreement``, ``ood_reference_tv``."""
+def score_result(result: Any, reference: "str | Path | ReferencePredictive",
+                 key: str = "evaluation.reference") -> dict[str, Any]:
+    """:func:`score_predictive` of an :class:`~csg.evaluation.ensemble.EnsembleResult`: its averaged test and OOD
+    probabilities, its labels checked against the reference's (a path is read first); errors name ``key``."""
     if not isinstance(reference, ReferencePredictive):
-        reference = load_reference(reference, key="reference")
-    reference.check_labels(result.targets, key="reference")
-    scores = score_predictive(result.probs, reference, result.ood_probs)
+        reference = load_reference(reference, key=key)
+    reference.check_labels(result.targets, key=key)
+    return score_predictive(result.probs, reference, result.ood_probs, key=key)
+
+
+def flat_scores(scores: dict[str, Any]) -> dict[str, float]:
+    """:func:`score_predictive`'s scores as :meth:`csg.Posterior.evaluate` gives them: ``reference_agreement``,
+    ``reference_tv`` and, with OOD inputs on both sides, ``ood_reference_agreement``, ``ood_reference_tv``."""
     flat = {"reference_agreement": scores["test"]["agreement"], "reference_tv": scores["test"]["total_variation"]}
     if "ood" in scores:
         flat.update(ood_reference_agreement=scores["ood"]["agreement"], ood_reference_tv=scores["ood"]["total_variation"])

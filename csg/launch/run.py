@@ -122,8 +122,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     if cfg.evaluation.get("reference") is not None:  # a reference made on other inputs: before training
         from csg.evaluation.reference_predictive import check_run_reference
 
-        check_run_reference(str(cfg.evaluation.reference), prepared[0].data.test, prepared[0].data.num_test,
-                            prepared[0].data.num_train)
+        check_run_reference(str(cfg.evaluation.reference), prepared[0].data.test, prepared[0].data.num_train)
     method = _stack_chains(cfg, prepared, layout, precision)
     directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
     signals.phase = STARTING

@@ -131,12 +131,10 @@ def evaluate_store(
         from csg.evaluation.diagnostics import chain_diagnostics
 
         metrics["diagnostics"] = chain_diagnostics(result.log_likelihoods, chains, result.predicted).to_dict()
-    if cfg.evaluation.get("reference") is not None:  # checked when the config was; the labels here
-        from csg.evaluation.reference_predictive import load_reference, score_predictive
+    if cfg.evaluation.get("reference") is not None:  # read again: the scores name the file they were made with
+        from csg.evaluation.reference_predictive import score_result
 
-        reference = load_reference(str(cfg.evaluation.reference))
-        reference.check_labels(result.targets)
-        metrics["reference"] = score_predictive(result.probs, reference, result.ood_probs)
+        metrics["reference"] = score_result(result, str(cfg.evaluation.reference))
     if result.ood is not None:
         from csg.evaluation.ood import entropy_grid
 

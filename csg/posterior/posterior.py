@@ -307,7 +307,7 @@ class Posterior:
           ``ood_entropy_mean``, ``ood_mutual_information`` (means over the OOD inputs) and ``ood_brier``
           (:func:`csg.evaluation.ood.ood_metrics`);
         - with ``reference`` (a reference predictive's .npz, or one loaded): ``reference_agreement``, ``reference_tv``
-          (and ``ood_reference_*``) against it (:func:`csg.evaluation.reference_predictive.score_result`).
+          (and ``ood_reference_*``) against it (:func:`csg.evaluation.reference_predictive.flat_scores`).
 
         Without ``loader``: on the run's own test set, with its config (``evaluation.ece_bins``, precision,
         loader), and on its OOD set if it has one (``ood=...``): the numbers of ``metrics.json``'s ``ensemble``
@@ -338,8 +338,8 @@ class Posterior:
             metrics.update(ood_auroc=result.ood["auroc"], ood_entropy_mean=result.ood["entropy_mean"],
                            ood_mutual_information=result.ood["mutual_information"], ood_brier=result.ood["brier_ood"])
         if reference is not None:
-            from csg.evaluation.reference_predictive import score_result
-            metrics.update(score_result(result, reference))
+            from csg.evaluation.reference_predictive import flat_scores, score_result
+            metrics.update(flat_scores(score_result(result, reference, key="reference")))
         return metrics
 
     def _run_ood_loader(self):

@@ -43,12 +43,11 @@ def test_the_potential_is_csgs_loss_over_t(fashion_root):
     set plus (N wd / 2) |theta|^2, over T, at the torch model's own weights."""
     import torch
 
-    from csg.studies.benchmark.task import flatten_state
+    from csg.studies.benchmark.task import flatten_state, split
 
     for temperature in (1.0, 0.2):
         task, model = load_task(temperature, (f"ood.root={fashion_root}",))
-        x = torch.from_numpy(task.train_x)
-        tail = torch.nn.Sequential(*[m for m in model if not isinstance(m, (torch.nn.AvgPool2d, torch.nn.Flatten))])
+        x, tail = torch.from_numpy(task.train_x), split(model)[1]
         with torch.no_grad():
             loss = torch.nn.functional.cross_entropy(tail(x).double(), torch.from_numpy(task.train_y), reduction="sum")
             prior = 0.5 * task.num_data * task.weight_decay * sum((p.double() ** 2).sum() for p in model.parameters())

@@ -18,13 +18,12 @@ weight, (out, in), then its bias).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from csg.paths import CONFIGS
 
-__all__ = ["PRESET", "Task", "check_layout", "compose", "default_out", "flatten_state", "load_task", "logits"]
+__all__ = ["PRESET", "Task", "check_layout", "compose", "flatten_state", "load_task", "logits", "split"]
 
 PRESET = "posterior_benchmark"
 
@@ -32,7 +31,7 @@ PRESET = "posterior_benchmark"
 @dataclass(frozen=True)
 class Task:
     """The arrays of the task at one temperature: features after the parameter-free layers (float32), labels
-    (int64), the layer shapes ((out, in) per Linear), N, wd and T, and the torch model (for the layout check)."""
+    (int64), the layer shapes ((out, in) per Linear), N, wd and T (the torch model comes beside it: :func:`load_task`)."""
 
     train_x: np.ndarray
     train_y: np.ndarray
@@ -66,12 +65,19 @@ def compose(temperature: float, overrides: tuple[str, ...] = ()):
                                                   *overrides])
 
 
+def split(model):
+    """The model as (its parameter-free layers before the first Linear, the rest): ``Sequential`` s."""
+    import torch
+
+    first = next(index for index, layer in enumerate(model) if isinstance(layer, torch.nn.Linear))
+    return torch.nn.Sequential(*list(model)[:first]), torch.nn.Sequential(*list(model)[first:])
+
+
 def _features(model, loader) -> tuple[np.ndarray, np.ndarray]:
     """The inputs of the model's first Linear layer, and the labels (or None), over ``loader``."""
     import torch
 
-    first = next(index for index, layer in enumerate(model) if isinstance(layer, torch.nn.Linear))
-    head = torch.nn.Sequential(*list(model)[:first])
+    head = split(model)[0]
     xs, ys = [], []
     with torch.no_grad():
         for batch in loader:
@@ -132,15 +138,9 @@ def check_layout(task: Task, model, rng: np.random.Generator) -> float:
         with torch.no_grad():
             for p in model.parameters():
                 p.copy_(torch.from_numpy(rng.standard_normal(p.shape)).to(p.dtype))
-        theta = flatten_state(model)
-        first = next(index for index, layer in enumerate(model) if isinstance(layer, torch.nn.Linear))
-        tail = torch.nn.Sequential(*list(model)[first:])
+        theta, tail = flatten_state(model), split(model)[1]
         with torch.no_grad():
             ours = tail(torch.from_numpy(task.test_x[:64])).double().numpy()
         return float(np.max(np.abs(ours - logits(theta, task.test_x[:64].astype(np.float64), task.layers))))
     finally:
         model.load_state_dict(saved)
-
-
-def default_out() -> Path:
-    return Path("results") / "benchmark" / "reference"
