@@ -184,7 +184,7 @@ def test_a_later_round_scores_a_setting_as_the_first_round_would():
 
 
 def test_the_report_refuses_to_write_when_a_step_is_at_an_edge(tmp_path):
-    chosen = tuning.choose(_tuning(0.25), _GRIDS).assign(cycles=1)
+    chosen = tuning.choose(_tuning(2.0), _GRIDS).assign(cycles=1)
     result = study.Study(study.SMOKE, {"chosen": chosen}, math.nan)
     with pytest.raises(tuning.GridEdge):
         report.write(result, tmp_path / "out", tmp_path)
@@ -376,11 +376,36 @@ def test_a_best_step_at_the_grids_low_end_counts_as_bracketed_only_on_a_plateau(
     chosen = tuning.choose(flat, _GRIDS)
     assert chosen.step.item() == 0.25 and chosen.plateau.item() and not chosen.edge.item()
     tuning.check_edges(chosen)
-    # a clear slope at the low end (the next step more than one s.e. worse) is an edge: the grid must widen
+    # a clear slope at the low end (the next step more than one s.e. worse): not a plateau, and the step below the
+    # grid, the limit h = 0 (the chains' starts), is a neighbour to run before the choice counts as bracketed
     steep = _noisy({0.25: (0.20, 0.01), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)}, crossings)
-    assert tuning.choose(steep, _GRIDS).edge.item() and not tuning.choose(steep, _GRIDS).plateau.item()
-    # the rule before the one-standard-error rule knew no plateau
-    assert tuning.choose(flat, _GRIDS, one_se=False).edge.item()
+    chosen = tuning.choose(steep, _GRIDS)
+    assert not chosen.plateau.item() and not chosen.edge.item() and chosen.missing.item() == 1
+    with pytest.raises(tuning.GridEdge, match="1 neighbour"):
+        tuning.check_edges(chosen)
+    assert set(tuning.wanted(chosen, steep, _GRIDS)) == {("t", "SGLD", Setting(tuning.LIMIT))}
+    # the rule before the one-standard-error rule knew no plateau: it too runs the limit
+    assert tuning.choose(flat, _GRIDS, one_se=False).missing.item() == 1
     # the grid's top end is never a plateau: nothing is known of still larger steps
     top = _noisy({0.25: (0.45, 0.04), 0.5: (0.39, 0.04), 1.0: (0.38, 0.04), 2.0: (0.36, 0.04)}, crossings)
     assert tuning.choose(top, _GRIDS).edge.item()
+
+
+def test_the_limit_h_0_brackets_the_low_end_and_a_best_that_does_not_move_is_reported_not_refused():
+    crossings = dict.fromkeys((0.0, 0.25, 0.5, 1.0, 2.0), 0.0)
+    # h = 0 ran and scores worse than the grid's smallest step: that step is bracketed, from below by the limit
+    worse = _noisy({0.0: (0.30, 0.01), 0.25: (0.20, 0.01), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)},
+                   crossings)
+    chosen = tuning.choose(worse, _GRIDS)
+    assert chosen.step.item() == 0.25 and chosen.missing.item() == 0 and not chosen.still.item()
+    tuning.check_edges(chosen)
+    # the chains' starts score best: not moving is the method's best setting; h = 0 is the domain's bound (h >= 0),
+    # so the choice is bracketed and reported as such (bounds "step 0", still), not refused
+    best = _noisy({0.0: (0.10, 0.01), 0.25: (0.20, 0.01), 0.5: (0.38, 0.04), 1.0: (0.39, 0.04), 2.0: (0.45, 0.04)},
+                  crossings)
+    chosen = tuning.choose(best, _GRIDS)
+    assert chosen.step.item() == 0.0 and chosen.still.item() and chosen.bounds.item() == "step 0"
+    tuning.check_edges(chosen)
+    assert tuning.axes(_GRIDS, BY_NAME["SGLD"], Setting(0.0), 400)["step"] == (tuning.BOUND, 0.25)
+    assert tuning.power(0.0) == "0" and tuning.power(0.25) == "1/4"
+

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from csg.errors import ConfigError
-from csg.studies.accuracy.multimodal import chains, contour, merge, study, tuning
+from csg.studies.accuracy.multimodal import chains, contour, contour_report, merge, study, tuning
 from csg.studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
 from csg.studies.accuracy.multimodal.landscapes import MixtureRows
 
@@ -183,3 +183,35 @@ def test_a_partition_with_one_zeta_and_temperature_per_group_acts_as_separate_pa
     for g, partition in enumerate(alone):
         partition.update(j[g:g + 1])
         assert torch.allclose(shared.theta[g], partition.theta[0])
+
+
+def test_a_step_of_0_leaves_every_chain_at_its_start_and_scores_its_start_distribution():
+    """The limit h -> 0 that brackets the step grid's low end (tuning.LIMIT): the chains stay where they start, and
+    the contour rows' weights still come from a theta adapted on the start points' fixed energies."""
+    prepared, landscape_of = _barrier()
+    starts = study.starts_of(prepared, (0,))
+    block = Block("barrier4", BY_NAME["ICSGLD x4"], Setting(tuning.LIMIT, 0.75), (0,), 400)
+    outcome = chains.run([block], landscape_of, starts, {"barrier4": prepared["barrier4"].scale}, (400,), seed=3,
+                         ranges={"barrier4": _range("barrier4")})
+    draws, weights = outcome.draws[(0, 400)], outcome.weights[(0, 400)]
+    start = starts[("barrier4", 0)].float().numpy()
+    assert np.allclose(draws[0], start[:, None, :], atol=1e-6)
+    assert outcome.marks[(0, 400)]["crossings"].sum() == 0
+    # the weights moved off the uniform start's 1: theta learnt the partitions of the four start energies
+    assert np.isfinite(weights).all() and not np.allclose(weights, 1.0)
+
+
+def test_a_verdict_whose_side_did_not_move_is_marked_in_its_table_its_csv_and_the_reading():
+    summary = pd.DataFrame([{"target": "barrier16", "budget": 80_000, "method": m, "rank": 1, "step": h}
+                            for m, h in (("ICSGLD x4", 0.0), ("SGLD x4", 0.5), ("cSGLD x4", 1.0))])
+    found = pd.DataFrame([{"target": "barrier16", "budget": 80_000, "method": "ICSGLD x4", "baseline": b,
+                           "metric": "mode_error"} for b in ("SGLD x4", "cSGLD x4")])
+    marked = contour_report.mark_still(found, summary)
+    assert marked.method_still.tolist() == [True, True] and not marked.baseline_still.any()
+    assert contour_report.pair(next(marked.itertuples())) == "ICSGLD x4 (h = 0) - SGLD x4"
+    text = "\n".join(contour_report.still_lines(summary, marked))
+    assert "1 of the 3 tuned cells: barrier16 ICSGLD x4 at 80,000" in text and "2 verdicts compare" in text
+    # nothing at h = 0: no section, and the pair reads as before
+    moving = summary.assign(step=[0.25, 0.5, 1.0])
+    assert contour_report.still_lines(moving, contour_report.mark_still(found, moving)) == []
+    assert contour_report.pair(next(found.itertuples())) == "ICSGLD x4 - SGLD x4"

@@ -16,6 +16,44 @@ def family(found: pd.DataFrame, name: str) -> pd.DataFrame:
     return found[[verdicts.family_of(m, b) == name for m, b in zip(found.method, found.baseline)]]
 
 
+def mark_still(found: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """``found`` with ``method_still`` and ``baseline_still``: whether that side's tuned setting (rank 1) at the
+    target and budget is h = 0 (:data:`.tuning.LIMIT`): its chains never moved, so the side is its start
+    distribution (for a contour method, weighted by a theta adapted on the starts' energies)."""
+    if found.empty:
+        return found
+    first = summary[summary["rank"] == 1] if "rank" in summary.columns else summary
+    still = {(r.target, int(r.budget), r.method) for r in first.itertuples() if float(r.step) == tuning.LIMIT}
+    return found.assign(
+        method_still=[(t, int(b), m) in still for t, b, m in zip(found.target, found.budget, found.method)],
+        baseline_still=[(t, int(b), m) in still for t, b, m in zip(found.target, found.budget, found.baseline)])
+
+
+def pair(row) -> str:
+    """A verdict's pair in words, a side at h = 0 marked so."""
+    def side(name: str, still) -> str:
+        return f"{name} (h = 0)" if still is True else name
+    return (f"{side(row.method, getattr(row, 'method_still', False))} - "
+            f"{side(row.baseline, getattr(row, 'baseline_still', False))}")
+
+
+def still_lines(summary: pd.DataFrame, found: pd.DataFrame) -> list[str]:
+    """The choices at h = 0 in words: the cells where a method's best is not to move."""
+    first = summary[summary["rank"] == 1] if "rank" in summary.columns else summary
+    still = first[first.step.astype(float) == tuning.LIMIT]
+    if still.empty:
+        return []
+    marked = found[found.get("method_still", False) | found.get("baseline_still", False)] if len(found) else found
+    return ["## Where not moving is best", "", f"- **Not moving is the best setting** in {len(still)} of the {len(first)} tuned cells: "
+            + ", ".join(f"{r.target} {r.method} at {int(r.budget):,}" for r in still.itertuples())
+            + ". There every step of the grid scored worse on the tuning seeds than h = 0, the limit below the grid "
+            "(the chains stay at their starts, uniform on the box; a contour method's weights still come from a "
+            "theta adapted on the starts' energies), so the tuning chose h = 0 and the evaluation ran it: the method "
+            "is scored as its start distribution. Its search is bracketed (h >= 0 is the domain's bound), not "
+            f"refused. {len(marked)} verdicts compare such a side (marked '(h = 0)' in the tables below): they say how "
+            "the start distribution compares, not how the method's moving chains would.", ""]
+
+
 def design_lines(protocol, tables: dict, found: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     """The section: the samplers as run here, the added run, and the reading of their verdicts."""
     runs = tables["runs"]

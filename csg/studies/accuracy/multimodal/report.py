@@ -110,7 +110,7 @@ def _family_lines(found: pd.DataFrame, title: str, mine: str, theirs: str, famil
                   f"| target | budget | pair | {mine} | {theirs} | difference | simultaneous interval | margin | bar | "
                   "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for row in block.itertuples():
-            lines.append(f"| {row.target} | {row.budget:,} | {row.method} - {row.baseline} | {compared_cells(row)} | "
+            lines.append(f"| {row.target} | {row.budget:,} | {contour_report.pair(row)} | {compared_cells(row)} | "
                          f"{row.margin:.3g} | {row.bar:.3g} | {row.detectable:.3g} | {verdict_mark(row)} |")
         lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
                       f"(80 % power at the family's level) is in median {block.detectable.median():.3g} "
@@ -306,7 +306,7 @@ def markdown(result: study.Study, found: pd.DataFrame, summary: pd.DataFrame, re
              "## Where the cycles pay", "", *reading.bullets(contour_report.family(found, "cycles"), summary, tables),
              *_robust_bullet(moved), "",
              "![verdicts over barrier height and budget](accuracy_multimodal.png)", "",
-             *contour_report.design_lines(protocol, tables, found, summary),
+             *contour_report.still_lines(summary, found), *contour_report.design_lines(protocol, tables, found, summary),
              *_target_lines(tables, summary), *_verdict_lines(found),
              *(_sensitivity_lines(moved) if moved is not None else []), *_per_target_lines(summary, tables),
              *_tuning_lines(protocol, tables), *network_lines(references, protocol),
@@ -321,7 +321,7 @@ def write(result: study.Study, out: Path, references: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     runs = result.tables["runs"]
     summary = summarise(runs)
-    found = verdicts.verdicts(verdicts.at_rank(runs, 1))
+    found = contour_report.mark_still(verdicts.verdicts(verdicts.at_rank(runs, 1)), summary)
     moved = verdicts.sensitivity(runs)
     for key, name in FILES.items():
         table = result.tables[key]

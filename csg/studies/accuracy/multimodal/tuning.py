@@ -39,12 +39,17 @@ run and scored no better, or lies outside the domain (:math:`\beta = 0` or no la
 C = 2, one cycle per chain: the optimum is then on the domain's boundary, which the report counts). A choice at
 the end of a grid or lattice that the domain goes past (a step's grid), or one whose neighbours were not all run,
 means
-the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written. One
-exception, at the step grid's low end only (under the one-standard-error rule): towards h -> 0 a chain stays where
-it starts, so the score tends to that of its start; where the best is the grid's smallest step and its upper
-neighbour scores within one standard error of it (a *plateau*: the network's chains started from its burn-in, where
-nothing moves between modes), a smaller step cannot be shown better and the choice counts as bracketed (``plateau``,
-counted in the report).
+the search did not bracket it: :class:`GridEdge` names every such choice in one line and no report is written.
+**The step's low end** is bracketed by the limit itself: below every step grid lies h = 0 (:data:`LIMIT`, the
+domain's bound h >= 0), where every chain stays at its start (a contour method's theta still adapts on the starts'
+fixed energies), so that the score is that of the start distribution. Where the best is the grid's smallest step,
+h = 0 is its lower neighbour and the search runs it like any other; where h = 0 itself is best, the method's best
+setting is not to move: the choice is bracketed by the domain's bound (``bounds`` "step 0", ``still``), evaluated
+there, and the report says so beside its verdicts rather than refusing (a finer grid cannot bracket a score that
+keeps improving towards h -> 0: the full runs of 2026-11-27 from 1/256, 1/1024 and 1/4096 each ended at their
+grid's end). Under the one-standard-error rule a best at the grid's smallest step whose upper neighbour scores
+within one standard error of it (a *plateau*: the network's chains started from its burn-in, where nothing moves
+between modes) counts as bracketed without running h = 0 (``plateau``, counted in the report), as before.
 """
 
 from __future__ import annotations
@@ -80,10 +85,10 @@ class Grids:
     cycle_lattice: tuple[int, ...] = (2, 10, 50, 250, 1250, 5000, 20000, 80000, 320000)
     rounds: int = 12
     resgld: tuple[float, ...] = field(default_factory=lambda: _powers(-8, 3))     # reSGLD's h
-    # CSGLD's and ICSGLD x4's h: from 1/4096. Full runs of 2026-11-27 were refused by the edge check each time:
-    # from 1/256, barrier12 CSGLD at 80k chose 1/256; from 1/1024, barrier12 ICSGLD x4 at 80k chose 1/1024; from
-    # 1/4096, barrier16 ICSGLD x4 at 80k chose 1/4096 (their weighted estimates are biased at large steps, and a
-    # chain that barely moves keeps its start's mode: the score improves towards h -> 0, the start distribution)
+    # CSGLD's and ICSGLD x4's h: from 1/4096, bracketed below by h = 0 (LIMIT). Full runs of 2026-11-27 without the
+    # limit were refused by the edge check each time: from 1/256, barrier12 CSGLD at 80k chose 1/256; from 1/1024,
+    # barrier12 ICSGLD x4 at 80k chose 1/1024; from 1/4096, barrier16 ICSGLD x4 at 80k chose 1/4096 (a chain that
+    # barely moves keeps its start's mode: the score improves towards h -> 0, the start distribution)
     contour: tuple[float, ...] = field(default_factory=lambda: _powers(-12, 3))
     temperatures: tuple[float, ...] = (3.0, 8.0)   # reSGLD's T_high: about the paper's top rung 5, and higher
     zetas: tuple[float, ...] = (0.75, 4.0)               # zeta: the paper's 0.75, and a faster-flattening 4
@@ -116,6 +121,7 @@ KEYS = ["target", "method", "budget"]
 SETTING = ["step", "explore", "cycle"]
 CRITERION = "core_tv"
 END, BOUND = "end", "bound"     # a neighbour past a grid's end (not bracketed) / past the domain's bound (bracketed)
+LIMIT = 0.0                     # below every step grid: h -> 0, the chains' starts (run only where the search needs it)
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
@@ -143,7 +149,7 @@ def axes(grids: Grids, method: Method, setting: Setting, budget: int) -> dict[st
         i = _index(values, value)
         return (values[i - 1] if i > 0 else low_end, values[i + 1] if i + 1 < len(values) else high_end)
 
-    found = {"step": around(grids.steps(method), setting.step, END, END)}
+    found = {"step": around((LIMIT, *grids.steps(method)), setting.step, BOUND, END)}
     if grids.own(method):
         found["explore"] = around(grids.own(method), setting.explore, BOUND, BOUND)
     if method.cyclical:
@@ -216,21 +222,22 @@ def choose(table: pd.DataFrame, grids: Grids, one_se: bool = True) -> pd.DataFra
         setting = Setting(float(best.step), float(best.explore), int(best.cycle))
         chosen = Setting(float(pick.step), float(pick.explore), int(pick.cycle))
         neighbours = axes(grids, method, setting, budget)
+        se = best.get(CRITERION + "_se", math.nan)
+        plateau = one_se and _plateau(block, best, neighbours, se)
         missing = sum(1 for axis, pair in neighbours.items() for v in pair if v not in (END, BOUND)
+                      and not (plateau and axis == "step" and v == LIMIT)
                       and _key(*key[:2], budget, replace(setting, **{axis: v})) not in tried)
         bounds = [f"{axis_name(method, axis)} {_value(axis, getattr(chosen, axis))}"
                   for axis, pair in axes(grids, method, chosen, budget).items() if BOUND in pair]
         steps = grids.steps(method)
-        se = best.get(CRITERION + "_se", math.nan)
-        plateau = one_se and _plateau(block, best, neighbours, se)
         rows.append({**dict(zip(KEYS, key)), **{k: pick[k] for k in SETTING}, "cycles": int(pick.cycles),
                      CRITERION: float(pick[CRITERION]), "mode_error": float(pick.mode_error),
                      "crossings": float(pick.crossings),
                      **{f"best_{k}": best[k] for k in SETTING}, f"best_{CRITERION}": float(best[CRITERION]),
                      "window": (float(se) if math.isfinite(se) else 0.0) if one_se else math.nan,
                      "low": steps[0], "high": steps[-1], "cyclical": method.cyclical,
-                     "edge": any(END in pair for axis, pair in neighbours.items()
-                                 if not (plateau and axis == "step" and pair[1] != END)),
+                     "edge": any(END in pair for pair in neighbours.values()),
+                     "still": float(pick.step) == LIMIT,
                      "plateau": plateau, "missing": missing, "bounds": ", ".join(bounds)})
     return pd.DataFrame(rows)
 
@@ -241,7 +248,7 @@ def _plateau(block: pd.DataFrame, best: pd.Series, neighbours: dict, se: float) 
     to its start's; a plateau there means a smaller step cannot be shown better, and the low end counts as
     bracketed (module docstring)."""
     low, high = neighbours["step"]
-    if low != END or high in (END, BOUND):
+    if low != LIMIT or high in (END, BOUND):
         return False
     above = block[(block.step == high) & (block.explore == best.explore) & (block.cycle == best.cycle)]
     width = float(se) if math.isfinite(se) else 0.0
@@ -306,8 +313,8 @@ def cycles(method: Method, setting: Setting, budget: int) -> int:
 
 
 def power(value: float) -> str:
-    """2^k as a whole number or 1 / 2^-k."""
-    return f"{value:g}" if value >= 1 else f"1/{round(1 / value)}"
+    """2^k as a whole number or 1 / 2^-k (0: the limit h -> 0)."""
+    return f"{value:g}" if value >= 1 or value == LIMIT else f"1/{round(1 / value)}"
 
 
 def grid_text(grids: Grids, methods: Sequence[Method]) -> list[str]:
