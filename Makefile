@@ -28,6 +28,7 @@ help:
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression, and ESS against the step (CPU, ~10 CPU min)"
 	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
 	@echo "make reference-network  the posterior benchmark's reference: NUTS on an MLP 49-32-10 on 1000 real digits, T = 1 and 0.2: results/benchmark/reference/ (CPU, ~20 min on 2 cores)"
+	@echo "make posterior-benchmark  cSGHMC against 8 methods at 3 budgets, scored against that reference: results/benchmark/ (CPU; SCALE=smoke: 3 methods, 1 budget, 3 seeds)"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
 	@echo "make accuracy-multimodal [SCALE=smoke]  where do cycles pay? and the ICSGLD paper's reSGLD, CSGLD, ICSGLD x4: results/csgmcmc/accuracy_multimodal.md (CPU, ~25 min on 2 cores for the six SGLD/SGHMC methods, about an hour more for the ICSGLD paper's three; ARGS=\"methods=reSGLD,CSGLD,ICSGLDx4 merge=true\" runs only those and merges their rows into the CSVs; make reference-multimodal rebuilds the network's reference)"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
@@ -96,8 +97,8 @@ ADD ?=
 OUT ?=
 ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
-PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling
-REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report
+PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark
+REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report
 .PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)

@@ -219,3 +219,77 @@ def test_the_held_out_digits_are_disjoint_from_training_and_test_and_score_a_con
     nll = validation_nll("cSGHMC", 40, 0.2, 0.1, tmp_path, seeds=(0,), batches=held[:1])
     assert 0 < nll < math.log(10) + 1
     assert validation_nll("SGLD", 40, 0.2, 1e6, tmp_path, seeds=(0,), batches=held[:1]) == math.inf  # diverges
+
+
+def test_verdicts_pair_csghmc_with_each_method_in_one_family_oriented_by_metric():
+    from csg.studies.benchmark import report
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(10):
+        shared = rng.normal(0, 0.01)
+        for method, shift in (("cSGHMC", 0.0), ("SGLD", 0.05), ("cSGHMC, noise off", 0.0)):
+            noise = rng.normal(0, 0.002)
+            rows.append({"budget": "1x", "method": method, "seed": seed, "tv": 0.2 + shift + shared + noise,
+                         "agreement": 0.9 - shift + shared + noise, "nll": 0.4 + shared + noise,
+                         "ece": 0.05 + noise})
+    import pandas as pd
+
+    found = report.verdicts(pd.DataFrame(rows)).set_index(["baseline", "metric"])
+    assert len(found) == 2 * 4 and set(found.method) == {"cSGHMC"}
+    # cSGHMC is 0.05 closer on TV and 0.05 higher on agreement than SGLD: both "helps", whichever way is better
+    assert found.loc[("SGLD", "tv"), "verdict"] == "helps" and found.loc[("SGLD", "agreement"), "verdict"] == "helps"
+    assert found.loc[("SGLD", "tv"), "difference"] < 0 < found.loc[("SGLD", "agreement"), "difference"]
+    assert found.loc[("cSGHMC, noise off", "tv"), "verdict"] == "inconclusive"
+    text = "\n".join(report.reading(found.reset_index()))
+    assert "against SGLD: cSGHMC is better on top-1 agreement" in text
+
+
+def test_a_method_is_read_beside_the_floor_of_its_member_count():
+    from csg.studies.benchmark import report
+
+    floors = {"1": {"total_variation": 0.1}, "5": {"total_variation": 0.05}, "12": {"total_variation": 0.03}}
+    assert report.floor_of(floors, 12) == (12, 0.03) and report.floor_of(floors, 4) == (5, 0.05)
+    assert report.floor_of(floors, 8) == (5, 0.05) and report.floor_of(floors, 40) == (12, 0.03)
+
+
+def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, fashion_root):
+    """The study end to end at a tiny budget: tuning rows for each contender, the paired noise-off control at
+    cSGHMC's step, and a report with every verdict, against a constructed reference."""
+    import pandas as pd
+
+    from csg.studies.benchmark import report, study
+
+    labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
+    flat = tmp_path / "flat.npz"
+    np.savez(flat, test_probs=np.full((1000, 10), 0.1), test_labels=labels, ood_probs=np.full((8, 10), 0.1))
+    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC"), budgets={"tiny": 20}, seeds=(100, 101),
+                              tuning_seeds=(0,), factors=(0.5, 1.0, 2.0), workers=1,
+                              overrides=(f"ood.root={fashion_root}",))
+    tuning, rows, seconds = study.run_study(protocol, tmp_path / "runs", flat, log=lambda line: None)
+    tuning, runs = pd.DataFrame(tuning), pd.DataFrame(rows)
+    assert set(tuning.method) == {"cSGHMC", "SGHMC"} and tuning.groupby("method").chosen.sum().eq(1).all()
+    assert len(tuning) >= 2 * 3 - 1 and (tuning.validation_nll > 0).all()
+    assert sorted(runs.method.unique()) == ["SGHMC", "cSGHMC", "cSGHMC, noise off"] and len(runs) == 3 * 2
+    off, base = runs[runs.method == "cSGHMC, noise off"], runs[runs.method == "cSGHMC"]
+    assert off.lr0.tolist() == base.lr0.tolist() and (runs.gradient_evaluations == 200).all()
+    facts = {"file": "flat.npz", "checks": {"rhat_test": {"max": 1.004}, "floors_test": {
+        "1": {"total_variation": 0.1}, "5": {"total_variation": 0.05}}}}
+    path = report.write(tmp_path / "out", protocol, tuning, runs, facts, seconds, "make posterior-benchmark")
+    text = path.read_text()
+    assert "| tiny | SGHMC |" in text and "| tiny | cSGHMC, noise off |" in text and "R-hat max 1.0040" in text
+    found = pd.read_csv(tmp_path / "out" / report.VERDICTS)
+    assert len(found) == 2 * 4 and set(found.metric) == set(report.METRICS)
+    assert (tmp_path / "out" / report.FIGURE).stat().st_size > 0
+
+
+def test_a_bad_benchmark_option_is_one_line_before_anything_runs(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark", "--out",
+                           str(tmp_path / "out"), "contenders=SGLD,Nope"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert done.returncode == 2 and len(errors) == 1 and "contenders" in errors[0] and "cSGHMC" in errors[0]
+    assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []

@@ -15,7 +15,7 @@ import numpy as np
 from csg.errors import ConfigError
 from csg.io.atomic import atomic_open, atomic_write_text
 
-__all__ = ["npz_name", "report", "run_reference_network"]
+__all__ = ["npz_name", "report", "run_posterior_benchmark", "run_reference_network"]
 
 JSON, REPORT = "reference_network.json", "reference_network.md"
 
@@ -165,3 +165,44 @@ def report(references: dict) -> str:
         "--reference <file>`, `csg.Posterior.evaluate(reference=<file>)`.",
         "",
     ])
+
+
+def run_posterior_benchmark(job) -> list[str]:
+    """``make posterior-benchmark``: :mod:`.study`'s protocol at the job's scale into ``job.out``; ``--report-only``
+    rewrites the report from the CSVs there."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from csg.studies.benchmark import report, study
+    from csg.studies.experiments.in_process import checked_options
+
+    options = checked_options(job, {"workers": "processes running tasks (default 2; smoke 1)",
+                                    "contenders": f"comma-separated, of {', '.join(study.CONTENDERS)}"})
+    protocol = study.SMOKE if job.scale == "smoke" else study.FULL
+    if "workers" in options:
+        if not options["workers"].isdigit() or int(options["workers"]) < 1:
+            raise ConfigError("workers", options["workers"], "a whole number >= 1")
+        protocol = replace(protocol, workers=int(options["workers"]))
+    if "contenders" in options:
+        names = tuple(n.strip() for n in options["contenders"].split(","))
+        unknown = [n for n in names if n not in study.CONTENDERS]
+        if unknown or study.BASE not in names:
+            raise ConfigError("contenders", options["contenders"],
+                              f"comma-separated names including {study.BASE}, of {', '.join(study.CONTENDERS)}")
+        protocol = replace(protocol, contenders=names)
+    references = Path("results") / "benchmark" / "reference"
+    facts_path, npz = references / JSON, references / npz_name(protocol.temperature)
+    if not npz.is_file() or not facts_path.is_file():
+        raise ConfigError("reference", str(npz), "the committed reference (make reference-network writes it)")
+    facts = report.load_reference_facts(facts_path, protocol.temperature)
+    command = "make posterior-benchmark" + (" SCALE=smoke" if job.scale == "smoke" else "")
+    if job.report_only:
+        tuning, runs = pd.read_csv(job.out / report.TUNING), pd.read_csv(job.out / report.RUNS)
+        seconds = float(runs.study_seconds.iloc[0])
+        return [f"posterior-benchmark: wrote {report.write(job.out, protocol, tuning, runs, facts, seconds, command)}"]
+    runs_dir = job.runs or Path("data") / "benchmark-runs" / job.stamp
+    tuning, rows, seconds = study.run_study(protocol, runs_dir, npz.resolve())
+    runs = pd.DataFrame(rows).assign(study_seconds=seconds)
+    path = report.write(job.out, protocol, pd.DataFrame(tuning), runs, facts, seconds, command)
+    return [f"posterior-benchmark: wrote {path} ({seconds / 60:.1f} min)"]

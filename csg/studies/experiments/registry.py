@@ -47,6 +47,12 @@ def _reference_network(job: Job) -> list[str]:
     return run_reference_network(job)
 
 
+def _posterior_benchmark(job: Job) -> list[str]:
+    from csg.studies.benchmark.run import run_posterior_benchmark
+
+    return run_posterior_benchmark(job)
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -297,6 +303,10 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("reference-network", "the posterior benchmark's reference: full-batch NUTS on an MLP 49-32-10 on 1000 real "
            "digits at T = 1 and 0.2, its test and Fashion-MNIST predictives with their convergence checks (NumPyro: "
            "the reference extra; CPU, ~20 min on 2 cores)", "benchmark", _reference_network),
+    Target("posterior-benchmark", "What does the posterior buy? cSGHMC against 8 methods at 3 gradient budgets, each "
+           "tuned on held-out digits, scored on 20 seeds against the NUTS reference of make reference-network "
+           "(agreement, total variation, NLL, ECE; CPU; contenders=A,B: a subset; workers=N)", "benchmark",
+           _posterior_benchmark, BOTH, frozenset({"report_only", "runs"})),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD, and the ICSGLD paper's reSGLD, CSGLD and "
            "ICSGLD x4, on mixtures whose barriers we control, tuned and judged on fresh seeds (CPU, ~25 min for the "
            "six SGLD / SGHMC methods, about an hour more for the ICSGLD paper's three on 2 busy cores; "

@@ -1,0 +1,207 @@
+"""The posterior benchmark's report: per budget, every contender's scores beside the floor of a perfect sampler of
+its member count, and cSGHMC's paired verdicts against each (:func:`csg.evaluation.comparison.compare_paired`, one
+Holm family over the report), a figure of agreement and total variation against budget, and a reading generated
+from the verdicts. Every file is written atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from csg.evaluation.comparison import Paired, compare_paired, method_statement, tally, verdict_frame
+from csg.io.atomic import atomic_open, atomic_write_text
+from csg.studies.benchmark.study import BASE, NOISE_OFF, Protocol
+
+__all__ = ["METRICS", "floor_of", "verdicts", "write"]
+
+# metric -> (words, lower is better)
+METRICS = {"agreement": ("top-1 agreement with the reference", False), "tv": ("total variation to the reference", True),
+           "nll": ("test NLL", True), "ece": ("test ECE", True)}
+RUNS, TUNING, VERDICTS, REPORT, FIGURE = ("posterior_benchmark_runs.csv", "posterior_benchmark_tuning.csv",
+                                          "posterior_benchmark_verdicts.csv", "posterior_benchmark.md",
+                                          "posterior_benchmark.png")
+
+
+def verdicts(runs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """cSGHMC against every other method at every budget, on every metric of :data:`METRICS`, paired by seed: one
+    Holm family. ``difference`` = cSGHMC - the other; ``helps``: cSGHMC is the better (also where higher is)."""
+    keys, comparisons = [], []
+    for budget in dict.fromkeys(runs.budget):
+        here = runs[runs.budget == budget]
+        base = here[here.method == BASE].set_index("seed")
+        for other in dict.fromkeys(here.method):
+            if other == BASE or base.empty:
+                continue
+            theirs = here[here.method == other].set_index("seed")
+            seeds = sorted(set(base.index) & set(theirs.index))
+            for metric, (_, lower) in METRICS.items():
+                if metric not in base.columns or metric not in theirs.columns:
+                    continue
+                keys.append({"budget": budget, "method": BASE, "baseline": other, "metric": metric})
+                comparisons.append(Paired(base.loc[seeds, metric].to_numpy(float),
+                                          theirs.loc[seeds, metric].to_numpy(float), lower_is_better=lower))
+    if not comparisons:
+        return pd.DataFrame()
+    return pd.concat([pd.DataFrame(keys), verdict_frame(compare_paired(comparisons, alpha))], axis=1)
+
+
+def floor_of(floors: dict, members: float) -> tuple[int, float]:
+    """The reference's floor (mean TV of S random draws' average to the reference) at the listed S nearest to
+    ``members``: (S, TV)."""
+    sizes = sorted(int(s) for s in floors)
+    size = min(sizes, key=lambda s: (abs(s - members), s))
+    return size, float(floors[str(size)]["total_variation"])
+
+
+def _cell(values: pd.Series, digits: int) -> str:
+    finite = values[values.map(math.isfinite)] if len(values) else values
+    if finite.empty:
+        return "-"
+    if len(finite) < 2:
+        return f"{finite.mean():.{digits}f}"
+    return f"{finite.mean():.{digits}f} +- {finite.std(ddof=1) / math.sqrt(len(finite)):.{digits}f}"
+
+
+def _table(runs: pd.DataFrame, tuning: pd.DataFrame, floors: dict, budget: str) -> list[str]:
+    here = runs[runs.budget == budget]
+    lines = [f"### Budget {budget} ({int(here.budget_epochs.iloc[0])} epochs over all chains)", "",
+             "| method | members | lr0 (x recipe) | error % | NLL | ECE | OOD AUROC | agreement | TV | floor: TV of S "
+             "reference draws | OOD TV | train s |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for method in dict.fromkeys(here.method):
+        block = here[here.method == method]
+        members = float(block.members.mean())
+        size, floor = floor_of(floors, members) if floors else (0, math.nan)
+        lr0 = f"{block.lr0.iloc[0]:.4g} (x{block.factor.iloc[0]:g}{'' if block.bracketed.iloc[0] else ', grid edge'})"
+        if method == NOISE_OFF:
+            lr0 = f"{block.lr0.iloc[0]:.4g} (cSGHMC's)"
+        lines.append(f"| {method} | {members:g} | {lr0} | {_cell(block.error_pct, 2)} | {_cell(block.nll, 4)} | "
+                     f"{_cell(block.ece, 4)} | {_cell(block.ood_auroc, 3)} | {_cell(block.agreement, 4)} | "
+                     f"{_cell(block.tv, 4)} | {floor:.4f} (S = {size}) | {_cell(block.get('ood_tv', pd.Series(dtype=float)), 4)} | "
+                     f"{block.train_seconds.mean():.1f} |")
+    return lines + [""]
+
+
+def _verdict_lines(found: pd.DataFrame) -> list[str]:
+    lines = ["## Verdicts: cSGHMC against each method, paired by seed", "",
+             method_statement() + f" All {len(found)} comparisons (every budget, method and metric) are one family; "
+             "difference = cSGHMC - the other, so on agreement (higher is better) a positive difference helps cSGHMC.",
+             "", "| budget | against | " + " | ".join(words for words, _ in METRICS.values()) + " |",
+             "|---|---|" + "---|" * len(METRICS)]
+    for (budget, other), block in found.groupby(["budget", "baseline"], sort=False):
+        cells = []
+        for metric in METRICS:
+            row = block[block.metric == metric]
+            cells.append("-" if row.empty else f"{row.verdict.iloc[0]} ({row.difference.iloc[0]:+.4f})")
+        lines.append(f"| {budget} | {other} | " + " | ".join(cells) + " |")
+    return lines + ["", f"- all: {tally(list(found.itertuples()))} of {len(found)}.", ""]
+
+
+def reading(found: pd.DataFrame) -> list[str]:
+    """Sentences generated from the verdicts: per other method, what cSGHMC's comparisons found."""
+    if found.empty:
+        return ["- No comparisons (cSGHMC was not run)."]
+    lines = []
+    for other, block in found.groupby("baseline", sort=False):
+        helps, hurts = block[block.verdict == "helps"], block[block.verdict == "hurts"]
+        said = []
+        if len(helps):
+            said.append("cSGHMC is better on " + ", ".join(f"{METRICS[r.metric][0]} at {r.budget}" for r in helps.itertuples()))
+        if len(hurts):
+            said.append("worse on " + ", ".join(f"{METRICS[r.metric][0]} at {r.budget}" for r in hurts.itertuples()))
+        rest = len(block) - len(helps) - len(hurts)
+        lines.append(f"- against {other}: " + ("; ".join(said) + "; " if said else "")
+                     + f"{rest} of {len(block)} comparisons inconclusive.")
+    return lines
+
+
+def floor_lines(runs: pd.DataFrame, floors: dict) -> list[str]:
+    """Per budget, how far the methods' mean TV lies above the floor of their member counts (a description, not
+    a comparison between methods)."""
+    if not floors:
+        return []
+    lines = []
+    for budget in dict.fromkeys(runs.budget):
+        here = runs[runs.budget == budget]
+        ratios = {m: float(b.tv.mean()) / floor_of(floors, float(b.members.mean()))[1]
+                  for m, b in here.groupby("method", sort=False)}
+        low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+        lines.append(f"- at {budget}, every method's mean test TV is {ratios[low]:.1f} ({low}) to {ratios[high]:.1f} "
+                     f"({high}) times the floor of a perfect sampler with as many members (1: as close as "
+                     "exact draws).")
+    return lines
+
+
+def _figure(runs: pd.DataFrame, protocol: Protocol, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for method in dict.fromkeys(runs.method):
+        block = runs[runs.method == method].groupby("budget_epochs", sort=True)
+        for axis, metric in zip(axes, ("agreement", "tv")):
+            means = block[metric].mean()
+            axis.plot(means.index, means.values, marker="o", label=method)
+    for axis, metric in zip(axes, ("agreement", "tv")):
+        axis.set_xscale("log")
+        axis.set_xlabel("budget: epochs over all chains")
+        axis.set_ylabel(METRICS[metric][0])
+    axes[1].legend(fontsize=7)
+    figure.suptitle(f"Against NUTS at T = {protocol.temperature:g} (means over {len(protocol.seeds)} seeds)")
+    figure.tight_layout()
+    with atomic_open(path) as handle:
+        figure.savefig(handle, format="png", dpi=110)
+    plt.close(figure)
+
+
+def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFrame, reference: dict,
+          seconds: float, command: str) -> Path:
+    """The report's files into ``out``; ``reference``: the JSON facts of the reference of ``protocol``'s T."""
+    out.mkdir(parents=True, exist_ok=True)
+    found = verdicts(runs)
+    for name, table in ((RUNS, runs), (TUNING, tuning), (VERDICTS, found)):
+        atomic_write_text(out / name, table.to_csv(index=False))
+    _figure(runs, protocol, out / FIGURE)
+    checks = reference["checks"]
+    floors = checks.get("floors_test", {})
+    lines = [f"# What does the posterior buy? The posterior benchmark ({protocol.name} scale)", "",
+             f"`{command}` (csg/studies/benchmark/study.py), {seconds / 60:.1f} min in {protocol.workers} "
+             f"process(es). The task of `python train.py experiment=posterior_benchmark`: an MLP 49-32-10 on 1000 "
+             f"real MNIST digits, scored on the 1000 test digits and on Fashion-MNIST (OOD), at T = "
+             f"{protocol.temperature:g}, against the NUTS reference `{reference['file']}` (R-hat max "
+             f"{checks['rhat_test']['max']:.4f}; make reference-network). Each method's `sampler.lr0` tuned on the "
+             f"held-out digits' NLL over tuning seeds {', '.join(map(str, protocol.tuning_seeds))} (the grid: "
+             f"{', '.join(f'{f:g}' for f in protocol.factors)} x the recipe's step; only the step is tuned, the "
+             "cycles, exploration share and samples per cycle are the recipe's, chosen for cSGHMC on mnist5k: a home "
+             f"advantage), then run on seeds {min(protocol.seeds)}-{max(protocol.seeds)}. The reference is never used "
+             "to tune. Budgets are epochs over all of a method's chains (4 chains or 5 members each get their "
+             f"share). '{NOISE_OFF}': cSGHMC's cycles at T = 0 at cSGHMC's chosen step, paired: the control for the "
+             "noise alone.", "",
+             "## Reading (generated from the verdicts and the floors)", "", *reading(found),
+             *floor_lines(runs, checks.get("floors_test", {})), "",
+             f"![agreement and total variation against budget]({FIGURE})", "",
+             "## Scores (mean +- s.e. over the evaluation seeds)", "",
+             "Floor: the mean total variation between the average of S draws taken at random from the reference's "
+             "chains and the reference (S the listed size nearest the method's members): what a perfect sampler of "
+             "that many members scores.", ""]
+    for budget in dict.fromkeys(runs.budget):
+        lines += _table(runs, tuning, floors, budget)
+    lines += _verdict_lines(found) if not found.empty else []
+    lines += ["## Tuning", "", "| method | budget | lr0 tried (validation NLL) | chosen | bracketed |",
+              "|---|---|---|---:|---|"]
+    for (method, budget), block in tuning.groupby(["method", "budget"], sort=False):
+        tried = ", ".join(f"{r.lr0:.4g} ({r.validation_nll:.4f})" for r in block.itertuples())
+        chosen = block[block.chosen.astype(bool)].lr0
+        lines.append(f"| {method} | {budget} | {tried} | {chosen.iloc[0]:.4g} | "
+                     f"{'yes' if bool(block.bracketed.iloc[0]) else 'no: the best is at the grid edge'} |")
+    atomic_write_text(out / REPORT, "\n".join(lines) + "\n")
+    return out / REPORT
+
+
+def load_reference_facts(path: Path, temperature: float) -> dict:
+    """The reference JSON's entry for ``temperature`` (read as data)."""
+    return json.loads(path.read_text())[f"{temperature:g}"]
