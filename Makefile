@@ -109,12 +109,14 @@ $(REPORT_TARGETS): $(STAMP)
 
 fig2: table4  # Figures 2 and 5 come from the Table 4 study
 
+posterior-benchmark: $(REFERENCE_STAMP)  # the peers' samplers (the bench extra) and the committed NUTS reference
+
 .PHONY: reports
 reports: $(REFERENCE_STAMP)  # after a change to the shared statistics (csg/evaluation/comparison.py)
 	bash scripts/regenerate_reports.sh
 
 $(REFERENCE_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[reference]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[reference,bench]"
 	@touch $(REFERENCE_STAMP)
 
 reference: $(REFERENCE_STAMP)

@@ -263,14 +263,18 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
     flat = tmp_path / "flat.npz"
     np.savez(flat, test_probs=np.full((1000, 10), 0.1), test_labels=labels, ood_probs=np.full((8, 10), 0.1))
-    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC"), budgets={"tiny": 20}, seeds=(100, 101),
+    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC", "posteriors cSGLD"), budgets={"tiny": 20},
+                              seeds=(100, 101),
                               tuning_seeds=(0,), factors=(0.5, 1.0, 2.0), workers=1,
                               overrides=(f"ood.root={fashion_root}",))
     tuning, rows, seconds = study.run_study(protocol, tmp_path / "runs", flat, log=lambda line: None)
     tuning, runs = pd.DataFrame(tuning), pd.DataFrame(rows)
-    assert set(tuning.method) == {"cSGHMC", "SGHMC"} and tuning.groupby("method").chosen.sum().eq(1).all()
-    assert len(tuning) >= 2 * 3 - 1 and (tuning.validation_nll > 0).all()
-    assert sorted(runs.method.unique()) == ["SGHMC", "cSGHMC", "cSGHMC, noise off"] and len(runs) == 3 * 2
+    assert set(tuning.method) == {"cSGHMC", "SGHMC", "posteriors cSGLD"}
+    assert tuning.groupby("method").chosen.sum().eq(1).all() and (tuning.validation_nll > 0).all()
+    assert sorted(runs.method.unique()) == ["SGHMC", "cSGHMC", "cSGHMC, noise off", "posteriors cSGLD"]
+    assert len(runs) == 4 * 2 and runs.columns.is_unique
+    peer = runs[runs.method == "posteriors cSGLD"]
+    assert (peer.members == 4).all() and peer.tv.between(0, 1).all() and peer.ood_tv.between(0, 1).all()
     off, base = runs[runs.method == "cSGHMC, noise off"], runs[runs.method == "cSGHMC"]
     assert off.lr0.tolist() == base.lr0.tolist() and (runs.gradient_evaluations == 200).all()
     facts = {"file": "flat.npz", "checks": {"rhat_test": {"max": 1.004}, "floors_test": {
@@ -279,7 +283,7 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     text = path.read_text()
     assert "| tiny | SGHMC |" in text and "| tiny | cSGHMC, noise off |" in text and "R-hat max 1.0040" in text
     found = pd.read_csv(tmp_path / "out" / report.VERDICTS)
-    assert len(found) == 2 * 4 and set(found.metric) == set(report.METRICS)
+    assert len(found) == 3 * 4 and set(found.metric) == set(report.METRICS)
     assert (tmp_path / "out" / report.FIGURE).stat().st_size > 0
 
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BUDGETS", "CONTENDERS", "Contender", "overrides", "run_contender"]
+__all__ = ["BUDGETS", "CONTENDERS", "Contender", "fitted", "overrides", "run_contender"]
 
 BUDGETS = {"0.2x": 40, "1x": 200, "4x": 800}  # epochs over all chains; 1x is the embedded default's 200
 
@@ -57,13 +57,12 @@ CONTENDERS = {c.name: c for c in (
 )}
 
 
-def overrides(name: str, budget_epochs: int, seed: int, temperature: float, *, lr0: float | None = None,
-              reference: str | Path | None = None, run_dir: str | Path | None = None,
-              extra: tuple[str, ...] = ()) -> list[str]:
-    """The train.py overrides of contender ``name`` at a budget of ``budget_epochs`` epochs over all its chains."""
-    contender = CONTENDERS[name]
+def fitted(contender: Contender, budget_epochs: int) -> tuple[int, int, int]:
+    """(epochs per chain, cycles, samples per cycle) of ``contender`` at a budget of ``budget_epochs`` epochs over all
+    its chains: fewer, longer cycles where a chain is short (module docstring)."""
     if budget_epochs % contender.chains:
-        raise ValueError(f"{name}: a budget of {budget_epochs} epochs does not split over {contender.chains} chains")
+        raise ValueError(f"{contender.name}: a budget of {budget_epochs} epochs does not split over "
+                         f"{contender.chains} chains")
     epochs = budget_epochs // contender.chains
 
     def stage(cycles: int) -> int:  # whole epochs in a sampling stage
@@ -73,8 +72,17 @@ def overrides(name: str, budget_epochs: int, seed: int, temperature: float, *, l
     while cycles > 1 and (epochs // cycles < 5 or stage(cycles) < contender.min_samples):
         cycles -= 1  # fewer, longer cycles where the budget is short
     if stage(cycles) < contender.min_samples:
-        raise ValueError(f"{name}: {epochs} epochs per chain leave no room for {contender.min_samples} samples")
-    samples = max(1, min(contender.samples, stage(cycles)))
+        raise ValueError(f"{contender.name}: {epochs} epochs per chain leave no room for {contender.min_samples} "
+                         "samples")
+    return epochs, cycles, max(1, min(contender.samples, stage(cycles)))
+
+
+def overrides(name: str, budget_epochs: int, seed: int, temperature: float, *, lr0: float | None = None,
+              reference: str | Path | None = None, run_dir: str | Path | None = None,
+              extra: tuple[str, ...] = ()) -> list[str]:
+    """The train.py overrides of contender ``name`` at a budget of ``budget_epochs`` epochs over all its chains."""
+    contender = CONTENDERS[name]
+    epochs, cycles, samples = fitted(contender, budget_epochs)
     words = ["experiment=posterior_benchmark", *contender.sampler, f"seed={seed}", f"trainer.epochs={epochs}",
              f"sampler.cycles={cycles}", f"sampler.samples_per_cycle={samples}", "logger=none",
              "trainer.progress=false"]

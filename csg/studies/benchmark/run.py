@@ -178,7 +178,7 @@ def run_posterior_benchmark(job) -> list[str]:
     from csg.studies.experiments.in_process import checked_options
 
     options = checked_options(job, {"workers": "processes running tasks (default 2; smoke 1)",
-                                    "contenders": f"comma-separated, of {', '.join(study.CONTENDERS)}"})
+                                    "contenders": f"comma-separated, of {', '.join(study.ALL)}"})
     protocol = study.SMOKE if job.scale == "smoke" else study.FULL
     if "workers" in options:
         if not options["workers"].isdigit() or int(options["workers"]) < 1:
@@ -186,10 +186,10 @@ def run_posterior_benchmark(job) -> list[str]:
         protocol = replace(protocol, workers=int(options["workers"]))
     if "contenders" in options:
         names = tuple(n.strip() for n in options["contenders"].split(","))
-        unknown = [n for n in names if n not in study.CONTENDERS]
+        unknown = [n for n in names if n not in study.ALL]
         if unknown or study.BASE not in names:
             raise ConfigError("contenders", options["contenders"],
-                              f"comma-separated names including {study.BASE}, of {', '.join(study.CONTENDERS)}")
+                              f"comma-separated names including {study.BASE}, of {', '.join(study.ALL)}")
         protocol = replace(protocol, contenders=names)
     references = Path("results") / "benchmark" / "reference"
     facts_path, npz = references / JSON, references / npz_name(protocol.temperature)

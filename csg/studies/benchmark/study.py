@@ -32,20 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from csg.studies.benchmark.contenders import BUDGETS, CONTENDERS, run_contender
+from csg.studies.benchmark.peers import PEERS, peer_recipe_lr0, peer_validation_nll, run_peer
 from csg.studies.benchmark.tuning import STEP_FACTORS, TUNING_SEEDS, search, validation_batches, validation_nll
 
-__all__ = ["EVAL_SEEDS", "FULL", "NOISE_OFF", "Protocol", "SMOKE", "recipe_lr0", "run_study", "run_task"]
+__all__ = ["ALL", "EVAL_SEEDS", "FULL", "NOISE_OFF", "Protocol", "SMOKE", "recipe_lr0", "run_study", "run_task"]
 
 EVAL_SEEDS = tuple(range(100, 120))
 BASE = "cSGHMC"
 NOISE_OFF = "cSGHMC, noise off"   # cSGHMC's cycles at T = 0, at cSGHMC's chosen step: the paired control for noise
 QUIET = ("hydra.job_logging.root.handlers=[file]",)   # each run logs to its train.log only
+ALL = (*CONTENDERS, *PEERS)      # csg's contenders, then the peers' (run through their own APIs: .peers)
 
 
 @dataclass(frozen=True)
 class Protocol:
     name: str
-    contenders: tuple[str, ...] = tuple(CONTENDERS)
+    contenders: tuple[str, ...] = ALL
     budgets: dict[str, int] = field(default_factory=lambda: dict(BUDGETS))
     seeds: tuple[int, ...] = EVAL_SEEDS
     tuning_seeds: tuple[int, ...] = TUNING_SEEDS
@@ -61,9 +63,11 @@ SMOKE = Protocol("smoke", contenders=(BASE, "Snapshot-SGDM", "SGHMC"), budgets={
 
 
 def recipe_lr0(name: str, temperature: float) -> float:
-    """The contender's ``sampler.lr0`` as the preset composes it (the grid's centre)."""
+    """The contender's ``sampler.lr0`` as the preset composes it (the grid's centre; a peer: its csg sampler's)."""
     from csg.studies.benchmark.task import compose
 
+    if name in PEERS:
+        return peer_recipe_lr0(name, temperature)
     return float(compose(temperature, CONTENDERS[name].sampler).sampler.lr0)
 
 
@@ -90,8 +94,12 @@ def _task(name: str, label: str, protocol: Protocol, runs: Path, reference: Path
     tuning_overrides = [o for o in protocol.overrides if not o.startswith("ood.")]   # tuning runs have ood=none
 
     def objective(index: int) -> float:
-        return validation_nll(name, epochs, temperature, recipe * protocol.factors[index], runs / "tuning",
-                              protocol.tuning_seeds, batches, extra=(*tuning_overrides, *QUIET))
+        lr0 = recipe * protocol.factors[index]
+        if name in PEERS:
+            return peer_validation_nll(name, epochs, temperature, lr0, protocol.tuning_seeds, batches,
+                                       tuple(tuning_overrides))
+        return validation_nll(name, epochs, temperature, lr0, runs / "tuning", protocol.tuning_seeds, batches,
+                              extra=(*tuning_overrides, *QUIET))
 
     found = search(objective, len(protocol.factors), protocol.factors.index(1.0))
     lr0 = recipe * protocol.factors[found.best]
@@ -105,9 +113,13 @@ def _task(name: str, label: str, protocol: Protocol, runs: Path, reference: Path
     rows = []
     for shown, contender, extra in arms:
         for seed in protocol.seeds:
-            row = run_contender(contender, epochs, seed, temperature, runs / f"{_slug(shown)}_{epochs}_seed{seed}",
-                                lr0=lr0, reference=reference,
-                                extra=(*extra, *protocol.overrides, *QUIET))
+            if contender in PEERS:
+                row = run_peer(contender, epochs, seed, temperature, lr0, reference=reference,
+                               overrides=protocol.overrides)
+            else:
+                row = run_contender(contender, epochs, seed, temperature,
+                                    runs / f"{_slug(shown)}_{epochs}_seed{seed}", lr0=lr0, reference=reference,
+                                    extra=(*extra, *protocol.overrides, *QUIET))
             rows.append({**row, "method": shown, "budget": label, "factor": protocol.factors[found.best],
                          "bracketed": found.bracketed, "tuning_seconds": tuning_seconds})
     return tuned, rows

@@ -1,0 +1,163 @@
+r"""The peers' samplers in the posterior benchmark's harness, run through their own public APIs as their users run
+them (an optional, pinned extra: ``pip install csg[bench]``).
+
+``posteriors cSGLD``: the `posteriors <https://github.com/normal-computing/posteriors>`_ library's SGLD
+(``posteriors.sgmcmc.sgld.build``; its update :math:`\theta \leftarrow \theta + \epsilon \nabla \log p(\theta)
++ \sqrt{2 \epsilon T_p}\,\xi`) in a plain PyTorch loop over the benchmark's data, on the same network, prior and
+batches, with csg's cyclical schedule (:class:`csg.schedules.Cyclical`, the preset's cSGLD settings) and collection
+rule (:func:`csg.engine.collection.collection_points`): the library's documented convention, a log posterior
+averaged over the batch, :math:`\log p = -\overline{\ell} + \log \mathcal N(\theta; 0, (N\,\mathrm{wd})^{-1}) / N
+= -U / N`, with its temperature :math:`T_p = T / N` in the sampling stages and 0 in the exploration stages (the
+library's own reading of temperature 0: optimisation), so that the chain targets csg's :math:`\exp(-U/T)` with
+csg's step on the mean loss. ``inplace=False``: the state classes of posteriors 0.1.3 share their tensor defaults
+(tensordict 0.15), so an in-place update would leak a chain's step count into the next chain's fresh state.
+
+A peer's row has the keys of :func:`.contenders.run_contender`'s; its predictive is scored by the same functions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PEERS", "peer_recipe_lr0", "run_peer", "peer_validation_nll"]
+
+PEERS = {"posteriors cSGLD": "sampler=csgld"}   # peer -> the csg sampler whose settings it takes
+BATCH = 100
+
+
+@cache
+def _setting(name: str, temperature: float, overrides: tuple[str, ...]):
+    from csg.studies.benchmark.task import compose, load_task
+
+    cfg = compose(temperature, (PEERS[name], *overrides))
+    task, model = load_task(temperature, overrides)
+    return cfg, task, model
+
+
+def peer_recipe_lr0(name: str, temperature: float) -> float:
+    return float(_setting(name, temperature, ())[0].sampler.lr0)
+
+
+def _posteriors():
+    with warnings.catch_warnings():      # tensordict 0.15 warns at import about the shared defaults (above)
+        warnings.simplefilter("ignore", FutureWarning)
+        import posteriors
+    return posteriors
+
+
+def _members(name: str, budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
+    """Train peer ``name``: its members (parameter dicts of the network after the pooling), the head module, the
+    task, and the training seconds."""
+    import copy
+
+    import torch
+
+    from csg.engine.collection import collection_points
+    from csg.schedules import Cyclical
+    from csg.studies.benchmark.contenders import CONTENDERS, fitted
+    from csg.studies.benchmark.task import split
+
+    posteriors = _posteriors()
+    cfg, task, model = _setting(name, temperature, overrides)
+    epochs, cycles, samples = fitted(CONTENDERS["cSGLD"], budget_epochs)
+    batches = math.ceil(task.num_data / BATCH)
+    schedule = Cyclical(lr0, epochs * batches, cycles, float(cfg.sampler.explore),
+                        hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)))
+    wanted = {point.iteration for point in collection_points(schedule, epochs, batches, samples)}
+    torch.manual_seed(seed)
+    head = copy.deepcopy(split(model)[1])
+    for layer in head:
+        if hasattr(layer, "reset_parameters"):
+            layer.reset_parameters()
+    x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
+    n, sd = task.num_data, (task.num_data * task.weight_decay) ** -0.5
+
+    def log_posterior(params, batch):
+        inputs, labels = batch
+        out = torch.func.functional_call(head, params, (inputs,))
+        mean_ll = -torch.nn.functional.cross_entropy(out, labels)
+        prior = posteriors.diag_normal_log_prob(params, sd_diag=sd, normalize=False)
+        return mean_ll + prior / n, torch.tensor([])
+
+    def step_of(state_step) -> int:
+        return int(state_step)
+
+    transform = posteriors.sgmcmc.sgld.build(
+        log_posterior, lr=lambda k: schedule.lr(step_of(k)),
+        temperature=lambda k: temperature / n if schedule.sampling(step_of(k)) else 0.0)
+    state = transform.init({k: v.detach().clone() for k, v in head.named_parameters()})
+    generator, members, k = torch.Generator().manual_seed(seed), [], 0
+    started = time.perf_counter()
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=generator)
+        for b in range(batches):
+            index = order[b * BATCH:(b + 1) * BATCH]
+            state, _ = transform.update(state, (x[index], y[index]), inplace=False)
+            if not all(torch.isfinite(v).all() for v in state.params.values()):
+                from csg.errors import DivergenceError
+
+                raise DivergenceError(f"{name}: non-finite weights at iteration {k}")
+            if k in wanted:
+                members.append({key: v.detach().clone() for key, v in state.params.items()})
+            k += 1
+    return members, head, task, time.perf_counter() - started
+
+
+def _predictive(head, members: list[dict], features) -> "torch.Tensor":
+    import torch
+
+    inputs = torch.as_tensor(features)
+    with torch.no_grad():
+        return torch.stack([torch.func.functional_call(head, m, (inputs,)).softmax(-1) for m in members]).mean(0)
+
+
+def peer_validation_nll(name: str, budget_epochs: int, temperature: float, lr0: float, seeds, batches: list,
+                        overrides: tuple[str, ...] = ()) -> float:
+    """:func:`.tuning.validation_nll` for a peer: its ensemble's mean NLL on the held-out digits over ``seeds``."""
+    import torch
+
+    from csg.errors import DivergenceError
+    from csg.studies.benchmark.task import split
+
+    values = []
+    for seed in seeds:
+        try:
+            members, head, _, _ = _members(name, budget_epochs, seed, temperature, lr0, overrides)
+        except DivergenceError:
+            return math.inf
+        pool = split(_setting(name, temperature, overrides)[2])[0]
+        nll = [torch.nn.functional.nll_loss(_predictive(head, members, pool(bx)).clamp_min(1e-300).log(), by,
+                                            reduction="sum").item() for bx, by in batches]
+        values.append(sum(nll) / sum(len(by) for _, by in batches))
+    return float(np.mean(values))
+
+
+def run_peer(name: str, budget_epochs: int, seed: int, temperature: float, lr0: float, *,
+             reference: str | Path | None = None, overrides: tuple[str, ...] = ()) -> dict:
+    """Train peer ``name`` and score its predictive: the row of :func:`.contenders.run_contender`."""
+    import torch
+
+    from csg.evaluation.metrics import classification_metrics
+    from csg.evaluation.ood import ood_metrics
+    from csg.evaluation.reference_predictive import load_reference, score_predictive
+
+    members, head, task, seconds = _members(name, budget_epochs, seed, temperature, lr0, overrides)
+    test = _predictive(head, members, task.test_x)
+    metrics = classification_metrics(test, torch.from_numpy(task.test_y))
+    ood = _predictive(head, members, task.ood_x) if len(task.ood_x) else None
+    row = {"method": name, "budget_epochs": budget_epochs, "seed": seed, "temperature": temperature, "lr0": lr0,
+           "members": len(members), "gradient_evaluations": budget_epochs * math.ceil(task.num_data / BATCH),
+           "train_seconds": seconds, "error_pct": metrics["test_error_pct"], "nll": metrics["nll"],
+           "ece": metrics["ece"], "ood_auroc": float(ood_metrics(test, ood)["auroc"]) if ood is not None else math.nan}
+    if reference is not None:
+        scores = score_predictive(test.numpy(), load_reference(reference), None if ood is None else ood.numpy())
+        row.update(agreement=scores["test"]["agreement"], tv=scores["test"]["total_variation"])
+        if "ood" in scores:
+            row.update(ood_agreement=scores["ood"]["agreement"], ood_tv=scores["ood"]["total_variation"])
+    return row
