@@ -263,18 +263,22 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
     flat = tmp_path / "flat.npz"
     np.savez(flat, test_probs=np.full((1000, 10), 0.1), test_labels=labels, ood_probs=np.full((8, 10), 0.1))
-    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC", "posteriors cSGLD"), budgets={"tiny": 20},
+    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC", "posteriors cSGLD", "laplace-torch LL-KFAC"),
+                              budgets={"tiny": 20},
                               seeds=(100, 101),
                               tuning_seeds=(0,), factors=(0.5, 1.0, 2.0), workers=1,
                               overrides=(f"ood.root={fashion_root}",))
     tuning, rows, seconds = study.run_study(protocol, tmp_path / "runs", flat, log=lambda line: None)
     tuning, runs = pd.DataFrame(tuning), pd.DataFrame(rows)
-    assert set(tuning.method) == {"cSGHMC", "SGHMC", "posteriors cSGLD"}
+    assert set(tuning.method) == {"cSGHMC", "SGHMC", "posteriors cSGLD", "laplace-torch LL-KFAC"}
     assert tuning.groupby("method").chosen.sum().eq(1).all() and (tuning.validation_nll > 0).all()
-    assert sorted(runs.method.unique()) == ["SGHMC", "cSGHMC", "cSGHMC, noise off", "posteriors cSGLD"]
-    assert len(runs) == 4 * 2 and runs.columns.is_unique
+    assert sorted(runs.method.unique()) == ["SGHMC", "cSGHMC", "cSGHMC, noise off", "laplace-torch LL-KFAC",
+                                            "posteriors cSGLD"]
+    assert len(runs) == 5 * 2 and runs.columns.is_unique
     peer = runs[runs.method == "posteriors cSGLD"]
     assert (peer.members == 4).all() and peer.tv.between(0, 1).all() and peer.ood_tv.between(0, 1).all()
+    laplace = runs[runs.method == "laplace-torch LL-KFAC"]
+    assert laplace.members.isna().all() and laplace.tv.between(0, 1).all() and (laplace.error_pct < 90).all()
     off, base = runs[runs.method == "cSGHMC, noise off"], runs[runs.method == "cSGHMC"]
     assert off.lr0.tolist() == base.lr0.tolist() and (runs.gradient_evaluations == 200).all()
     facts = {"file": "flat.npz", "checks": {"rhat_test": {"max": 1.004}, "floors_test": {
@@ -283,7 +287,8 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     text = path.read_text()
     assert "| tiny | SGHMC |" in text and "| tiny | cSGHMC, noise off |" in text and "R-hat max 1.0040" in text
     found = pd.read_csv(tmp_path / "out" / report.VERDICTS)
-    assert len(found) == 3 * 4 and set(found.metric) == set(report.METRICS)
+    assert len(found) == 4 * 4 and set(found.metric) == set(report.METRICS)
+    assert "| laplace-torch LL-KFAC | a Gaussian |" in text
     assert (tmp_path / "out" / report.FIGURE).stat().st_size > 0
 
 
@@ -297,3 +302,14 @@ def test_a_bad_benchmark_option_is_one_line_before_anything_runs(tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert done.returncode == 2 and len(errors) == 1 and "contenders" in errors[0] and "cSGHMC" in errors[0]
     assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_the_laplace_peer_targets_csgs_cold_posterior_on_the_last_layer(fashion_root):
+    """laplace-torch's posterior precision is H / temperature + prior precision: temperature T and prior N wd / T
+    make it (H + N wd) / T, csg's exp(-U / T) on the last layer."""
+    from csg.studies.benchmark import peers
+
+    members, _, task, _ = peers._laplace(10, 0, 0.2, 0.1, (f"ood.root={fashion_root}",))
+    fitted = members[0]
+    assert fitted.temperature == 0.2 and fitted.n_data == task.num_data == 1000
+    assert math.isclose(float(fitted.prior_precision), task.num_data * task.weight_decay / 0.2)

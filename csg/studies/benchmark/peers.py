@@ -12,6 +12,15 @@ library's own reading of temperature 0: optimisation), so that the chain targets
 csg's step on the mean loss. ``inplace=False``: the state classes of posteriors 0.1.3 share their tensor defaults
 (tensordict 0.15), so an in-place update would leak a chain's step count into the next chain's fresh state.
 
+``laplace-torch LL-KFAC``: `laplace-torch <https://github.com/aleximmer/Laplace>`_'s last-layer Laplace with a
+Kronecker-factored GGN (``Laplace(model, "classification", subset_of_weights="last_layer",
+hessian_structure="kron")``, ``fit``, the ``glm`` predictive with the probit link) around a MAP trained by the user's
+own loop (SGD with momentum 0.9 and csg's weight decay on the mean loss, a cosine decay of the step over the
+budget); the library sums the likelihood over the data and its posterior precision is H / temperature + prior
+precision, so ``temperature=T`` and ``prior_precision = N wd / T`` give csg's exp(-U / T) restricted to the last
+layer. Its predictive is a Gaussian's, not a finite ensemble: ``members`` is NaN (no floor beside it). The budget
+counts the MAP's gradients; the fit's one pass over the data (its curvature) is not counted (1/200 of the 1x budget).
+
 A peer's row has the keys of :func:`.contenders.run_contender`'s; its predictive is scored by the same functions.
 """
 
@@ -27,7 +36,8 @@ import numpy as np
 
 __all__ = ["PEERS", "peer_recipe_lr0", "run_peer", "peer_validation_nll"]
 
-PEERS = {"posteriors cSGLD": "sampler=csgld"}   # peer -> the csg sampler whose settings it takes
+# peer -> the csg sampler whose settings (recipe step, schedule) it takes
+PEERS = {"posteriors cSGLD": "sampler=csgld", "laplace-torch LL-KFAC": "sampler=sgdm"}
 BATCH = 100
 
 
@@ -54,15 +64,14 @@ def _posteriors():
 def _members(name: str, budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
     """Train peer ``name``: its members (parameter dicts of the network after the pooling), the head module, the
     task, and the training seconds."""
-    import copy
-
     import torch
 
     from csg.engine.collection import collection_points
     from csg.schedules import Cyclical
     from csg.studies.benchmark.contenders import CONTENDERS, fitted
-    from csg.studies.benchmark.task import split
 
+    if name == "laplace-torch LL-KFAC":
+        return _laplace(budget_epochs, seed, temperature, lr0, overrides)
     posteriors = _posteriors()
     cfg, task, model = _setting(name, temperature, overrides)
     epochs, cycles, samples = fitted(CONTENDERS["cSGLD"], budget_epochs)
@@ -70,11 +79,7 @@ def _members(name: str, budget_epochs: int, seed: int, temperature: float, lr0: 
     schedule = Cyclical(lr0, epochs * batches, cycles, float(cfg.sampler.explore),
                         hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)))
     wanted = {point.iteration for point in collection_points(schedule, epochs, batches, samples)}
-    torch.manual_seed(seed)
-    head = copy.deepcopy(split(model)[1])
-    for layer in head:
-        if hasattr(layer, "reset_parameters"):
-            layer.reset_parameters()
+    head = _init(model, seed)
     x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
     n, sd = task.num_data, (task.num_data * task.weight_decay) ** -0.5
 
@@ -109,10 +114,67 @@ def _members(name: str, budget_epochs: int, seed: int, temperature: float, lr0: 
     return members, head, task, time.perf_counter() - started
 
 
-def _predictive(head, members: list[dict], features) -> "torch.Tensor":
+def _init(model, seed: int):
+    """The network after its parameter-free layers, freshly initialised from ``seed``."""
+    import copy
+
+    import torch
+
+    from csg.studies.benchmark.task import split
+
+    torch.manual_seed(seed)
+    head = copy.deepcopy(split(model)[1])
+    for layer in head:
+        if hasattr(layer, "reset_parameters"):
+            layer.reset_parameters()
+    return head
+
+
+def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
+    """A MAP by the user's own SGD loop, then laplace-torch's last-layer KFAC Laplace (module docstring): the fitted
+    ``Laplace`` object as the one "member", the head, the task and the training seconds (the MAP's and the fit's)."""
+    import torch
+
+    from csg.errors import DivergenceError
+
+    _, task, model = _setting("laplace-torch LL-KFAC", temperature, overrides)
+    head = _init(model, seed)
+    x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
+    n, batches = task.num_data, math.ceil(task.num_data / BATCH)
+    optimizer = torch.optim.SGD(head.parameters(), lr=lr0, momentum=0.9, weight_decay=task.weight_decay)
+    decay = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, budget_epochs * batches)
+    generator = torch.Generator().manual_seed(seed)
+    started = time.perf_counter()
+    for _ in range(budget_epochs):
+        order = torch.randperm(n, generator=generator)
+        for b in range(batches):
+            index = order[b * BATCH:(b + 1) * BATCH]
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(head(x[index]), y[index])
+            if not torch.isfinite(loss):
+                raise DivergenceError(f"laplace-torch LL-KFAC: the MAP's loss became {loss.item()}")
+            loss.backward()
+            optimizer.step()
+            decay.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)    # the library's unconditional note on link_approx
+        from laplace import Laplace
+
+        fitted = Laplace(head, "classification", subset_of_weights="last_layer", hessian_structure="kron",
+                         prior_precision=n * task.weight_decay / temperature, temperature=temperature)
+        fitted.fit(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH))
+    return [fitted], head, task, time.perf_counter() - started
+
+
+def _predictive(head, members: list, features) -> "torch.Tensor":
     import torch
 
     inputs = torch.as_tensor(features)
+    if members and not isinstance(members[0], dict):          # a fitted Laplace: its glm / probit predictive
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.cat([members[0](inputs[i:i + 1000], pred_type="glm", link_approx="probit").detach()
+                              for i in range(0, len(inputs), 1000)])
     with torch.no_grad():
         return torch.stack([torch.func.functional_call(head, m, (inputs,)).softmax(-1) for m in members]).mean(0)
 
@@ -152,7 +214,7 @@ def run_peer(name: str, budget_epochs: int, seed: int, temperature: float, lr0: 
     metrics = classification_metrics(test, torch.from_numpy(task.test_y))
     ood = _predictive(head, members, task.ood_x) if len(task.ood_x) else None
     row = {"method": name, "budget_epochs": budget_epochs, "seed": seed, "temperature": temperature, "lr0": lr0,
-           "members": len(members), "gradient_evaluations": budget_epochs * math.ceil(task.num_data / BATCH),
+           "members": len(members) if isinstance(members[0], dict) else math.nan, "gradient_evaluations": budget_epochs * math.ceil(task.num_data / BATCH),
            "train_seconds": seconds, "error_pct": metrics["test_error_pct"], "nll": metrics["nll"],
            "ece": metrics["ece"], "ood_auroc": float(ood_metrics(test, ood)["auroc"]) if ood is not None else math.nan}
     if reference is not None:

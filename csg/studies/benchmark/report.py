@@ -73,13 +73,15 @@ def _table(runs: pd.DataFrame, tuning: pd.DataFrame, floors: dict, budget: str) 
     for method in dict.fromkeys(here.method):
         block = here[here.method == method]
         members = float(block.members.mean())
-        size, floor = floor_of(floors, members) if floors else (0, math.nan)
+        size, floor = floor_of(floors, members) if floors and math.isfinite(members) else (0, math.nan)
         lr0 = f"{block.lr0.iloc[0]:.4g} (x{block.factor.iloc[0]:g}{'' if block.bracketed.iloc[0] else ', grid edge'})"
         if method == NOISE_OFF:
             lr0 = f"{block.lr0.iloc[0]:.4g} (cSGHMC's)"
-        lines.append(f"| {method} | {members:g} | {lr0} | {_cell(block.error_pct, 2)} | {_cell(block.nll, 4)} | "
+        shown = f"{members:g}" if math.isfinite(members) else "a Gaussian"
+        floor_cell = f"{floor:.4f} (S = {size})" if math.isfinite(floor) else "-"
+        lines.append(f"| {method} | {shown} | {lr0} | {_cell(block.error_pct, 2)} | {_cell(block.nll, 4)} | "
                      f"{_cell(block.ece, 4)} | {_cell(block.ood_auroc, 3)} | {_cell(block.agreement, 4)} | "
-                     f"{_cell(block.tv, 4)} | {floor:.4f} (S = {size}) | {_cell(block.get('ood_tv', pd.Series(dtype=float)), 4)} | "
+                     f"{_cell(block.tv, 4)} | {floor_cell} | {_cell(block.get('ood_tv', pd.Series(dtype=float)), 4)} | "
                      f"{block.train_seconds.mean():.1f} |")
     return lines + [""]
 
@@ -126,7 +128,9 @@ def floor_lines(runs: pd.DataFrame, floors: dict) -> list[str]:
     for budget in dict.fromkeys(runs.budget):
         here = runs[runs.budget == budget]
         ratios = {m: float(b.tv.mean()) / floor_of(floors, float(b.members.mean()))[1]
-                  for m, b in here.groupby("method", sort=False)}
+                  for m, b in here.groupby("method", sort=False) if math.isfinite(float(b.members.mean()))}
+        if not ratios:
+            continue
         low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
         lines.append(f"- at {budget}, every method's mean test TV is {ratios[low]:.1f} ({low}) to {ratios[high]:.1f} "
                      f"({high}) times the floor of a perfect sampler with as many members (1: as close as "
