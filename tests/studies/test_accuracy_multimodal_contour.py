@@ -215,3 +215,12 @@ def test_a_verdict_whose_side_did_not_move_is_marked_in_its_table_its_csv_and_th
     moving = summary.assign(step=[0.25, 0.5, 1.0])
     assert contour_report.still_lines(moving, contour_report.mark_still(found, moving)) == []
     assert contour_report.pair(next(found.itertuples())) == "ICSGLD x4 - SGLD x4"
+
+
+def test_the_report_says_where_the_limit_h_0_ran():
+    tried = pd.DataFrame([{"target": "barrier16", "method": "ICSGLD x4", "budget": b, "step": h}
+                          for b in (5_000, 80_000) for h in (0.0, 2.0**-12)]
+                         + [{"target": "barrier2", "method": "SGLD", "budget": 5_000, "step": 0.5}])
+    text = contour_report.limit_text(tried)
+    assert "barrier16 ICSGLD x4 (scored at 5,000, 80,000)" in text and "barrier2" not in text
+    assert "was not run" in contour_report.limit_text(tried[tried.step > 0])

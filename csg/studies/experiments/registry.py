@@ -309,7 +309,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            _posterior_benchmark, BOTH, frozenset({"report_only", "runs"})),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD, and the ICSGLD paper's reSGLD, CSGLD and "
            "ICSGLD x4, on mixtures whose barriers we control, tuned and judged on fresh seeds (CPU, ~25 min for the "
-           "six SGLD / SGHMC methods, about an hour more for the ICSGLD paper's three on 2 busy cores; "
+           "six SGLD / SGHMC methods, ~22 min more for the ICSGLD paper's three on 2 busy cores; "
            "ARGS=\"methods=... merge=true\" adds methods to the CSVs in --out)", "csgmcmc", run_accuracy_multimodal, BOTH,
            frozenset({"seeds", "report_only"})),
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",

@@ -54,6 +54,19 @@ def still_lines(summary: pd.DataFrame, found: pd.DataFrame) -> list[str]:
             "the start distribution compares, not how the method's moving chains would.", ""]
 
 
+def limit_text(tried: pd.DataFrame) -> str:
+    """The tuning's runs at h = 0 in words (:data:`.tuning.LIMIT`: the step grids' low end bracketed by the limit)."""
+    at = tried[tried.step.astype(float) == tuning.LIMIT].drop_duplicates(["target", "method", "budget"])
+    if at.empty:
+        return (" No best lay at its step grid's smallest step but on a plateau, so the limit h = 0 below every grid "
+                "(the chains' starts) was not run.")
+    cells = "; ".join(f"{target} {method} (scored at {', '.join(f'{int(b):,}' for b in sorted(block.budget))})"
+                      for (target, method), block in at.groupby(["target", "method"], sort=False))
+    return (f" The limit h = 0 below every step grid (the chains stay at their starts; it brackets a grid's low end) "
+            f"ran where a best lay at the grid's smallest step and off a plateau, its chains as long as the longest "
+            f"budget that wanted it, so the shorter budgets are scored too: {cells}.")
+
+
 def design_lines(protocol, tables: dict, found: pd.DataFrame, summary: pd.DataFrame) -> list[str]:
     """The section: the samplers as run here, the added run, and the reading of their verdicts."""
     runs = tables["runs"]

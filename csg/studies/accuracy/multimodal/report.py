@@ -183,7 +183,8 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
             "outside the domain (the report is not written otherwise). On the domain's bound, where the optimum is "
             f"the boundary itself: of the {len(cyclical)} cyclical choices, {beta_zero} take beta = 0 (no exploration "
             f"stage), {beta_top} the largest beta that leaves a sampling stage, {shortest} the shortest cycle C = {min(protocol.grids.cycle_lattice)} and {single} one cycle "
-            f"per chain.{_own_bounds(chosen)} All settings' tuning means: accuracy_multimodal_tuning.csv.", ""]
+            f"per chain.{_own_bounds(chosen)}{contour_report.limit_text(tried)} All settings' tuning means: "
+            "accuracy_multimodal_tuning.csv.", ""]
 
 
 def _own_bounds(chosen: pd.DataFrame) -> str:
