@@ -28,7 +28,8 @@ help:
 	@echo "make table5   cSG-MCMC Table 5: ESS of Bayesian logistic regression, and ESS against the step (CPU, ~10 CPU min)"
 	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
 	@echo "make reference-network  the posterior benchmark's reference: NUTS on an MLP 49-32-10 on 1000 real digits, T = 1 and 0.2: results/benchmark/reference/ (CPU, ~20 min on 2 cores)"
-	@echo "make posterior-benchmark  cSGHMC against 8 methods at 3 budgets, scored against that reference: results/benchmark/ (CPU; SCALE=smoke: 3 methods, 1 budget, 3 seeds)"
+	@echo "make reference-cifar10 ARGS=\"probs=P test_x=X test_y=Y\"  Izmailov et al.'s public CIFAR-10 HMC predictive (their starter kit's files) as a csg reference: results/benchmark/reference/cifar10_hmc_izmailov.npz"
+	@echo "make posterior-benchmark  cSGHMC against 9 methods (csg's 7 others, the posteriors library's SGLD, laplace-torch's last-layer Laplace) and its noise-off control at 3 budgets, scored against that reference: results/benchmark/ (CPU, about an hour on 2 cores; SCALE=smoke: 3 methods, 1 budget, 3 seeds)"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
 	@echo "make accuracy-multimodal [SCALE=smoke]  where do cycles pay? and the ICSGLD paper's reSGLD, CSGLD, ICSGLD x4: results/csgmcmc/accuracy_multimodal.md (CPU, ~25 min on 2 cores for the six SGLD/SGHMC methods, ~22 min more for the ICSGLD paper's three; ARGS=\"methods=reSGLD,CSGLD,ICSGLDx4 merge=true\" runs only those and merges their rows into the CSVs; make reference-multimodal rebuilds the network's reference)"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
@@ -125,6 +126,10 @@ reference: $(REFERENCE_STAMP)
 .PHONY: reference-network
 reference-network: $(REFERENCE_STAMP)
 	$(REPRODUCE) reference-network
+
+.PHONY: reference-cifar10
+reference-cifar10: $(STAMP)  # ARGS="probs=... test_x=... test_y=...": the starter kit's files
+	$(REPRODUCE) reference-cifar10 $(ARGS)
 
 .PHONY: reference-multimodal
 reference-multimodal: $(REFERENCE_STAMP)

@@ -206,3 +206,28 @@ def run_posterior_benchmark(job) -> list[str]:
     runs = pd.DataFrame(rows).assign(study_seconds=seconds)
     path = report.write(job.out, protocol, pd.DataFrame(tuning), runs, facts, seconds, command)
     return [f"posterior-benchmark: wrote {path} ({seconds / 60:.1f} min)"]
+
+
+CIFAR10_REFERENCE = "cifar10_hmc_izmailov.npz"
+
+
+def run_reference_cifar10(job) -> list[str]:
+    """``make reference-cifar10 ARGS="probs=... test_x=... test_y=..."``: Izmailov et al.'s public CIFAR-10 HMC
+    predictive converted to csg's reference format (:mod:`.izmailov`) into ``--out``/reference/."""
+    from csg.studies.benchmark.izmailov import convert
+    from csg.studies.experiments.in_process import checked_options
+
+    options = checked_options(job, {"probs": "their probs.csv", "test_x": "their cifar10_test_x.csv",
+                                    "test_y": "their cifar10_test_y.csv", "data.root": "CIFAR-10's folder (data)"})
+    missing = [key for key in ("probs", "test_x", "test_y") if key not in options]
+    if missing:
+        raise ConfigError(missing[0], "", "the path of the starter kit's file (probs.csv, cifar10_test_x.csv, "
+                                          "cifar10_test_y.csv: github.com/izmailovpavel/neurips_bdl_starter_kit)")
+    for key in ("probs", "test_x", "test_y"):
+        if not Path(options[key]).is_file():
+            raise ConfigError(key, options[key], "an existing file")
+    out = job.out / "reference" / CIFAR10_REFERENCE
+    facts = convert(Path(options["probs"]), Path(options["test_x"]), Path(options["test_y"]),
+                    Path(options.get("data.root", "data")), out)
+    return [f"reference-cifar10: wrote {out} ({facts['images']} test images, {facts['reordered']} moved to csg's "
+            f"order; the reference's error {facts['error_pct']:.2f} %)"]

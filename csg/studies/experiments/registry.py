@@ -47,6 +47,12 @@ def _reference_network(job: Job) -> list[str]:
     return run_reference_network(job)
 
 
+def _reference_cifar10(job: Job) -> list[str]:
+    from csg.studies.benchmark.run import run_reference_cifar10
+
+    return run_reference_cifar10(job)
+
+
 def _posterior_benchmark(job: Job) -> list[str]:
     from csg.studies.benchmark.run import run_posterior_benchmark
 
@@ -303,7 +309,10 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("reference-network", "the posterior benchmark's reference: full-batch NUTS on an MLP 49-32-10 on 1000 real "
            "digits at T = 1 and 0.2, its test and Fashion-MNIST predictives with their convergence checks (NumPyro: "
            "the reference extra; CPU, ~20 min on 2 cores)", "benchmark", _reference_network),
-    Target("posterior-benchmark", "What does the posterior buy? cSGHMC against 8 methods at 3 gradient budgets, each "
+    Target("reference-cifar10", "Izmailov et al.'s public CIFAR-10 HMC predictive (ResNet-20-FRN, T = 1) converted "
+           "to csg's reference format, its test images matched to CIFAR-10's test_batch (probs=, test_x=, test_y=: the "
+           "starter kit's files; data.root=)", "benchmark", _reference_cifar10),
+    Target("posterior-benchmark", "What does the posterior buy? cSGHMC against 9 methods (2 of them peers' libraries) at 3 gradient budgets, each "
            "tuned on held-out digits, scored on 20 seeds against the NUTS reference of make reference-network "
            "(agreement, total variation, NLL, ECE; CPU; contenders=A,B: a subset; workers=N)", "benchmark",
            _posterior_benchmark, BOTH, frozenset({"report_only", "runs"})),
