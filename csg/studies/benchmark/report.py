@@ -56,6 +56,23 @@ def floor_of(floors: dict, members: float) -> tuple[int, float]:
     return size, float(floors[str(size)]["total_variation"])
 
 
+def convergence_text(reference: dict) -> str:
+    """The reference's convergence checks in words (reference_network.json's facts of one temperature)."""
+    checks, settings = reference["checks"], reference.get("settings", {})
+    rhat = checks["rhat_test"]
+    parts = [f"{settings['chains']} chains x {settings['samples']} draws" if settings else "",
+             f"split R-hat of the test class probabilities median / 99 % / max {rhat.get('median', math.nan):.4f} / "
+             f"{rhat.get('q99', math.nan):.4f} / {rhat['max']:.4f}, "
+             f"{rhat.get('share_at_most_1.01', math.nan):.4f} of them at most 1.01"]
+    if "rhat_ood" in checks:
+        parts.append(f"OOD R-hat max {checks['rhat_ood']['max']:.4f}")
+    if "halves" in checks:
+        parts.append(f"the draws' halves within {checks['halves']['total_variation']:.4f} in test TV")
+    if "ess_test" in checks:
+        parts.append(f"test bulk ESS at least {checks['ess_test']['bulk']['min']:.0f}")
+    return "; ".join(p for p in parts if p) + ": every check passed"
+
+
 def _cell(values: pd.Series, digits: int) -> str:
     finite = values[values.map(math.isfinite)] if len(values) else values
     if finite.empty:
@@ -176,8 +193,8 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
              f"`{command}` (csg/studies/benchmark/study.py), {seconds / 60:.1f} min in {protocol.workers} "
              f"process(es). The task of `python train.py experiment=posterior_benchmark`: an MLP 49-32-10 on 1000 "
              f"real MNIST digits, scored on the 1000 test digits and on Fashion-MNIST (OOD), at T = "
-             f"{protocol.temperature:g}, against the NUTS reference `{reference['file']}` (R-hat max "
-             f"{checks['rhat_test']['max']:.4f}; make reference-network). Each method's `sampler.lr0` tuned on the "
+             f"{protocol.temperature:g}, against the NUTS reference `{reference['file']}` (make reference-network; "
+             f"{convergence_text(reference)}). Each method's `sampler.lr0` tuned on the "
              f"held-out digits' NLL over tuning seeds {', '.join(map(str, protocol.tuning_seeds))} (the grid: "
              f"{', '.join(f'{f:g}' for f in protocol.factors)} x the recipe's step; only the step is tuned, the "
              "cycles, exploration share and samples per cycle are the recipe's, chosen for cSGHMC on mnist5k: a home "
