@@ -224,3 +224,22 @@ def test_the_report_says_where_the_limit_h_0_ran():
     text = contour_report.limit_text(tried)
     assert "barrier16 ICSGLD x4 (scored at 5,000, 80,000)" in text and "barrier2" not in text
     assert "was not run" in contour_report.limit_text(tried[tried.step > 0])
+
+
+def test_a_side_whose_chains_never_cross_is_marked_and_counted():
+    summary = pd.DataFrame([{"target": "barrier16", "budget": 80_000, "method": m, "rank": 1, "step": 0.25}
+                            for m in ("ICSGLD x4", "SGLD x4", "CSGLD")])
+    runs = pd.DataFrame([{"target": "barrier16", "budget": 80_000, "method": m, "rank": 1, "seed": s,
+                          "crossings": crossings(s)}
+                         for m, crossings in (("ICSGLD x4", lambda s: 0), ("SGLD x4", lambda s: s % 2),
+                                              ("CSGLD", lambda s: 0 if s < 19 else 3)) for s in range(20)])
+    found = pd.DataFrame([{"target": "barrier16", "budget": 80_000, "method": "ICSGLD x4", "baseline": b,
+                           "metric": "core_tv", "verdict": v} for b, v in (("SGLD x4", "hurts"), ("CSGLD", "helps"))])
+    marked = contour_report.mark_still(found, summary, runs)
+    # ICSGLD x4 never crosses; CSGLD crosses on 1 seed of 20 (95 % never: marked); SGLD x4 on half of them
+    assert marked.method_frozen.all() and marked.baseline_frozen.tolist() == [False, True]
+    rows = list(marked.itertuples())
+    assert contour_report.pair(rows[0]) == "ICSGLD x4 (never crosses) - SGLD x4"
+    assert contour_report.pair(rows[1]) == "ICSGLD x4 (never crosses) - CSGLD (never crosses)"
+    text = "\n".join(contour_report.still_lines(summary, marked))
+    assert "the ICSGLD family: 2 of its 2 (1 with both sides so; 2 of them helps or hurts)" in text

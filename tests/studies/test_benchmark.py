@@ -263,20 +263,23 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
     flat = tmp_path / "flat.npz"
     np.savez(flat, test_probs=np.full((1000, 10), 0.1), test_labels=labels, ood_probs=np.full((8, 10), 0.1))
-    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC", "posteriors cSGLD", "laplace-torch LL-KFAC"),
+    protocol = study.Protocol("test", contenders=("cSGHMC", "SGHMC", "posteriors cSGLD", "torch-uncertainty cSGLD",
+                                                  "laplace-torch LL-KFAC"),
                               budgets={"tiny": 20},
                               seeds=(100, 101),
                               tuning_seeds=(0,), factors=(0.5, 1.0, 2.0), workers=1,
                               overrides=(f"ood.root={fashion_root}",))
     tuning, rows, seconds = study.run_study(protocol, tmp_path / "runs", flat, log=lambda line: None)
     tuning, runs = pd.DataFrame(tuning), pd.DataFrame(rows)
-    assert set(tuning.method) == {"cSGHMC", "SGHMC", "posteriors cSGLD", "laplace-torch LL-KFAC"}
+    assert set(tuning.method) == {"cSGHMC", "SGHMC", "posteriors cSGLD", "torch-uncertainty cSGLD",
+                                  "laplace-torch LL-KFAC"}
     assert tuning.groupby("method").chosen.sum().eq(1).all() and (tuning.validation_nll > 0).all()
     assert sorted(runs.method.unique()) == ["SGHMC", "cSGHMC", "cSGHMC, noise off", "laplace-torch LL-KFAC",
-                                            "posteriors cSGLD"]
-    assert len(runs) == 5 * 2 and runs.columns.is_unique
-    peer = runs[runs.method == "posteriors cSGLD"]
-    assert (peer.members == 4).all() and peer.tv.between(0, 1).all() and peer.ood_tv.between(0, 1).all()
+                                            "posteriors cSGLD", "torch-uncertainty cSGLD"]
+    assert len(runs) == 6 * 2 and runs.columns.is_unique
+    for name in ("posteriors cSGLD", "torch-uncertainty cSGLD"):
+        peer = runs[runs.method == name]
+        assert (peer.members == 4).all() and peer.tv.between(0, 1).all() and peer.ood_tv.between(0, 1).all()
     laplace = runs[runs.method == "laplace-torch LL-KFAC"]
     assert laplace.members.isna().all() and laplace.tv.between(0, 1).all() and (laplace.error_pct < 90).all()
     off, base = runs[runs.method == "cSGHMC, noise off"], runs[runs.method == "cSGHMC"]
@@ -288,7 +291,7 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     assert "| tiny | SGHMC |" in text and "| tiny | cSGHMC, noise off |" in text
     assert "/ 1.0040" in text and "every check passed" in text
     found = pd.read_csv(tmp_path / "out" / report.VERDICTS)
-    assert len(found) == 4 * 4 and set(found.metric) == set(report.METRICS)
+    assert len(found) == 5 * 4 and set(found.metric) == set(report.METRICS)
     assert "| laplace-torch LL-KFAC | a Gaussian |" in text
     assert (tmp_path / "out" / report.FIGURE).stat().st_size > 0
 
@@ -303,6 +306,12 @@ def test_a_bad_benchmark_option_is_one_line_before_anything_runs(tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert done.returncode == 2 and len(errors) == 1 and "contenders" in errors[0] and "cSGHMC" in errors[0]
     assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
+    merge = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark", "--out",
+                            str(tmp_path / "out"), "contenders=SGLD", "merge=true"], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path)
+    errors = [line for line in merge.stderr.splitlines() if line.startswith("error")]
+    assert merge.returncode == 2 and len(errors) == 1 and "merge" in errors[0] and "finished benchmark" in errors[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_laplace_peer_targets_csgs_cold_posterior_on_the_last_layer(fashion_root):
@@ -311,6 +320,26 @@ def test_the_laplace_peer_targets_csgs_cold_posterior_on_the_last_layer(fashion_
     from csg.studies.benchmark import peers
 
     members, _, task, _ = peers._laplace(10, 0, 0.2, 0.1, (f"ood.root={fashion_root}",))
-    fitted = members[0]
+    fitted = members[0].source
     assert fitted.temperature == 0.2 and fitted.n_data == task.num_data == 1000
     assert math.isclose(float(fitted.prior_precision), task.num_data * task.weight_decay / 0.2)
+
+
+def test_a_method_added_by_merge_replaces_only_its_own_rows(tmp_path):
+    import pandas as pd
+
+    from csg.studies.benchmark import report
+
+    runs = pd.DataFrame([{"method": m, "seed": s, "tv": 0.1 * i, "study_seconds": 600.0}
+                         for i, m in enumerate(("cSGHMC", "SGLD", "torch-uncertainty cSGLD")) for s in (0, 1)])
+    tuning = pd.DataFrame([{"method": m, "lr0": 0.1} for m in ("cSGHMC", "SGLD", "torch-uncertainty cSGLD")])
+    runs.to_csv(tmp_path / report.RUNS, index=False)
+    tuning.to_csv(tmp_path / report.TUNING, index=False)
+    new_runs = pd.DataFrame([{"method": "torch-uncertainty cSGLD", "seed": s, "tv": 0.9} for s in (0, 1)])
+    new_tuning = pd.DataFrame([{"method": "torch-uncertainty cSGLD", "lr0": 0.4}])
+    t, r, seconds = report.merged(tmp_path, new_tuning, new_runs, ("torch-uncertainty cSGLD",), 60.0)
+    assert seconds == 600.0 and (r.added_seconds == 60.0).all() and (r.added_methods == "torch-uncertainty cSGLD").all()
+    assert r[r.method == "torch-uncertainty cSGLD"].tv.tolist() == [0.9, 0.9]
+    assert r[r.method == "SGLD"].tv.tolist() == pytest.approx([0.1, 0.1]) and len(r) == 6
+    assert t.set_index("method").lr0.to_dict() == {"cSGHMC": 0.1, "SGLD": 0.1, "torch-uncertainty cSGLD": 0.4}
+    assert "added by a run of their own" in report._added(r) and "1.0 min" in report._added(r)

@@ -69,7 +69,8 @@ METHODS = (
 )
 BY_NAME = {m.name: m for m in METHODS}
 PAIRS = (("cSGLD", "SGLD"), ("cSGHMC", "SGHMC"), ("cSGLD x4", "SGLD x4"), ("cSGHMC x4", "SGHMC x4"))
-CONTOUR_PAIRS = (("ICSGLD x4", "SGLD x4"), ("ICSGLD x4", "cSGLD x4"), ("CSGLD", "SGLD"), ("reSGLD", "SGLD"))
+CONTOUR_PAIRS = (("ICSGLD x4", "SGLD x4"), ("ICSGLD x4", "cSGLD x4"), ("ICSGLD x4", "CSGLD"), ("CSGLD", "SGLD"),
+                 ("reSGLD", "SGLD"))
 MOMENTUM = 0.9
 BURNIN = 0.1
 ESCAPE = 200.0                # a kept iteration this far (squared, in sd) from its nearest mode: the chain left

@@ -117,11 +117,15 @@ def _why_other(found: pd.DataFrame, summary: pd.DataFrame, method: str, baseline
     mine, theirs = _row(summary, cell.target, method, cell.budget), _row(summary, cell.target, baseline, cell.budget)
     if mine is None or theirs is None:
         return None
+    better, worse = (mine, theirs) if verdict == "helps" else (theirs, mine)
+    spread = (f" The lower mode-weight error ({better.method}'s) comes with the higher core TV: its chains spread "
+              "beyond the modes' cores, which gets an equal-weight grid's weights right without sampling its modes."
+              if better.core_tv > worse.core_tv and cell.target in ("mog25", "wang25") else "")
     return (f"At the largest {'gain' if verdict == 'helps' else 'cost'} of {method} against {baseline} ({cell.target}, "
             f"{cell.budget:,} gradients, {cell.difference:+.3f}): {baseline} ({_described(theirs)}) crosses "
             f"{theirs.crossings:.3g} times per chain, error {theirs.mode_error:.3f}, core TV {theirs.core_tv:.3f}; "
             f"{method} ({_described(mine)}) crosses {mine.crossings:.3g} times per kept chain, error "
-            f"{mine.mode_error:.3f}, core TV {mine.core_tv:.3f}.")
+            f"{mine.mode_error:.3f}, core TV {mine.core_tv:.3f}.{spread}")
 
 
 _OWN = {"replica": "T_high", "contour": "zeta"}

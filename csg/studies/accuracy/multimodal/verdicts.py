@@ -2,8 +2,8 @@ r"""Do the cycles help, and do the ICSGLD paper's samplers? Two families of pair
 
 :data:`FAMILIES`: *cycles*, each cyclical method against its constant-step counterpart (:data:`.chains.PAIRS`);
 *ICSGLD*, the ICSGLD paper's samplers against the plain and cyclical ones (:data:`.chains.CONTOUR_PAIRS`: ICSGLD
-x4 against SGLD x4, the paper's comparison at an equal budget, and against cSGLD x4; CSGLD and reSGLD against
-SGLD). For every target, budget and metric, and each pair of a family, both at their tuned settings of that
+x4 against SGLD x4 and against CSGLD, the paper's comparisons at an equal budget, and against cSGLD x4; CSGLD and
+reSGLD against SGLD). For every target, budget and metric, and each pair of a family, both at their tuned settings of that
 budget, the evaluation seeds give paired differences metric(method) - metric(baseline) (a seed's runs share their
 start points and their noise): :func:`csg.evaluation.comparison.compare_paired`, Holm-corrected across every
 comparison of the family (the two families answer two questions; adding the second left the first's verdicts as
