@@ -77,7 +77,7 @@ def arrival_lines(runs: pd.DataFrame) -> list[str]:
     lines = ["### The network: arrival, and hopping once arrived", "",
              "Where a method's chains have not all arrived (kept iterations within 100 nats of the lowest minimum), "
              "its mode-weight error mixes descent with hopping between modes. Below, each pair's arrival rates over "
-             "all evaluation seeds, and the mode-weight error on the seeds where both arrived: a family of its own "
+             "all evaluation seeds, and the mode-weight error on the seeds where both arrived: families of their own "
              "(the same statistics, bar and margin as above). It conditions on an outcome of the runs, so it describes; "
              "the study's verdicts are those above.", "",
              "| budget | pair | arrived (cyclical / constant) | seeds, both arrived | cyclical | constant | difference "
@@ -85,4 +85,8 @@ def arrival_lines(runs: pd.DataFrame) -> list[str]:
     for row in found.itertuples():
         lines.append(f"| {row.budget:,} | {row.method} - {row.baseline} | {row.method_arrived:.2f} / "
                      f"{row.baseline_arrived:.2f} | {row.seeds} | {compared_cells(row)} | {verdict_mark(row)} |")
-    return lines + ["", f"Family of {len(found)}: {tally(found.itertuples())}.", ""]
+    families = found.apply(lambda r: verdicts.family_of(r.method, r.baseline), axis=1)
+    counts = "; ".join(f"the {name} pairs' family of {int((families == name).sum())}: "
+                       f"{tally(found[families == name].itertuples())}" for name in verdicts.FAMILIES
+                       if (families == name).any())
+    return lines + ["", f"Holm families of their own, one per family of pairs: {counts}.", ""]
