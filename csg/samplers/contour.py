@@ -108,7 +108,8 @@ class EnergyPartition:
 
     def multiplier(self, j: Tensor, temperature: float, energy: Tensor | None = None) -> Tensor:
         r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0);
-        forward: :math:`\log\theta(J+1) - \log\theta(J)` (J + 1 capped at m - 1). ``temperature``: a number, or
+        forward: :math:`\log\theta(J+1) - \log\theta(J)` (J + 1 capped at the last flattened partition: m - 1, or
+        m - 2 with an overflow partition, whose theta no update touches). ``temperature``: a number, or
         one per group (a tensor of ``groups`` values).
 
         With ``energy`` (the energies ``j`` came from), 1 above the partitioned range: the plain
@@ -118,7 +119,8 @@ class EnergyPartition:
             temperature = temperature.to(self.theta.dtype).reshape(self.groups, 1)
         log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
         if self.difference == "forward":
-            upper, lower = log_theta.gather(1, (j + 1).clamp_max(self.partitions - 1)), log_theta.gather(1, j)
+            top = self.partitions - 1 - int(self.overflow)   # the last flattened partition: never the overflow's theta
+            upper, lower = log_theta.gather(1, (j + 1).clamp_max(top)), log_theta.gather(1, j)
         else:
             upper, lower = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
         factor = (1.0 + self.zeta * temperature * (upper - lower) / self.width).clamp(*self.multiplier_clip)

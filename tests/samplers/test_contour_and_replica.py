@@ -344,3 +344,13 @@ def test_forward_multiplier_reads_the_partition_above():
     assert torch.allclose(m, torch.tensor(expected, dtype=torch.float64))
     with pytest.raises(ValueError, match="backward or forward"):
         EnergyPartition(0.0, 1.0, 4, zeta=1.0, difference="central")
+
+
+def test_the_forward_difference_below_an_overflow_partition_never_reads_its_theta():
+    """The overflow partition's theta is never updated (it decays as the others grow), so the last flattened
+    partition's forward difference must not read it: its partition above is taken as itself (multiplier 1), or the
+    chain is pushed into the overflow ever harder (the bug this guards against)."""
+    partition = EnergyPartition(0.0, 1.0, 4, zeta=2.0, difference="forward", overflow=True)
+    partition.theta.copy_(torch.tensor([[0.3, 0.3, 0.39, 0.01]], dtype=torch.float64))
+    m = partition.multiplier(torch.tensor([1, 2]), temperature=0.5)
+    assert m.tolist() == pytest.approx([1 + 2.0 * 0.5 * math.log(0.39 / 0.3), 1.0])

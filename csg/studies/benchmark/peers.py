@@ -21,6 +21,14 @@ precision, so ``temperature=T`` and ``prior_precision = N wd / T`` give csg's ex
 layer. Its predictive is a Gaussian's, not a finite ensemble: ``members`` is NaN (no floor beside it). The budget
 counts the MAP's gradients; the fit's one pass over the data (its curvature) is not counted (1/200 of the 1x budget).
 
+``torch-uncertainty cSGLD``: `torch-uncertainty <https://github.com/ENSTA-U2IS-AI/torch-uncertainty>`_'s SGLD
+optimizer (``torch_uncertainty.optim.SGLD``: :math:`\theta \leftarrow \theta - \epsilon (g + \mathrm{wd}\,
+\theta) + \sqrt{2 \epsilon}\,\nu\,\xi` on the mean loss's gradient g) in a plain loop with csg's cyclical
+schedule set on its param group each step, its ``noise_factor`` :math:`\nu = \sqrt{T / N}` in the sampling stages and 0
+in the exploration stages (the library has no temperature or data-set size: both enter through it), the samples
+collected by its ``CheckpointCollector`` at csg's collection epochs (``save_schedule``) and averaged from the
+collector's stacked logits.
+
 A peer's row has the keys of :func:`.contenders.run_contender`'s; its predictive is scored by the same functions.
 """
 
@@ -37,7 +45,8 @@ import numpy as np
 __all__ = ["PEERS", "peer_recipe_lr0", "run_peer", "peer_validation_nll"]
 
 # peer -> the csg sampler whose settings (recipe step, schedule) it takes
-PEERS = {"posteriors cSGLD": "sampler=csgld", "laplace-torch LL-KFAC": "sampler=sgdm"}
+PEERS = {"posteriors cSGLD": "sampler=csgld", "torch-uncertainty cSGLD": "sampler=csgld",
+         "laplace-torch LL-KFAC": "sampler=sgdm"}
 BATCH = 100
 
 
@@ -62,23 +71,18 @@ def _posteriors():
 
 
 def _members(name: str, budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
-    """Train peer ``name``: its members (parameter dicts of the network after the pooling), the head module, the
-    task, and the training seconds."""
+    """Train peer ``name``: its members (parameter dicts of the network after the pooling, or one
+    :class:`_Predictive`: the library's own), the head module, the task, and the training seconds."""
     import torch
-
-    from csg.engine.collection import collection_points
-    from csg.schedules import Cyclical
-    from csg.studies.benchmark.contenders import CONTENDERS, fitted
 
     if name == "laplace-torch LL-KFAC":
         return _laplace(budget_epochs, seed, temperature, lr0, overrides)
+    if name == "torch-uncertainty cSGLD":
+        return _torch_uncertainty(budget_epochs, seed, temperature, lr0, overrides)
     posteriors = _posteriors()
-    cfg, task, model = _setting(name, temperature, overrides)
-    epochs, cycles, samples = fitted(CONTENDERS["cSGLD"], budget_epochs)
-    batches = math.ceil(task.num_data / BATCH)
-    schedule = Cyclical(lr0, epochs * batches, cycles, float(cfg.sampler.explore),
-                        hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)))
-    wanted = {point.iteration for point in collection_points(schedule, epochs, batches, samples)}
+    _, task, model = _setting(name, temperature, overrides)
+    schedule, epochs, batches, points = _schedule(name, budget_epochs, temperature, lr0, overrides)
+    wanted = {point.iteration for point in points}
     head = _init(model, seed)
     x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
     n, sd = task.num_data, (task.num_data * task.weight_decay) ** -0.5
@@ -130,6 +134,71 @@ def _init(model, seed: int):
     return head
 
 
+class _Predictive:
+    """A peer's own predictive as one "member": ``probs(inputs)`` and how many members it averages (NaN: none)."""
+
+    def __init__(self, probs, count: float, source=None):
+        self.probs, self.count, self.source = probs, count, source   # source: the library's own object
+
+
+def _schedule(name: str, budget_epochs: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
+    """csg's cyclical schedule and collection epochs of the peer's csg sampler (cSGLD's cycles at this budget)."""
+    from csg.engine.collection import collection_points
+    from csg.schedules import Cyclical
+    from csg.studies.benchmark.contenders import CONTENDERS, fitted
+
+    cfg, task, _ = _setting(name, temperature, overrides)
+    epochs, cycles, samples = fitted(CONTENDERS["cSGLD"], budget_epochs)
+    batches = math.ceil(task.num_data / BATCH)
+    schedule = Cyclical(lr0, epochs * batches, cycles, float(cfg.sampler.explore),
+                        hold_sampling_lr=bool(cfg.sampler.get("hold_sampling_lr", False)))
+    return schedule, epochs, batches, collection_points(schedule, epochs, batches, samples)
+
+
+def _torch_uncertainty(budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
+    """torch-uncertainty's SGLD and CheckpointCollector in a plain loop (module docstring)."""
+    import torch
+
+    from csg.errors import DivergenceError
+
+    name = "torch-uncertainty cSGLD"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch_uncertainty.methods import CheckpointCollector
+        from torch_uncertainty.optim import SGLD
+    _, task, model = _setting(name, temperature, overrides)
+    schedule, epochs, batches, points = _schedule(name, budget_epochs, temperature, lr0, overrides)
+    head = _init(model, seed)
+    collector = CheckpointCollector(head, save_schedule=[p.epoch for p in points], use_final_model=False)
+    optimizer = SGLD(head.parameters(), lr=lr0, noise_factor=0.0, weight_decay=task.weight_decay)
+    x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
+    n, k, noise = task.num_data, 0, (temperature / task.num_data) ** 0.5
+    generator = torch.Generator().manual_seed(seed)
+    started = time.perf_counter()
+    for epoch in range(epochs):
+        order = torch.randperm(n, generator=generator)
+        for b in range(batches):
+            index = order[b * BATCH:(b + 1) * BATCH]
+            for group in optimizer.param_groups:
+                group["lr"], group["noise_factor"] = schedule.lr(k), noise if schedule.sampling(k) else 0.0
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(head(x[index]), y[index])
+            if not torch.isfinite(loss):
+                raise DivergenceError(f"{name}: the loss became {loss.item()} at iteration {k}")
+            loss.backward()
+            optimizer.step()
+            k += 1
+        collector.update_wrapper(epoch)
+    collector.eval()
+    count = int(collector.num_estimators)
+
+    def probs(inputs):
+        with torch.no_grad():
+            return collector(inputs).reshape(count, len(inputs), -1).softmax(-1).mean(0)
+
+    return [_Predictive(probs, float(count), collector)], head, task, time.perf_counter() - started
+
+
 def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
     """A MAP by the user's own SGD loop, then laplace-torch's last-layer KFAC Laplace (module docstring): the fitted
     ``Laplace`` object as the one "member", the head, the task and the training seconds (the MAP's and the fit's)."""
@@ -163,18 +232,21 @@ def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, over
         fitted = Laplace(head, "classification", subset_of_weights="last_layer", hessian_structure="kron",
                          prior_precision=n * task.weight_decay / temperature, temperature=temperature)
         fitted.fit(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH))
-    return [fitted], head, task, time.perf_counter() - started
+
+    def probs(inputs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return fitted(inputs, pred_type="glm", link_approx="probit").detach()
+
+    return [_Predictive(probs, math.nan, fitted)], head, task, time.perf_counter() - started
 
 
 def _predictive(head, members: list, features) -> "torch.Tensor":
     import torch
 
     inputs = torch.as_tensor(features)
-    if members and not isinstance(members[0], dict):          # a fitted Laplace: its glm / probit predictive
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.cat([members[0](inputs[i:i + 1000], pred_type="glm", link_approx="probit").detach()
-                              for i in range(0, len(inputs), 1000)])
+    if members and isinstance(members[0], _Predictive):      # a peer's own predictive
+        return torch.cat([members[0].probs(inputs[i:i + 1000]) for i in range(0, len(inputs), 1000)])
     with torch.no_grad():
         return torch.stack([torch.func.functional_call(head, m, (inputs,)).softmax(-1) for m in members]).mean(0)
 
@@ -214,7 +286,7 @@ def run_peer(name: str, budget_epochs: int, seed: int, temperature: float, lr0: 
     metrics = classification_metrics(test, torch.from_numpy(task.test_y))
     ood = _predictive(head, members, task.ood_x) if len(task.ood_x) else None
     row = {"method": name, "budget_epochs": budget_epochs, "seed": seed, "temperature": temperature, "lr0": lr0,
-           "members": len(members) if isinstance(members[0], dict) else math.nan, "gradient_evaluations": budget_epochs * math.ceil(task.num_data / BATCH),
+           "members": members[0].count if isinstance(members[0], _Predictive) else len(members), "gradient_evaluations": budget_epochs * math.ceil(task.num_data / BATCH),
            "train_seconds": seconds, "error_pct": metrics["test_error_pct"], "nll": metrics["nll"],
            "ece": metrics["ece"], "ood_auroc": float(ood_metrics(test, ood)["auroc"]) if ood is not None else math.nan}
     if reference is not None:

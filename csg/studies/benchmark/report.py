@@ -48,6 +48,13 @@ def verdicts(runs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return pd.concat([pd.DataFrame(keys), verdict_frame(compare_paired(comparisons, alpha))], axis=1)
 
 
+def _added(runs: pd.DataFrame) -> str:
+    if "added_methods" not in runs.columns or not isinstance(runs.added_methods.iloc[0], str):
+        return ""
+    return (f"; {runs.added_methods.iloc[0]} added by a run of their own (`ARGS=\"contenders=... merge=true\"`, "
+            f"{float(runs.added_seconds.iloc[0]) / 60:.1f} min), every other row as it was")
+
+
 def floor_of(floors: dict, members: float) -> tuple[int, float]:
     """The reference's floor (mean TV of S random draws' average to the reference) at the listed S nearest to
     ``members``: (S, TV)."""
@@ -191,7 +198,7 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
     floors = checks.get("floors_test", {})
     lines = [f"# What does the posterior buy? The posterior benchmark ({protocol.name} scale)", "",
              f"`{command}` (csg/studies/benchmark/study.py), {seconds / 60:.1f} min in {protocol.workers} "
-             f"process(es). The task of `python train.py experiment=posterior_benchmark`: an MLP 49-32-10 on 1000 "
+             f"process(es){_added(runs)}. The task of `python train.py experiment=posterior_benchmark`: an MLP 49-32-10 on 1000 "
              f"real MNIST digits, scored on the 1000 test digits and on Fashion-MNIST (OOD), at T = "
              f"{protocol.temperature:g}, against the NUTS reference `{reference['file']}` (make reference-network; "
              f"{convergence_text(reference)}). Each method's `sampler.lr0` tuned on the "
@@ -221,6 +228,18 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
                      f"{'yes' if bool(block.bracketed.iloc[0]) else 'no: the best is at the grid edge'} |")
     atomic_write_text(out / REPORT, "\n".join(lines) + "\n")
     return out / REPORT
+
+
+def merged(out: Path, tuning: pd.DataFrame, runs: pd.DataFrame, names, seconds: float):
+    """The benchmark in ``out`` with the rows of ``names`` (and, for cSGHMC, its noise-off control) replaced by
+    ``tuning`` and ``runs``': (tuning, runs, the study's seconds), the added run's seconds and methods recorded."""
+    previous_tuning, previous_runs = pd.read_csv(out / TUNING), pd.read_csv(out / RUNS)
+    shown = set(runs.method)
+    before = float(previous_runs.study_seconds.iloc[0])
+    tuning = pd.concat([previous_tuning[~previous_tuning.method.isin(shown)], tuning], ignore_index=True)
+    runs = pd.concat([previous_runs[~previous_runs.method.isin(shown)], runs], ignore_index=True)
+    runs = runs.assign(study_seconds=before, added_seconds=seconds, added_methods=", ".join(names))
+    return tuning, runs, before
 
 
 def load_reference_facts(path: Path, temperature: float) -> dict:

@@ -178,7 +178,13 @@ def run_posterior_benchmark(job) -> list[str]:
     from csg.studies.experiments.in_process import checked_options
 
     options = checked_options(job, {"workers": "processes running tasks (default 2; smoke 1)",
-                                    "contenders": f"comma-separated, of {', '.join(study.ALL)}"})
+                                    "contenders": f"comma-separated, of {', '.join(study.ALL)}",
+                                    "merge": "true: run only the contenders named and put their rows into the CSVs "
+                                             "in --out"})
+    merge = options.get("merge", "false").lower()
+    if merge not in ("true", "false"):
+        raise ConfigError("merge", options["merge"], "true or false")
+    merge = merge == "true"
     protocol = study.SMOKE if job.scale == "smoke" else study.FULL
     if "workers" in options:
         if not options["workers"].isdigit() or int(options["workers"]) < 1:
@@ -187,10 +193,15 @@ def run_posterior_benchmark(job) -> list[str]:
     if "contenders" in options:
         names = tuple(n.strip() for n in options["contenders"].split(","))
         unknown = [n for n in names if n not in study.ALL]
-        if unknown or study.BASE not in names:
+        if unknown or (study.BASE not in names and not merge):
             raise ConfigError("contenders", options["contenders"],
-                              f"comma-separated names including {study.BASE}, of {', '.join(study.ALL)}")
+                              f"comma-separated names including {study.BASE} (unless merge=true), of "
+                              f"{', '.join(study.ALL)}")
         protocol = replace(protocol, contenders=names)
+    elif merge:
+        raise ConfigError("merge", "true", "with contenders=<the methods to add>")
+    if merge and not all((job.out / name).is_file() for name in (report.TUNING, report.RUNS)):
+        raise ConfigError("merge", "true", f"the CSVs of a finished benchmark in {job.out}")
     references = Path("results") / "benchmark" / "reference"
     facts_path, npz = references / JSON, references / npz_name(protocol.temperature)
     if not npz.is_file() or not facts_path.is_file():
@@ -203,8 +214,11 @@ def run_posterior_benchmark(job) -> list[str]:
         return [f"posterior-benchmark: wrote {report.write(job.out, protocol, tuning, runs, facts, seconds, command)}"]
     runs_dir = job.runs or Path("data") / "benchmark-runs" / job.stamp
     tuning, rows, seconds = study.run_study(protocol, runs_dir, npz.resolve())
-    runs = pd.DataFrame(rows).assign(study_seconds=seconds)
-    path = report.write(job.out, protocol, pd.DataFrame(tuning), runs, facts, seconds, command)
+    tuning, runs = pd.DataFrame(tuning), pd.DataFrame(rows).assign(study_seconds=seconds)
+    if merge:   # the named contenders' rows replace theirs; every other row is kept as it was
+        tuning, runs, seconds = report.merged(job.out, tuning, runs, protocol.contenders, seconds)
+        protocol = replace(protocol, contenders=tuple(dict.fromkeys(runs.method)))
+    path = report.write(job.out, protocol, tuning, runs, facts, seconds, command)
     return [f"posterior-benchmark: wrote {path} ({seconds / 60:.1f} min)"]
 
 
