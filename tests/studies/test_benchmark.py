@@ -159,6 +159,18 @@ def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_c
             else:  # its own: 0 for the optimisers and the noise-off control
                 assert value.get("sampler.temperature", "0") == "0"
     assert "sampler.temperature=0" in overrides("Snapshot-SGDM", 200, 0, 0.2)  # the control: noise off
+    # every run's samples fit its cycles by train.py's own collection rule (a cycle need not end on an epoch end)
+    from csg.engine.build import plan_collection
+    from csg.schedules import Cyclical
+    from csg.studies.benchmark.task import compose
+
+    for name, contender in CONTENDERS.items():
+        for budget in BUDGETS.values():
+            words = overrides(name, budget, 3, 0.2)
+            cfg = compose(0.2, tuple(w for w in words if not w.startswith(("experiment=", "sampler.temperature="))))
+            epochs, cycles = int(cfg.trainer.epochs), int(cfg.sampler.cycles)
+            assert float(cfg.sampler.explore) == contender.explore, name
+            plan_collection(cfg, Cyclical(1.0, epochs * 10, cycles, float(cfg.sampler.explore)), 10)
     with pytest.raises(ValueError, match="does not split over 4 chains"):
         overrides("cSGHMC x4", 42, 0, 0.2)
 
@@ -270,6 +282,10 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
                               tuning_seeds=(0,), factors=(0.5, 1.0, 2.0), workers=1,
                               overrides=(f"ood.root={fashion_root}",))
     tuning, rows, seconds = study.run_study(protocol, tmp_path / "runs", flat, log=lambda line: None)
+    said = []   # a second call with the same runs folder reads every finished task instead of running it
+    again = study.run_study(protocol, tmp_path / "runs", flat, log=said.append)
+    pd.testing.assert_frame_equal(pd.DataFrame(again[1]), pd.DataFrame(rows))   # NaN members (Laplace) too
+    assert again[0] == tuning and len(said) == 5 and all("read from" in line for line in said)
     tuning, runs = pd.DataFrame(tuning), pd.DataFrame(rows)
     assert set(tuning.method) == {"cSGHMC", "SGHMC", "posteriors cSGLD", "torch-uncertainty cSGLD",
                                   "laplace-torch LL-KFAC"}

@@ -57,24 +57,30 @@ CONTENDERS = {c.name: c for c in (
 )}
 
 
-def fitted(contender: Contender, budget_epochs: int) -> tuple[int, int, int]:
+def fitted(contender: Contender, budget_epochs: int, batches_per_epoch: int = 10) -> tuple[int, int, int]:
     """(epochs per chain, cycles, samples per cycle) of ``contender`` at a budget of ``budget_epochs`` epochs over all
-    its chains: fewer, longer cycles where a chain is short (module docstring)."""
+    its chains: fewer, longer cycles where a chain is short (module docstring), each cycle's samples at most the
+    epoch ends its sampling stage holds, by csg's own collection rule (:mod:`csg.engine.collection`: a cycle need not
+    end on an epoch end); ``batches_per_epoch``: the preset's 10."""
+    from csg.engine.collection import capacity, eligible_epochs
+    from csg.schedules import Cyclical
+
     if budget_epochs % contender.chains:
         raise ValueError(f"{contender.name}: a budget of {budget_epochs} epochs does not split over "
                          f"{contender.chains} chains")
     epochs = budget_epochs // contender.chains
 
-    def stage(cycles: int) -> int:  # whole epochs in a sampling stage
-        return math.floor(epochs / cycles * (1 - contender.explore) + 1e-9)
+    def fits(cycles: int) -> int:  # the samples each cycle's sampling stage can hold
+        schedule = Cyclical(1.0, epochs * batches_per_epoch, cycles, contender.explore)
+        return capacity(eligible_epochs(schedule, epochs, batches_per_epoch))
 
     cycles = contender.cycles
-    while cycles > 1 and (epochs // cycles < 5 or stage(cycles) < contender.min_samples):
+    while cycles > 1 and (epochs // cycles < 5 or fits(cycles) < contender.min_samples):
         cycles -= 1  # fewer, longer cycles where the budget is short
-    if stage(cycles) < contender.min_samples:
+    if fits(cycles) < contender.min_samples:
         raise ValueError(f"{contender.name}: {epochs} epochs per chain leave no room for {contender.min_samples} "
                          "samples")
-    return epochs, cycles, max(1, min(contender.samples, stage(cycles)))
+    return epochs, cycles, max(1, min(contender.samples, fits(cycles)))
 
 
 def overrides(name: str, budget_epochs: int, seed: int, temperature: float, *, lr0: float | None = None,

@@ -129,25 +129,53 @@ def _cost(task: tuple[str, str], protocol: Protocol) -> float:
     return protocol.budgets[task[1]] * (2 if task[0] == BASE else 1)
 
 
+def _task_file(runs: Path, name: str, label: str) -> Path:
+    return runs / "tasks" / f"{_slug(name)}_{label}.json"
+
+
 def run_study(protocol: Protocol, runs: Path, reference: Path, log=print) -> tuple[list[dict], list[dict], float]:
     """Every (contender, budget) task of ``protocol``, the longest first, in ``protocol.workers`` processes:
-    (tuning rows, evaluation rows, wall seconds)."""
+    (tuning rows, evaluation rows, wall seconds). Each finished task's rows are written to ``runs``/tasks/ at once
+    (atomically), and a task whose file is there is read, not run again: a study stopped part-way resumes with the
+    same ``runs`` (``--runs``)."""
+    import json
+
+    from csg.io.atomic import atomic_write_text
+
     tasks = sorted(((n, b) for n in protocol.contenders for b in protocol.budgets),
                    key=lambda t: -_cost(t, protocol))
-    tuned, rows, started = [], [], time.perf_counter()
-    if protocol.workers <= 1:
-        results = (run_task(n, b, protocol, runs, reference) for n, b in tasks)
-    else:
-        os.environ.setdefault("OMP_NUM_THREADS", "1")  # the workers inherit it: one thread each
-        pool = ProcessPoolExecutor(protocol.workers)
-        results = pool.map(run_task, *zip(*((n, b, protocol, runs, reference) for n, b in tasks)))
-    try:
-        for (name, label), (t, r) in zip(tasks, results):
-            tuned += t
-            rows += r
-            log(f"posterior-benchmark: {name} at {label} done ({time.perf_counter() - started:.0f} s)")
-    finally:
-        if protocol.workers > 1:
-            pool.shutdown(cancel_futures=True)
-    return tuned, rows, time.perf_counter() - started
+    for name, label in tasks:   # every run's cycles and samples fit, before anything runs (a ValueError names it)
+        if name in CONTENDERS:
+            from csg.studies.benchmark.contenders import fitted
 
+            fitted(CONTENDERS[name], protocol.budgets[label])
+    found: dict[tuple[str, str], tuple[list, list]] = {}
+    for task in tasks:
+        path = _task_file(runs, *task)
+        if path.is_file():
+            saved = json.loads(path.read_text())
+            found[task] = (saved["tuning"], saved["rows"])
+            log(f"posterior-benchmark: {task[0]} at {task[1]} read from {path}")
+    todo = [t for t in tasks if t not in found]
+    started = time.perf_counter()
+
+    def keep(task, result) -> None:
+        found[task] = result
+        atomic_write_text(_task_file(runs, *task), json.dumps({"tuning": result[0], "rows": result[1]}))
+        log(f"posterior-benchmark: {task[0]} at {task[1]} done ({time.perf_counter() - started:.0f} s)")
+
+    (runs / "tasks").mkdir(parents=True, exist_ok=True)
+    if protocol.workers <= 1:
+        for task in todo:
+            keep(task, run_task(*task, protocol, runs, reference))
+    elif todo:
+        from concurrent.futures import as_completed
+
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # the workers inherit it: one thread each
+        with ProcessPoolExecutor(protocol.workers) as pool:
+            futures = {pool.submit(run_task, *task, protocol, runs, reference): task for task in todo}
+            for future in as_completed(futures):
+                keep(futures[future], future.result())
+    tuned = [row for task in tasks for row in found[task][0]]
+    rows = [row for task in tasks for row in found[task][1]]
+    return tuned, rows, time.perf_counter() - started
