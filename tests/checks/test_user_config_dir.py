@@ -44,7 +44,7 @@ def test_the_users_folder_comes_first_and_its_options_are_choices(user):
     assert list(after.model.hidden) == [200, 200, 200]  # a searchpath folder comes after csg's: new names only
     assert check_group_choices(["--config-dir", "my_configs", "model=wide"], CONFIGS) is None
     assert check_group_choices(["model=wide"], CONFIGS) == "model=wide is not allowed: one of custom, logreg, mlp, " \
-        "resnet18, resnet20, resnet32, resnet50, resnet56, small_cnn, timm, wrn16_8"
+        "resnet18, resnet20, resnet20_frn, resnet32, resnet50, resnet56, small_cnn, timm, wrn16_8"
     # the user's file is the one checked: its keys exist, csg's mlp's values are not what the checks see
     assert check_command(["--config-dir", "my_configs", "model=wide", "model.hidden=[0]"], CONFIGS) is not None
     assert check_command(["--config-dir", "my_configs", "model=wide", "model.width=3"], CONFIGS).startswith(

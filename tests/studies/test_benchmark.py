@@ -359,3 +359,38 @@ def test_a_method_added_by_merge_replaces_only_its_own_rows(tmp_path):
     assert r[r.method == "SGLD"].tv.tolist() == pytest.approx([0.1, 0.1]) and len(r) == 6
     assert t.set_index("method").lr0.to_dict() == {"cSGHMC": 0.1, "SGLD": 0.1, "torch-uncertainty cSGLD": 0.4}
     assert "added by a run of their own" in report._added(r) and "1.0 min" in report._added(r)
+
+
+def test_a_step_at_the_grids_edge_is_named_in_the_reading():
+    import pandas as pd
+
+    from csg.studies.benchmark import report
+
+    tuning = pd.DataFrame([{"method": m, "budget": "1x", "lr0": lr, "validation_nll": v, "chosen": c, "bracketed": b}
+                           for m, lr, v, c, b in (("cSGHMC", 0.1, 0.5, True, True), ("SGLD", 1.6, 0.4, True, False))])
+    text = "\n".join(report.edge_lines(tuning))
+    assert "in 1 of the 2 method-budget cells" in text and "SGLD at 1x" in text and "cSGHMC" not in text
+    assert report.edge_lines(tuning[tuning.method == "cSGHMC"]) == []
+
+
+def test_snapshot_at_csghmcs_step_is_the_noise_off_control_compared_once_and_the_noise_is_read_first():
+    import pandas as pd
+
+    from csg.studies.benchmark import report
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(8):
+        tv = 0.08 + rng.normal(0, 0.001)
+        for method, shift, lr0 in (("cSGHMC", 0.002, 0.4), ("cSGHMC, noise off", 0.0, 0.4),
+                                   ("Snapshot-SGDM", 0.0, 0.4), ("SGLD", 0.01, 0.1)):
+            rows.append({"budget": "1x", "budget_epochs": 200, "method": method, "seed": seed, "lr0": lr0,
+                         "tv": tv + shift + rng.normal(0, 1e-4), "agreement": 0.95, "nll": 0.4, "ece": 0.03})
+    runs = pd.DataFrame(rows)
+    assert report.duplicates(runs) == {("1x", "Snapshot-SGDM")}
+    found = report.verdicts(runs)
+    assert set(found.baseline) == {"cSGHMC, noise off", "SGLD"}   # the same runs enter the family once
+    text = "\n".join(report.noise_lines(runs, found))
+    assert "1x: total variation +0.0020 (hurts)" in text and "compared once" in text
+    other = runs.assign(lr0=np.where(runs.method == "Snapshot-SGDM", 0.8, runs.lr0))
+    assert report.duplicates(other) == set() and "Snapshot-SGDM" in set(report.verdicts(other).baseline)

@@ -12,7 +12,8 @@ epochs, so parallel chains and ensembles pay for every member.
 ``SGHMC``, ``SGLD``    constant step (``sghmc_constant``, ``sgld_constant``): noise in the last 25 %, 20 samples
 ``Snapshot-SGDM``      cSGHMC with the noise off (T = 0): the same cycles and samples; the control for noise
 ``cSGHMC x4``          4 independent cSGHMC chains of budget / 4 epochs, pooled
-``deep ensemble x5``   5 independent SGD-momentum runs (``sgdm``, decreasing step) of budget / 5 epochs, final models
+``deep ensemble x5``   5 independent SGD-momentum runs of budget / 5 epochs (momentum 0.9, one cosine decay of the
+                       step: cSGHMC's update at T = 0 with one cycle), their final models
 ``cycSWAG``            cyclical SWAG: a Gaussian fitted to each cycle's snapshots, 10 draws per cycle
 =====================  ==========================================================================================
 
@@ -51,8 +52,9 @@ CONTENDERS = {c.name: c for c in (
     Contender("Snapshot-SGDM", ("sampler=csghmc", "sampler.name=snapshot_sgdm_control", "sampler.temperature=0"),
               temperature_follows=False),
     Contender("cSGHMC x4", ("sampler=csghmc",), chains=4),
-    Contender("deep ensemble x5", ("sampler=sgdm",), chains=5, cycles=1, samples=1, explore=0.75,
-              temperature_follows=False),
+    Contender("deep ensemble x5", ("sampler=csghmc", "sampler.name=deep_ensemble", "sampler.temperature=0",
+                                   "sampler.momentum=0.9"),
+              chains=5, cycles=1, samples=1, temperature_follows=False),
     Contender("cycSWAG", ("sampler=cycswag",), samples=5, explore=0.85, temperature_follows=False, min_samples=2),
 )}
 

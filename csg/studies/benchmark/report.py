@@ -33,7 +33,7 @@ def verdicts(runs: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         here = runs[runs.budget == budget]
         base = here[here.method == BASE].set_index("seed")
         for other in dict.fromkeys(here.method):
-            if other == BASE or base.empty:
+            if other == BASE or base.empty or (budget, other) in duplicates(runs):
                 continue
             theirs = here[here.method == other].set_index("seed")
             seeds = sorted(set(base.index) & set(theirs.index))
@@ -53,6 +53,55 @@ def _added(runs: pd.DataFrame) -> str:
         return ""
     return (f"; {runs.added_methods.iloc[0]} added by a run of their own (`ARGS=\"contenders=... merge=true\"`, "
             f"{float(runs.added_seconds.iloc[0]) / 60:.1f} min), every other row as it was")
+
+
+def duplicates(runs: pd.DataFrame) -> set[tuple[str, str]]:
+    """(budget, "Snapshot-SGDM") where its tuned step is cSGHMC's: its runs are then the noise-off control's (the same
+    contender, step and seeds), compared once, as the control."""
+    found = set()
+    for budget in dict.fromkeys(runs.budget):
+        here = runs[runs.budget == budget]
+        snapshot, off = here[here.method == "Snapshot-SGDM"], here[here.method == NOISE_OFF]
+        if len(snapshot) and len(off) and set(snapshot.lr0) == set(off.lr0):
+            found.add((budget, "Snapshot-SGDM"))
+    return found
+
+
+def noise_lines(runs: pd.DataFrame, found: pd.DataFrame) -> list[str]:
+    """What the noise does: cSGHMC against its own cycles with the noise off, paired at its step, per budget; and
+    where Snapshot-SGDM is that control."""
+    if found.empty or NOISE_OFF not in set(found.baseline):
+        return []
+    cells = []
+    for budget in dict.fromkeys(runs.budget):
+        block = found[(found.baseline == NOISE_OFF) & (found.budget == budget)].set_index("metric")
+        if "tv" in block.index:
+            cells.append(f"{budget}: total variation {block.difference['tv']:+.4f} ({block.verdict['tv']}), "
+                         f"agreement {block.difference['agreement']:+.4f} ({block.verdict['agreement']})")
+    same = sorted(b for b, _ in duplicates(runs))
+    return [f"- **The noise** (cSGHMC against the same cycles with the noise off, T = 0, paired at cSGHMC's step; "
+            f"difference = cSGHMC - noise off, so a positive TV difference means the noise moves the predictive "
+            f"away from the reference): " + "; ".join(cells) + "."
+            + (f" Snapshot-SGDM's own tuning chose cSGHMC's step at {', '.join(same)}: its runs there are this "
+               "control's, compared once." if same else "")]
+
+
+def trend_lines(runs: pd.DataFrame) -> list[str]:
+    """Methods whose mean test TV is larger at the largest budget than at a smaller one, with their tuned steps."""
+    order = sorted(dict.fromkeys(runs.budget), key=lambda b: int(runs[runs.budget == b].budget_epochs.iloc[0]))
+    found = []
+    for method, block in runs.groupby("method", sort=False):
+        tv = block.groupby("budget").tv.mean()
+        lr = block.groupby("budget").lr0.first()
+        if len(tv) == len(order) and tv[order[-1]] > tv[order[:-1]].min() + 0.005:
+            found.append(f"{method} (" + ", ".join(f"{b}: {tv[b]:.4f} at lr0 {lr[b]:.3g}" for b in order) + ")")
+    if not found:
+        return []
+    return [f"- **More budget, farther from the reference** for {len(found)} methods, their mean test TV larger at "
+            f"{order[-1]} than at a smaller budget: " + "; ".join(found) + ". The step is tuned on the held-out "
+            "digits' NLL, which at the longest budget chose a smaller step, "
+            "not on closeness to the posterior; the walk of the search stops at the first bracket, so a step far "
+            "from the recipe's is not always tried."]
 
 
 def floor_of(floors: dict, members: float) -> tuple[int, float]:
@@ -143,6 +192,20 @@ def reading(found: pd.DataFrame) -> list[str]:
     return lines
 
 
+def edge_lines(tuning: pd.DataFrame) -> list[str]:
+    """The method-budget cells whose chosen step is at the grid's edge (not bracketed): their verdicts may
+    understate them."""
+    if tuning.empty or "bracketed" not in tuning.columns:
+        return []
+    cells = tuning.groupby(["method", "budget"], sort=False).bracketed.first()
+    edges = [f"{method} at {budget}" for (method, budget), bracketed in cells.items() if not bool(bracketed)]
+    if not edges:
+        return []
+    return [f"- **Not bracketed**: in {len(edges)} of the {len(cells)} method-budget cells the tuned step is at the "
+            f"grid's edge (the best validation NLL at the largest or smallest step tried): {', '.join(edges)}. A step "
+            "beyond the grid might do better, so the verdicts against these cells may understate them."]
+
+
 def floor_lines(runs: pd.DataFrame, floors: dict) -> list[str]:
     """Per budget, how far the methods' mean TV lies above the floor of their member counts (a description, not
     a comparison between methods)."""
@@ -209,7 +272,8 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
              "to tune. Budgets are epochs over all of a method's chains (4 chains or 5 members each get their "
              f"share). '{NOISE_OFF}': cSGHMC's cycles at T = 0 at cSGHMC's chosen step, paired: the control for the "
              "noise alone.", "",
-             "## Reading (generated from the verdicts and the floors)", "", *reading(found),
+             "## Reading (generated from the verdicts and the floors)", "", *noise_lines(runs, found),
+             *reading(found), *trend_lines(runs), *edge_lines(tuning),
              *floor_lines(runs, checks.get("floors_test", {})), "",
              f"![agreement and total variation against budget]({FIGURE})", "",
              "## Scores (mean +- s.e. over the evaluation seeds)", "",
