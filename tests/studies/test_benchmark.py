@@ -392,5 +392,8 @@ def test_snapshot_at_csghmcs_step_is_the_noise_off_control_compared_once_and_the
     assert set(found.baseline) == {"cSGHMC, noise off", "SGLD"}   # the same runs enter the family once
     text = "\n".join(report.noise_lines(runs, found))
     assert "1x: total variation +0.0020 (hurts)" in text and "compared once" in text
+    assert report.twin_lines(runs) == []   # SGLD is 0.01 away on every seed
+    twin = pd.concat([runs, runs[runs.method == "cSGHMC, noise off"].assign(method="cycSWAG", tv=lambda f: f.tv + 5e-4)])
+    assert "cycSWAG at 1x (at most 0.0005)" in "\n".join(report.twin_lines(twin))
     other = runs.assign(lr0=np.where(runs.method == "Snapshot-SGDM", 0.8, runs.lr0))
     assert report.duplicates(other) == set() and "Snapshot-SGDM" in set(report.verdicts(other).baseline)

@@ -86,6 +86,28 @@ def noise_lines(runs: pd.DataFrame, found: pd.DataFrame) -> list[str]:
                "control's, compared once." if same else "")]
 
 
+def twin_lines(runs: pd.DataFrame, within: float = 0.001) -> list[str]:
+    """Methods whose test TV is within ``within`` of the noise-off control's on every seed at a budget: in effect
+    the same predictive (e.g. cycSWAG, whose Gaussian collapses at the held step with T = 0)."""
+    found = []
+    for budget in dict.fromkeys(runs.budget):
+        here = runs[runs.budget == budget]
+        off = here[here.method == NOISE_OFF].set_index("seed").tv
+        if off.empty:
+            continue
+        for method, block in here.groupby("method", sort=False):
+            if method in (NOISE_OFF, "Snapshot-SGDM", BASE):
+                continue
+            gap = (block.set_index("seed").tv - off).abs().dropna()
+            if len(gap) and float(gap.max()) <= within:
+                found.append(f"{method} at {budget} (at most {float(gap.max()):.4f})")
+    if not found:
+        return []
+    return [f"- **In effect the noise-off control**: per seed, these methods' test TV is within {within:g} of the "
+            f"noise-off control's: {', '.join(found)}: in effect the same predictive (cycSWAG's Gaussian collapses "
+            "at the held step with T = 0), whatever their verdicts against cSGHMC say."]
+
+
 def trend_lines(runs: pd.DataFrame) -> list[str]:
     """Methods whose mean test TV is larger at the largest budget than at a smaller one, with their tuned steps."""
     order = sorted(dict.fromkeys(runs.budget), key=lambda b: int(runs[runs.budget == b].budget_epochs.iloc[0]))
@@ -273,7 +295,7 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
              f"share). '{NOISE_OFF}': cSGHMC's cycles at T = 0 at cSGHMC's chosen step, paired: the control for the "
              "noise alone.", "",
              "## Reading (generated from the verdicts and the floors)", "", *noise_lines(runs, found),
-             *reading(found), *trend_lines(runs), *edge_lines(tuning),
+             *reading(found), *twin_lines(runs), *trend_lines(runs), *edge_lines(tuning),
              *floor_lines(runs, checks.get("floors_test", {})), "",
              f"![agreement and total variation against budget]({FIGURE})", "",
              "## Scores (mean +- s.e. over the evaluation seeds)", "",
