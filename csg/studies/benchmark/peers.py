@@ -101,12 +101,10 @@ def _members(name: str, budget_epochs: int, seed: int, temperature: float, lr0: 
         log_posterior, lr=lambda k: schedule.lr(step_of(k)),
         temperature=lambda k: temperature / n if schedule.sampling(step_of(k)) else 0.0)
     state = transform.init({k: v.detach().clone() for k, v in head.named_parameters()})
-    generator, members, k = torch.Generator().manual_seed(seed), [], 0
+    shuffle, members, k = _shuffled(n, batches, seed), [], 0
     started = time.perf_counter()
     for _ in range(epochs):
-        order = torch.randperm(n, generator=generator)
-        for b in range(batches):
-            index = order[b * BATCH:(b + 1) * BATCH]
+        for index in shuffle():
             state, _ = transform.update(state, (x[index], y[index]), inplace=False)
             if not all(torch.isfinite(v).all() for v in state.params.values()):
                 from csg.errors import DivergenceError
@@ -173,12 +171,10 @@ def _torch_uncertainty(budget_epochs: int, seed: int, temperature: float, lr0: f
     optimizer = SGLD(head.parameters(), lr=lr0, noise_factor=0.0, weight_decay=task.weight_decay)
     x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
     n, k, noise = task.num_data, 0, (temperature / task.num_data) ** 0.5
-    generator = torch.Generator().manual_seed(seed)
+    shuffle = _shuffled(n, batches, seed)
     started = time.perf_counter()
     for epoch in range(epochs):
-        order = torch.randperm(n, generator=generator)
-        for b in range(batches):
-            index = order[b * BATCH:(b + 1) * BATCH]
+        for index in shuffle():
             for group in optimizer.param_groups:
                 group["lr"], group["noise_factor"] = schedule.lr(k), noise if schedule.sampling(k) else 0.0
             optimizer.zero_grad()
@@ -199,6 +195,20 @@ def _torch_uncertainty(budget_epochs: int, seed: int, temperature: float, lr0: f
     return [_Predictive(probs, float(count), collector)], head, task, time.perf_counter() - started
 
 
+def _shuffled(n: int, batches: int, seed: int):
+    """One epoch's batches of a run, as a plain loop draws them: each call a fresh shuffle of the ``n`` training
+    examples (one generator per run, seeded by ``seed``) cut into ``batches`` index tensors of :data:`BATCH`."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+
+    def epoch() -> list:
+        order = torch.randperm(n, generator=generator)
+        return [order[b * BATCH:(b + 1) * BATCH] for b in range(batches)]
+
+    return epoch
+
+
 def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
     """A MAP by the user's own SGD loop, then laplace-torch's last-layer KFAC Laplace (module docstring): the fitted
     ``Laplace`` object as the one "member", the head, the task and the training seconds (the MAP's and the fit's)."""
@@ -212,12 +222,10 @@ def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, over
     n, batches = task.num_data, math.ceil(task.num_data / BATCH)
     optimizer = torch.optim.SGD(head.parameters(), lr=lr0, momentum=0.9, weight_decay=task.weight_decay)
     decay = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, budget_epochs * batches)
-    generator = torch.Generator().manual_seed(seed)
+    shuffle = _shuffled(n, batches, seed)
     started = time.perf_counter()
     for _ in range(budget_epochs):
-        order = torch.randperm(n, generator=generator)
-        for b in range(batches):
-            index = order[b * BATCH:(b + 1) * BATCH]
+        for index in shuffle():
             optimizer.zero_grad()
             loss = torch.nn.functional.cross_entropy(head(x[index]), y[index])
             if not torch.isfinite(loss):
