@@ -30,6 +30,7 @@ help:
 	@echo "make reference-network  the posterior benchmark's reference: NUTS on an MLP 49-32-10 on 1000 real digits, T = 1 and 0.2: results/benchmark/reference/ (CPU, ~20 min on 2 cores)"
 	@echo "make reference-cifar10 ARGS=\"probs=P test_x=X test_y=Y\"  Izmailov et al.'s public CIFAR-10 HMC predictive (their starter kit's files) as a csg reference: results/benchmark/reference/cifar10_hmc_izmailov.npz"
 	@echo "make posterior-benchmark  cSGHMC against 9 methods (csg's 7 others, the posteriors library's SGLD, laplace-torch's last-layer Laplace) and its noise-off control at 3 budgets, scored against that reference: results/benchmark/ (CPU, about an hour on 2 cores; SCALE=smoke: 3 methods, 1 budget, 3 seeds)"
+	@echo "make posterior-benchmark-cifar10 [LAUNCHER=slurm] [SEEDS=0,1,2,3,4]  the same at full scale (GPUs, CIFAR-10 on disk or downloaded): ResNet-20-FRN, cSGHMC against 6 methods at 200 epochs' gradients, scored against Izmailov et al.'s HMC (make reference-cifar10 first): results/benchmark/posterior_benchmark_cifar10.md"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
 	@echo "make accuracy-multimodal [SCALE=smoke]  where do cycles pay? and the ICSGLD paper's reSGLD, CSGLD, ICSGLD x4: results/csgmcmc/accuracy_multimodal.md (CPU, ~25 min on 2 cores for the six SGLD/SGHMC methods, ~22 min more for the ICSGLD paper's three; ARGS=\"methods=reSGLD,CSGLD,ICSGLDx4 merge=true\" runs only those and merges their rows into the CSVs; make reference-multimodal rebuilds the network's reference)"
 	@echo "make fig4 [SCALE=smoke]  cSG-MCMC Figure 4: entropy on notMNIST (full: MNIST + notMNIST on disk; smoke: CPU, minutes)"
@@ -98,8 +99,8 @@ ADD ?=
 OUT ?=
 ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
-PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark
-REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report
+PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10
+REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
 .PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)

@@ -94,6 +94,9 @@ def check_data(cfg: DictConfig) -> None:
     resident = _get(cfg, "data.device_resident")
     if resident is not None and resident not in (True, False, "auto"):
         raise ConfigError("data.device_resident", resident, "auto, true or false")
+    augment = _get(cfg, "data.augment")
+    if augment is not None and augment not in (True, False):
+        raise ConfigError("data.augment", augment, "true or false")
     positive_int(cfg, "data.batch_size")
     positive_int(cfg, "data.eval_batch_size")
     non_negative_int(cfg, "data.num_workers")

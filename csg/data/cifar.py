@@ -6,7 +6,7 @@ N x 3072 uint8 in channel-major order, and ``labels`` / ``fine_labels``). Any
 well-formed copy loads: the MD5 sums are checked after a download (by
 torchvision's ``download_and_extract_archive``), never on every load.
 Training augmentation and normalisation as the authors' code: RandomCrop(32,
-padding=4), RandomHorizontalFlip, Normalize with the per-data-set mean and std.
+padding=4), RandomHorizontalFlip (``data.augment=false``: none), Normalize with the per-data-set mean and std.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def read_batches(paths: list[Path], label_key: bytes) -> tuple[torch.Tensor, tor
     return torch.from_numpy(np.concatenate(images)), torch.from_numpy(np.concatenate(labels))
 
 
-def _load(name: str, root: str, download: bool) -> Splits:
+def _load(name: str, root: str, download: bool, augment: bool = True) -> Splits:
     spec = SETS[name]
     folder = Path(root).expanduser() / spec["folder"]
     expected = [folder / f for f in spec["train"] + spec["test"]]
@@ -107,16 +107,16 @@ def _load(name: str, root: str, download: bool) -> Splits:
         input_shape=(3, 32, 32),
         source=f"python-pickle batches in {folder}",
         normalize=Normalize(spec["mean"], spec["std"]),
-        augment=True,
+        augment=bool(augment),
         padding=4,
     )
 
 
 @register_dataset("cifar10")
-def cifar10(root: str = "data", download: bool = False, **_: object) -> Splits:
-    return _load("cifar10", root, download)
+def cifar10(root: str = "data", download: bool = False, augment: bool = True, **_: object) -> Splits:
+    return _load("cifar10", root, download, augment)
 
 
 @register_dataset("cifar100")
-def cifar100(root: str = "data", download: bool = False, **_: object) -> Splits:
-    return _load("cifar100", root, download)
+def cifar100(root: str = "data", download: bool = False, augment: bool = True, **_: object) -> Splits:
+    return _load("cifar100", root, download, augment)

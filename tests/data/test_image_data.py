@@ -34,6 +34,22 @@ def test_cifar10_pickles_load_through_both_loader_paths(tmp_path, resident):
     assert torch.allclose(recovered, torch.from_numpy(raw).float(), atol=1e-3)
 
 
+@pytest.mark.parametrize("resident", [True, False])
+def test_cifar_without_augmentation_trains_on_the_stored_images(tmp_path, resident):
+    """data.augment=false (Izmailov et al.'s HMC posterior has none): a training batch is the stored images,
+    normalised, on both loader paths; with augmentation some are cropped or flipped."""
+    write_cifar(tmp_path)
+    batches = {}
+    for augment in (False, True):
+        data = build_data("cifar10", root=str(tmp_path), download=False, batch_size=100, eval_batch_size=100,
+                          device_resident=resident, seed=0, augment=augment)
+        batches[augment] = next(iter(data.train))[0]
+        plain = torch.cat([x for x, _ in data.train_eval])
+    pixels = lambda x: {tuple(row.tolist()) for row in x.flatten(1).mul(1e3).round()}  # noqa: E731
+    assert pixels(batches[False]) == pixels(plain)
+    assert len(pixels(batches[True]) & pixels(plain)) < 50
+
+
 def test_cifar100_reads_fine_labels(tmp_path):
     write_cifar(tmp_path, hundred=True, train_per_batch=30)
     data = build_data("cifar100", root=str(tmp_path), batch_size=10, device_resident=True)

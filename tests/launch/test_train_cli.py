@@ -54,6 +54,7 @@ BAD_INPUTS = {
     "zero epochs": (["trainer.epochs=0"], ["trainer.epochs=0", "positive integer"]),
     "fractional epochs": (["trainer.epochs=2.5"], ["trainer.epochs=2.5", "positive integer"]),
     "zero batch size": (["data.batch_size=0"], ["data.batch_size=0", "positive integer"]),
+    "augment not a boolean": (["data=cifar10", "data.augment=maybe"], ["data.augment='maybe'", "true or false"]),
     "zero cycles": (["sampler.cycles=0"], ["sampler.cycles=0", "positive integer"]),
     "explore of 1": (["sampler.explore=1.0"], ["sampler.explore=1.0", "[0, 1)"]),
     "negative explore": (["sampler.explore=-0.2"], ["sampler.explore=-0.2", "[0, 1)"]),

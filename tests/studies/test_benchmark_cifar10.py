@@ -31,7 +31,7 @@ def test_resnet20_frn_is_the_reference_network_and_each_output_depends_on_its_in
         create_model("resnet20_frn", 10, input_shape=(3, 32, 32), activation="gelu")
 
 
-def _their_files(tmp_path, images, labels, rng, shuffle=True):
+def _their_files(tmp_path, images, labels, rng, shuffle=True, delimiter=" "):
     """The starter kit's files for ``images`` (N, 3, 32, 32 uint8): in another order, normalised per channel,
     channels last, as np.savetxt writes them; probs.csv comma-separated."""
     order = rng.permutation(len(images)) if shuffle else np.arange(len(images))
@@ -40,7 +40,7 @@ def _their_files(tmp_path, images, labels, rng, shuffle=True):
     np.savetxt(tmp_path / "cifar10_test_x.csv", x.transpose(0, 2, 3, 1).reshape(len(x), -1))
     np.savetxt(tmp_path / "cifar10_test_y.csv", labels[order])
     probs = rng.dirichlet(np.ones(10), len(images))
-    np.savetxt(tmp_path / "probs.csv", probs, delimiter=",")
+    np.savetxt(tmp_path / "probs.csv", probs, delimiter=delimiter)   # the kit's file: spaces
     return order, probs
 
 
@@ -49,7 +49,7 @@ def test_their_predictive_is_put_in_the_test_sets_order_and_read_as_a_reference(
 
     folder = write_cifar(tmp_path / "data", test=40)
     images, labels = (t.numpy() for t in read_batches([folder / "test_batch"], b"labels"))
-    order, probs = _their_files(tmp_path, images, labels, np.random.default_rng(1))
+    order, probs = _their_files(tmp_path, images, labels, np.random.default_rng(1), delimiter=",")
     out = tmp_path / "out" / "ref.npz"
     facts = convert(tmp_path / "probs.csv", tmp_path / "cifar10_test_x.csv", tmp_path / "cifar10_test_y.csv",
                     tmp_path / "data", out)
@@ -112,3 +112,54 @@ def test_train_py_samples_resnet20_frn_on_cifar_files_and_scores_it_against_a_co
     assert process.returncode == 0, process.stderr[-2000:]
     scores = json.loads((run_dir / "metrics.json").read_text())["reference"]["test"]
     assert 0 <= scores["agreement"] <= 1 and 0 < scores["total_variation"] < 1
+
+
+@pytest.mark.slow
+def test_the_full_scale_target_runs_every_contender_and_writes_the_table_with_the_papers_numbers(tmp_path):
+    """make posterior-benchmark-cifar10 on CIFAR files and a converted starter-kit predictive in their real
+    formats (100 training images, 30 test images, a few epochs: --out, so the header says it is not the protocol):
+    every contender's row with agreement and TV, Izmailov et al.'s numbers beside ours, cSGHMC's verdicts."""
+    from csg.data.cifar import read_batches
+
+    folder = write_cifar(tmp_path / "data", train_per_batch=20, test=30)
+    images, labels = (t.numpy() for t in read_batches([folder / "test_batch"], b"labels"))
+    _their_files(tmp_path, images, labels, np.random.default_rng(4))
+    reference = tmp_path / "ref.npz"
+    convert(tmp_path / "probs.csv", tmp_path / "cifar10_test_x.csv", tmp_path / "cifar10_test_y.csv",
+            tmp_path / "data", reference)
+    with np.load(reference) as data:   # the stand-in has 100 training images, not the 50,000 of their posterior
+        np.savez(reference, **{**{k: data[k] for k in data.files}, "num_data": np.int64(100)})
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
+                           "--out", str(out), "--seeds", "0,1", f"data.root={tmp_path / 'data'}",
+                           "data.download=false", f"evaluation.reference={reference}", "trainer.epochs=20",
+                           "sampler.samples_per_cycle=1", "data.batch_size=50", "data.num_workers=0", "logger=none",
+                           "model=mlp", "model.hidden=[8]"],   # ResNet-20-FRN's own run: the test above
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    import pandas as pd
+
+    runs = pd.read_csv(out / "posterior_benchmark_cifar10_runs.csv")
+    assert set(runs.method) == {"cSGHMC", "cSGLD", "SGHMC (constant step)", "SGLD (constant step)",
+                                "cSGHMC, noise off (Snapshot-SGDM)", "cSGHMC x4", "Deep ensemble (4)"}
+    assert len(runs) == 14 and runs.agreement.between(0, 1).all() and runs.total_variation.between(0, 1).all()
+    text = (out / "posterior_benchmark_cifar10.md").read_text()
+    assert "Not this table's protocol" in text
+    assert "cSGHMC | Deep ensemble (4)" in text and "Missing runs" not in text
+    assert "0.9267" not in text   # Izmailov et al.'s numbers are for their ResNet-20-FRN, not beside an MLP
+    runs.assign(model="resnet20_frn").to_csv(tmp_path / "record.csv", index=False)   # as the real model's runs
+    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
+                            "--report-only", "--runs", str(tmp_path / "record.csv"), "--out", str(tmp_path / "again")],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    text = (tmp_path / "again" / "posterior_benchmark_cifar10.md").read_text()
+    assert "0.9267" in text and "0.9152" in text   # their SGHMC-CLR's and deep ensemble's agreement beside ours
+
+
+def test_the_full_scale_target_refuses_a_missing_reference_in_one_line_before_any_run(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(errors) == 1 and "evaluation.reference" in errors[0], done.stderr
+    assert "make reference-cifar10" in errors[0] and not (tmp_path / "out").exists()
+    assert not (tmp_path / "multirun").exists()

@@ -1,11 +1,12 @@
 r"""The public HMC reference of Izmailov et al. (2021) for CIFAR-10, as a reference predictive csg reads.
 
 Their starter kit (github.com/izmailovpavel/neurips_bdl_starter_kit, the NeurIPS 2021 approximate-inference
-competition) releases ``data/cifar10/probs.csv``: the class probabilities (N x C, comma-separated) of full-batch HMC on
-ResNet-20-FRN with swish activations (csg: ``model=resnet20_frn``) trained on all 50,000 CIFAR-10 training images at
-T = 1 without data augmentation, for the 10,000 test images in the order of their files ``cifar10_test_x.csv``
-(one image a row: 32 x 32 x 3 floats, channels last, normalised per channel; space-separated, as ``np.savetxt``
-writes) and ``cifar10_test_y.csv`` (the labels), both downloaded from their bucket as their README says.
+competition) releases ``data/cifar10/probs.csv``: the class probabilities (N x C, space-separated as ``np.savetxt``
+writes them; commas are read too) of full-batch HMC on ResNet-20-FRN with swish activations (csg:
+``model=resnet20_frn``) trained on all 50,000 CIFAR-10 training images at T = 1 without data augmentation, for the
+10,000 test images in the order of their files ``cifar10_test_x.csv`` (one image a row: 32 x 32 x 3 floats,
+channels last, normalised per channel; space-separated, as ``np.savetxt`` writes) and ``cifar10_test_y.csv`` (the
+labels), both downloaded from their bucket as their README says.
 
 csg evaluates CIFAR-10's python-pickle ``test_batch`` in its own order, which need not be theirs. :func:`convert`
 matches each of their test images to csg's by content, each image and channel standardised (so that the
@@ -30,10 +31,13 @@ TEMPERATURE, NUM_DATA = 1.0, 50_000
 
 
 def read_probs(path: Path) -> np.ndarray:
-    """probs.csv: N x C probabilities, comma-separated, rows summing to 1."""
+    """probs.csv: N x C probabilities, rows summing to 1, separated by spaces (as ``np.savetxt`` writes them, the
+    starter kit's file) or commas."""
     import pandas as pd
 
-    probs = pd.read_csv(path, header=None, sep=",", dtype=np.float64).to_numpy()
+    with open(path) as handle:
+        comma = "," in handle.readline()
+    probs = pd.read_csv(path, header=None, sep="," if comma else r"\s+", dtype=np.float64).to_numpy()
     if probs.ndim != 2 or not np.isfinite(probs).all() or not np.allclose(probs.sum(1), 1.0, atol=1e-3):
         raise ConfigError("probs", str(path), "an N x C table of class probabilities, rows summing to 1")
     return probs / probs.sum(1, keepdims=True)

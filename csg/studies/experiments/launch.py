@@ -118,13 +118,14 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
     """Each sweep as one Hydra multirun into ``runs/sweep<i>`` (or ``runs/<folders[i]>``); a sweep of interacting
     chains (``processes``: sweep -> P) runs each of its points under ``torchrun --nproc_per_node=P`` locally, or as
     SLURM jobs of P tasks."""
-    processes = processes or {}
+    processes, given = processes or {}, overrides
     base = [f"experiment={preset}"] if preset else []
     for index, sweep in enumerate(sweeps):
         if not sweep:
             continue
         folder = folders[index] if folders else f"sweep{index}"
         tasks = processes.get(index, 1)
+        overrides = _not_set_by(sweep, given)
         if tasks > 1 and launcher == "local":
             for number, point in enumerate(expected_runs([sweep])):
                 pairs = [f"{key}={value}" for key, value in point.items()]
@@ -140,6 +141,13 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
             if tasks > 1:
                 command += [f"hydra.launcher.tasks_per_node={tasks}", f"hydra.launcher.gpus_per_node={tasks}"]
         _call(command, f"the multirun `{' '.join(sweep)}`", runs)
+
+
+def _not_set_by(sweep: list[str], overrides: list[str]) -> list[str]:
+    """The user's overrides but ``trainer.epochs`` where the sweep sets it: a sweep's own epochs (a half or a quarter
+    of the budget, for chains that share it) were derived from the budget those overrides chose."""
+    own = {override.split("=", 1)[0] for override in sweep}
+    return [o for o in overrides if not (o.split("=", 1)[0] == "trainer.epochs" and "trainer.epochs" in own)]
 
 
 def run_study(study: str, out: Path, run_dir: Path, overrides: list[str]) -> None:

@@ -41,8 +41,9 @@ class Metric:
 
 @dataclass(frozen=True)
 class TableSpec:
-    """One paper table. ``sweeps`` are lists of train.py overrides with ``{data}``, ``{seeds}``,
-    ``{epochs}`` and ``{half_epochs}`` filled in per scale (``epochs``: the preset's budget)."""
+    """One paper table. ``sweeps`` are lists of train.py overrides with ``{data}``, ``{seeds}``, ``{epochs}``,
+    ``{half_epochs}``, ``{quarter_epochs}`` and ``{quad_epochs}`` filled in per scale (``epochs``: the preset's
+    budget)."""
 
     name: str
     title: str
@@ -90,7 +91,8 @@ def expand(spec: TableSpec | SweepPlan, scale: str, epochs: int, seeds: str | No
 
     A sweep with an empty value (a model this scale does not have) becomes an empty list: nothing to run."""
     values = {"data": spec.data.get(scale, ""), "seeds": seeds or spec.seeds[scale], "epochs": epochs,
-              "half_epochs": max(1, epochs // 2), "quad_epochs": 4 * epochs, **spec.values.get(scale, {})}
+              "half_epochs": max(1, epochs // 2), "quad_epochs": 4 * epochs,
+              "quarter_epochs": max(1, epochs // 4), **spec.values.get(scale, {})}
     sweeps = [[override.format(**values) for override in sweep] for sweep in spec.sweeps]
     return [[] if any(o.endswith("=") for o in sweep) else sweep for sweep in sweeps]
 

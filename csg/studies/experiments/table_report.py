@@ -294,7 +294,8 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
              others=(), added=None, protocol: str = "", verdicts: pd.DataFrame | None = None, *,
              from_record: bool = False) -> str:
     command = f"make {spec.name.replace('_', '-')}" + (" SCALE=smoke" if scale == "smoke" else "")
-    out = "results/" + ("icsgld" if spec.paper.startswith("icsgld") else "csgmcmc") + ("/smoke" if scale == "smoke" else "")
+    folder = {"icsgld": "icsgld", "izmailov": "benchmark"}.get(spec.paper.split("-")[0], "csgmcmc")
+    out = f"results/{folder}" + ("/smoke" if scale == "smoke" else "")
     again = (f"`{command.replace(spec.name.replace('_', '-'), spec.name.replace('_', '-') + '-report')} "
              f"RUNS={out}/{spec.name}{RUNS_CSV}`")
     runs_text = (f"Runs: {runs_dir}." if from_record else f"Runs: `{runs_dir}`.")
