@@ -106,25 +106,35 @@ class EnergyPartition:
         """(groups, chains per group), on theta's device (indices gathered across processes may arrive on the CPU)."""
         return values.to(self.theta.device).reshape(self.groups, -1)
 
-    def multiplier(self, j: Tensor, temperature: float, energy: Tensor | None = None) -> Tensor:
-        r""":math:`1 + \zeta T (\log\theta(J) - \log\theta(J-1)) / \Delta u` for each chain (J - 1 floored at 0);
-        forward: :math:`\log\theta(J+1) - \log\theta(J)` (J + 1 capped at the last flattened partition: m - 1, or
-        m - 2 with an overflow partition, whose theta no update touches). ``temperature``: a number, or
-        one per group (a tensor of ``groups`` values).
+    def _temperature(self, temperature) -> float | Tensor:
+        """A number, or one temperature per group as a (groups, 1) column."""
+        if isinstance(temperature, Tensor):
+            return temperature.to(self.theta.device, self.theta.dtype).reshape(self.groups, 1)
+        return temperature
+
+    def multipliers(self, temperature: float | Tensor) -> Tensor:
+        r"""The multiplier of every partition of every group, (groups, m):
+        :math:`1 + \zeta T (\log\theta(i) - \log\theta(i-1)) / \Delta u` (i - 1 floored at 0), clipped;
+        forward: :math:`\log\theta(i+1) - \log\theta(i)` (i + 1 capped at the last flattened partition: m - 1,
+        or m - 2 with an overflow partition, whose theta no update touches); 1 in the overflow partition.
+        ``temperature``: a number, or one per group (a tensor of ``groups`` values)."""
+        log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
+        i = torch.arange(self.partitions, device=self.theta.device)
+        if self.difference == "forward":
+            top = self.partitions - 1 - int(self.overflow)   # the last flattened partition: never the overflow's theta
+            upper, lower = log_theta[:, (i + 1).clamp_max(top)], log_theta
+        else:
+            upper, lower = log_theta, log_theta[:, (i - 1).clamp_min(0)]
+        factor = (1.0 + self.zeta * self._temperature(temperature) * (upper - lower) / self.width)
+        factor = factor.clamp(*self.multiplier_clip)
+        return torch.where(self.flattened(i), factor, torch.ones_like(factor))
+
+    def multiplier(self, j: Tensor, temperature: float | Tensor, energy: Tensor | None = None) -> Tensor:
+        """The multiplier of each chain's partition ``j`` (:meth:`multipliers`).
 
         With ``energy`` (the energies ``j`` came from), 1 above the partitioned range: the plain
         gradient keeps the chain from drifting off where the flattened density would be improper."""
-        j = self._by_group(j)
-        if isinstance(temperature, Tensor):
-            temperature = temperature.to(self.theta.dtype).reshape(self.groups, 1)
-        log_theta = self.theta.clamp_min(torch.finfo(self.theta.dtype).tiny).log()
-        if self.difference == "forward":
-            top = self.partitions - 1 - int(self.overflow)   # the last flattened partition: never the overflow's theta
-            upper, lower = log_theta.gather(1, (j + 1).clamp_max(top)), log_theta.gather(1, j)
-        else:
-            upper, lower = log_theta.gather(1, j), log_theta.gather(1, (j - 1).clamp_min(0))
-        factor = (1.0 + self.zeta * temperature * (upper - lower) / self.width).clamp(*self.multiplier_clip)
-        factor = torch.where(self.flattened(j), factor, torch.ones_like(factor)).reshape(-1)
+        factor = self.multipliers(temperature).gather(1, self._by_group(j)).reshape(-1)
         if energy is None:
             return factor
         above = energy.reshape(-1).to(factor.device, factor.dtype) >= self.low + self.partitions * self.width
@@ -154,6 +164,31 @@ class EnergyPartition:
         j = self._by_group(j)
         weights = self.theta.gather(1, j).pow(self.zeta)
         return torch.where(self.flattened(j), weights, torch.zeros_like(weights)).reshape(-1)
+
+    def dynamics_log_weights(self, energy: Tensor, temperature: float | Tensor) -> Tensor:
+        r"""The log importance weight :math:`\log \pi(x) / \rho_\theta(x) = (\Phi_\theta(U) - U) / T` of each
+        chain's energy under the density the multiplied dynamics sample at the current :math:`\theta`.
+
+        A Langevin diffusion with drift :math:`-m(U)\nabla U` samples :math:`\rho_\theta \propto
+        e^{-\Phi_\theta(U)/T}`, :math:`\Phi_\theta' = m` (the :meth:`multipliers` as applied: clipped, the chosen
+        difference, 1 in the overflow partition and above the range), so with :math:`\Phi_\theta(u_0) = u_0`
+
+        .. math::
+            \Phi_\theta(U) - U = \Delta u \Big[\sum_{i < J} (m_i - 1) + (m_J - 1)(s - J)\Big],
+            \qquad s = \min\big((U - u_0) / \Delta u,\ m\big).
+
+        It equals :meth:`importance_weights`' :math:`\zeta \log\theta(J)` (the paper's weight, Eq. 2) up to a
+        constant only where no multiplier is clipped and :math:`\theta` varies smoothly; where :math:`\theta`
+        runs away or the multiplier sits at its clip, only these weights describe what the chain samples (the
+        multimodal study, csg/studies/accuracy/multimodal/contour.py). :math:`\theta`'s normaliser is left out,
+        as in the paper's weights. ``temperature``: a number, or one per group; > 0."""
+        scaled = (energy.reshape(-1).to(self.theta.device, self.theta.dtype) - self.low) / self.width
+        j = self._by_group(self.index(energy))
+        excess = self.multipliers(temperature) - 1.0
+        below = torch.cumsum(excess, 1) - excess                          # sum over i < J of (m_i - 1)
+        within = self._by_group(scaled.clamp_max(self.partitions)) - j     # s - J (negative below u_0)
+        total = below.gather(1, j) + excess.gather(1, j) * within
+        return (self.width * total / self._temperature(temperature)).reshape(-1)
 
     def density_of_states(self) -> Tensor:
         r"""Each group's estimate of the density of states :math:`\theta_\star(i) = \int_{X_i} \pi(x) dx`,

@@ -354,3 +354,54 @@ def test_the_forward_difference_below_an_overflow_partition_never_reads_its_thet
     partition.theta.copy_(torch.tensor([[0.3, 0.3, 0.39, 0.01]], dtype=torch.float64))
     m = partition.multiplier(torch.tensor([1, 2]), temperature=0.5)
     assert m.tolist() == pytest.approx([1 + 2.0 * 0.5 * math.log(0.39 / 0.3), 1.0])
+
+
+@pytest.mark.parametrize("difference", ["forward", "backward"])
+def test_dynamics_weights_integrate_the_applied_multiplier(difference):
+    """log w = (Phi(U) - U) / T with Phi' the multiplier as applied (clipped, 1 above the range): the closed form
+    against a fine quadrature of multiplier_of, below, inside and above the partitioned range."""
+    partition = EnergyPartition(1.0, 0.5, 6, zeta=3.0, difference=difference, multiplier_clip=(-2.0, 4.0))
+    partition.theta.copy_(torch.tensor([[0.05, 0.3, 0.1, 0.35, 0.15, 0.05]], dtype=torch.float64))
+    temperature = 0.7
+    grid = torch.linspace(0.5, 5.0, 90_001, dtype=torch.float64)
+    excess = partition.multiplier_of(grid, temperature) - 1.0
+    integral = torch.cumulative_trapezoid(excess, grid)
+    integral = torch.cat([integral.new_zeros(1), integral]) - integral[int(0.5 / (4.5 / 90_000))]   # zero at u_0 = 1
+    energies = torch.tensor([0.7, 1.0, 1.3, 2.26, 3.9, 4.0, 4.6], dtype=torch.float64)
+    at = ((energies - 0.5) / 4.5 * 90_000).round().long()
+    expected = integral[at] / temperature
+    assert (excess.min() == -3.0) and (excess.max() == 3.0)   # both clips are in use
+    assert torch.allclose(partition.dynamics_log_weights(energies, temperature), expected, atol=1e-3)
+
+
+def test_dynamics_weights_are_the_papers_where_nothing_is_clipped():
+    """Unclipped, the forward multiplier integrates to zeta log theta: at partition J's lower edge
+    log w = zeta (log theta(J) - log theta(0)), the paper's weight up to a constant."""
+    partition = EnergyPartition(0.0, 1.0, 5, zeta=0.5, difference="forward", multiplier_clip=(-math.inf, math.inf))
+    partition.theta.copy_(torch.tensor([[0.1, 0.3, 0.2, 0.25, 0.15]], dtype=torch.float64))
+    edges = torch.arange(5, dtype=torch.float64)
+    papers = partition.importance_weights(partition.index(edges)).log()
+    assert torch.allclose(partition.dynamics_log_weights(edges, 2.0), papers - papers[0])
+
+
+def test_dynamics_weights_recover_the_target_where_the_papers_do_not():
+    """Langevin chains on U = x^2 / 2 (T = 1) with theta held at a zig-zag that clips the multiplier: the
+    dynamics weights give E[x^2] = 1, the paper's theta(J)^zeta weights do not."""
+    generator = torch.Generator().manual_seed(0)
+    partition = EnergyPartition(0.0, 0.4, 12, zeta=1.0, difference="forward", multiplier_clip=(-1.0, 3.0))
+    zigzag = torch.tensor([0.02, 0.1, 0.04, 0.15, 0.05, 0.12, 0.04, 0.1, 0.05, 0.13, 0.1, 0.1], dtype=torch.float64)
+    partition.theta.copy_((zigzag / zigzag.sum()).reshape(1, -1))
+    chains, steps, h = 4_000, 3_000, 2e-3
+    x = torch.randn(chains, generator=generator, dtype=torch.float64)
+    totals = {"dynamics": torch.zeros(2, dtype=torch.float64), "paper": torch.zeros(2, dtype=torch.float64)}
+    for k in range(steps):
+        energy = 0.5 * x**2
+        m = partition.multiplier_of(energy, 1.0)
+        if k >= steps // 3:
+            for name, w in (("dynamics", partition.dynamics_log_weights(energy, 1.0).exp()),
+                            ("paper", partition.importance_weights(partition.index(energy)))):
+                totals[name] += torch.stack([(w * x**2).sum(), w.sum()])
+        x = x - h * m * x + (2 * h) ** 0.5 * torch.randn(chains, generator=generator, dtype=torch.float64)
+    dynamics, paper = (float(t[0] / t[1]) for t in totals.values())
+    assert abs(dynamics - 1.0) < 0.05, dynamics
+    assert abs(paper - 1.0) > 0.15, paper

@@ -179,6 +179,10 @@ def test_a_partition_with_one_zeta_and_temperature_per_group_acts_as_separate_pa
     assert torch.allclose(together, apart) and not torch.allclose(together[0], together[1])
     assert torch.allclose(shared.importance_weights(j), torch.cat([alone[0].importance_weights(j[:1]),
                                                                   alone[1].importance_weights(j[1:])]))
+    energy = torch.tensor([3.4, 5.7], dtype=torch.float64)
+    assert torch.allclose(shared.dynamics_log_weights(energy, torch.tensor([1.0, 2.0])),
+                          torch.cat([alone[0].dynamics_log_weights(energy[:1], 1.0),
+                                     alone[1].dynamics_log_weights(energy[1:], 2.0)]))
     shared.update(j)
     for g, partition in enumerate(alone):
         partition.update(j[g:g + 1])
@@ -243,3 +247,10 @@ def test_a_side_whose_chains_never_cross_is_marked_and_counted():
     assert contour_report.pair(rows[1]) == "ICSGLD x4 (never crosses) - CSGLD (never crosses)"
     text = "\n".join(contour_report.still_lines(summary, marked))
     assert "the ICSGLD family: 2 of its 2 (1 with both sides so; 2 of them helps or hurts)" in text
+
+
+def test_a_figure_cells_difference_never_reads_zero_where_it_is_not():
+    from csg.studies.accuracy.multimodal.figures import _signed
+
+    assert [_signed(v, 2) for v in (0.004, -0.0004, 0.123, 0.0)] == ["+0.004", "-0.0004", "+0.12", "+0.00"]
+    assert _signed(0.04, 1) == "+0.04" and _signed(1.26, 1) == "+1.3"

@@ -23,17 +23,23 @@ stochastic-approximation step :math:`\min(3\cdot10^{-3}, 1 / (k^{0.6} + 100))`, 
 [-5, 5], the forward difference of the authors' Appendix D.5 script, the field :math:`\theta(J)(1\{i = J\} -
 \theta(i))` (ICSGLD's Eq. 8, for CSGLD too: the ICSGLD paper's CSGLD baseline is the same sampler with one
 chain); energies above the range fall into an overflow partition (the authors' bandit code: multiplier 1, no
-field, weight 0). :math:`\zeta` is the setting's own value (:attr:`.chains.Setting.explore` holds it). Energies
+field). :math:`\zeta` is the setting's own value (:attr:`.chains.Setting.explore` holds it). Energies
 enter in units of :math:`\Delta u` above the range's low end (the partition's low 0, width 1), so the
 temperature the multiplier sees is :math:`T / \Delta u` (T = 1): the same multiplier, one partition object for
 every setting and target.
 
-**Importance weights**: a contour chain samples the flattened density :math:`\pi / \theta^\zeta(J)`; each of its
-kept iterations weighs :math:`\theta(J(x))^\zeta m^\zeta` (the paper's weight times the constant :math:`m^\zeta`,
-so that the uniform start weighs 1), so that its mode weights and core shares are weighted means (weighted
-accumulators). For W2 a contour run keeps :data:`.chains.CANDIDATES` positions with their weights, and
-:func:`resample` draws :data:`.chains.DRAWS` of them by systematic resampling on the weights (the resampled draws,
-unweighted, enter the same exact-assignment W2 as every method's).
+**Importance weights**: a contour chain samples the density its multiplied gradient defines, so its mode weights
+and core shares are weighted means over its kept iterations, each weighing :math:`\pi / \rho_\theta =
+e^{(\Phi_\theta(U) - U)/T}` at the current :math:`\theta`
+(:meth:`csg.samplers.contour.EnergyPartition.dynamics_log_weights`: :math:`\Phi_\theta'` is the multiplier as
+applied, clipped, 1 in the overflow; 1 at the uniform start; capped at :math:`e^{80}` for the float32 accumulators; 0 for a diverged chain). This departs from
+the paper's weight :math:`\theta(J)^\zeta`, which describes the sampled density only where the multiplier is
+unclipped and :math:`\theta` smooth: in this study's first full run (2026-11-27) with the paper's weights,
+:math:`\theta` ran away onto the partitions just above the light mode's minimum, the multiplier sat at its clip
+in about a third of the iterations at :math:`\zeta` 4, and the estimators' errors grew with the budget. For W2 a
+contour run keeps :data:`.chains.CANDIDATES` positions with their weights, and :func:`resample` draws
+:data:`.chains.DRAWS` of them by systematic resampling on the weights (the resampled draws, unweighted, enter the
+same exact-assignment W2 as every method's).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from csg.samplers.contour import EnergyPartition
 from csg.samplers.replica import bias_correction, swap_log_ratio
 
 PARTITIONS = 100              # m: the authors' 2-D simulation (ICSGLD paper, Appendix D.2)
+LOG_WEIGHT_MAX = 80.0         # e^80 and a few thousand of them stay finite in the float32 accumulators
 REPLICA, CONTOUR = "replica", "contour"
 
 
@@ -94,7 +101,6 @@ class _Groups:
         self.partition = EnergyPartition(0.0, 1.0, PARTITIONS, zeta=zeta, groups=len(zeta), difference="forward",
                                          overflow=True)
         self.temperature = 1.0 / torch.tensor(width, dtype=torch.float64)    # T / Delta u, T = 1
-        self.scale = (float(PARTITIONS) ** zeta).repeat_interleave(chains)   # m^zeta: the uniform start weighs 1
         self.current = self.ids.clone()
 
     def subset(self, k: int, position: Tensor) -> None:
@@ -105,8 +111,7 @@ class _Groups:
             partition.theta = partition.theta[keep]
             partition.zeta = partition.zeta[keep]
             self.temperature = self.temperature[keep]
-            self.ids, self.low, self.width, self.scale = (t[chain_keep] for t in (self.ids, self.low, self.width,
-                                                                                   self.scale))
+            self.ids, self.low, self.width = (t[chain_keep] for t in (self.ids, self.low, self.width))
             self.ends = self.ends[keep]
         self.current = position[self.ids]
 
@@ -117,7 +122,9 @@ class _Groups:
         scaled = torch.nan_to_num(scaled, nan=PARTITIONS, posinf=PARTITIONS, neginf=0.0)   # a diverged chain: overflow
         j = self.partition.index(scaled)
         multiplier[self.current] = self.partition.multiplier(j, self.temperature, scaled).to(multiplier.dtype)
-        weight[self.current] = (self.partition.importance_weights(j) * self.scale).to(weight.dtype)
+        log_weight = self.partition.dynamics_log_weights(scaled, self.temperature).clamp_max(LOG_WEIGHT_MAX)
+        finite = torch.isfinite(energy[self.current].double())
+        weight[self.current] = torch.where(finite, log_weight.exp(), 0.0).to(weight.dtype)
         self.partition.update(j)
 
 

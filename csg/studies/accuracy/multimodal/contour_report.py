@@ -140,8 +140,9 @@ def departure_lines(tables: dict) -> list[str]:
     return [f"- **Departures from the paper and the authors' code**: theta starts uniform, with no pilot run (the "
             "authors' notebooks start it from the histogram of a 20,000-iteration SGLD pilot, and this project's "
             "ICSGLD simulation found the pilot decisive); CSGLD uses ICSGLD's random field, not its own paper's; the "
-            "multiplier uses the current partition (the authors' code lags it one iteration) and is clipped; energies "
-            f"above the range weigh 0; the partitions' width follows each target's energy range{widths}, where the "
+            "multiplier uses the current partition (the authors' code lags it one iteration) and is clipped; the "
+            "importance weights are those of the density the clipped dynamics sample, not theta(J)^zeta (above); "
+            f"the partitions' width follows each target's energy range{widths}, where the "
             "paper's 2-D run uses 0.125; reSGLD runs 2 chains at one step (the paper's: 5 chains, steps 0.001 to "
             "0.005, temperatures 1 to 5); energies and gradients are exact (the paper's are noisy)."]
 
@@ -166,17 +167,10 @@ def trend_lines(summary: pd.DataFrame) -> list[str]:
         return []
     return [f"- **The contour estimators are worse at the longest budget than at a shorter one** where SGLD's error "
             f"keeps falling. Core TV at {', '.join(f'{b // 1000}k' for b in budgets)}: " + "; ".join(found) + ". A "
-            "consistent importance-weighted estimator should improve with more iterations. Diagnosed after these runs "
-            "(by the study's own runner, outside this target): theta does not converge, it runs away onto the "
-            "partitions just above the light mode's minimum, which stay over-visited whatever the clipped multiplier "
-            "does, so that their share of theta^zeta keeps growing; and the weights theta(J)^zeta describe the density "
-            "the chain samples only where the multiplier is unclipped and theta smooth, which at zeta 4 (a gain of "
-            "zeta T / Delta u per unit of log theta, large on these fine partitions) they are not. The runs also "
-            "carry a bug fixed since: the last partition below the overflow read the overflow's theta in its forward "
-            "difference, pushing chains into the overflow (weight 0); it wasted samples but does not cause the "
-            "growth. A rerun with the fix, weights of the density the chain really samples and zeta chosen against "
-            "T / Delta u is pending; until then the verdicts of CSGLD and ICSGLD x4 describe this implementation, "
-            "not the methods."]
+            "consistent importance-weighted estimator should improve with more iterations. The weights are those of "
+            "the density the chain samples at the current theta, but theta keeps adapting through the kept window "
+            "(the paper's algorithm), and the flattened densities' normalisers, which change with theta, are left out "
+            "(as in the paper's weights): iterations under different theta are weighed on different scales."]
 
 
 def design_lines(protocol, tables: dict, found: pd.DataFrame, summary: pd.DataFrame,
@@ -212,19 +206,25 @@ def design_lines(protocol, tables: dict, found: pd.DataFrame, summary: pd.DataFr
              f"- **CSGLD, ICSGLD x4**: {contour.PARTITIONS} energy partitions over the authors' [min U - 1, max U + 1], "
              "min U the lowest minimum and max U the highest point of the minimum-energy paths (the barrier table: "
              "the range that holds every barrier), energies above it an overflow partition (multiplier 1, no "
-             "update, weight 0; the authors' bandit code); the random field theta(J)(1{i = J} - theta(i)) (ICSGLD's "
+             "update; the authors' bandit code); the random field theta(J)(1{i = J} - theta(i)) (ICSGLD's "
              "Eq. 8; ICSGLD x4's 4 chains share one theta and average their fields), the authors' step "
              "min(3e-3, 1 / (k^0.6 + 100)), the forward difference of their Appendix D.5 script, the multiplier "
              f"clipped to [-5, 5]; zeta on {', '.join(f'{z:g}' for z in grids.zetas)} (the paper's 2-D simulation: "
              "0.75; theta's fixed point makes theta^zeta the partition masses for any zeta, so zeta sets how far "
              "theta must move: a larger one flattens sooner).",
-             "- **Importance weights**: a contour chain samples the flattened density, so its mode weights and core "
-             "shares are weighted means over its kept iterations, weight theta(J(x))^zeta; its W2 draws are "
+             "- **Importance weights**: a contour chain samples the density its multiplied gradient defines, so its mode "
+             "weights and core shares are weighted means over its kept iterations, each weighing exp((Phi(U) - U) / T) "
+             "at the current theta, Phi' the multiplier as applied (clipped; 1 in the overflow and above the range): "
+             "the weight of what the chain samples (`EnergyPartition.dynamics_log_weights`). The paper's weight "
+             "theta(J)^zeta equals it only where the multiplier is unclipped and theta smooth; with it, this study's "
+             "first full run (2026-11-27) got errors that grew with the budget: theta ran away onto the partitions "
+             "just above the light mode's minimum, and at zeta 4 the multiplier sat at its clip in about a third of "
+             "the iterations (a diagnosis of that run, in its commit's message); its W2 draws are "
              f"{CANDIDATES} weighted positions resampled to {DRAWS} by systematic resampling on the weights (then the "
              "same W2 as every method's). Covered counts its visits, unweighted.",
              "- **Tuning**: " + "; ".join(tuning.grid_text(grids, [tuning.BY_NAME[m] for m in present])[:len(present)])
              + "; the first round runs every setting, later rounds as for the others, the same one-standard-error "
-             "rule; T_high and zeta each from a list of two, not bracketed (the Tuning section says where the best "
+             "rule; T_high and zeta each from a short list, not bracketed (the Tuning section says where the best "
              "settings lie).", *departure_lines(tables), *trend_lines(summary), ""]
     if mine.empty:
         return lines

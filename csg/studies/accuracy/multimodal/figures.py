@@ -58,8 +58,8 @@ def phase_diagram(verdicts: pd.DataFrame, labels: dict[str, str], path: Path) ->
                         continue
                     cell = block.loc[(target, budget)]
                     axis.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=COLOURS[cell.verdict], ec="white"))
-                    axis.text(j, i, f"{cell.difference:+.1f}" if metric == "w2" else f"{cell.difference:+.2f}",
-                              ha="center", va="center", fontsize=7)
+                    axis.text(j, i, _signed(cell.difference, 1 if metric == "w2" else 2), ha="center", va="center",
+                              fontsize=7)
             axis.set(xlim=(-0.5, len(budgets) - 0.5), ylim=(len(order) - 0.5, -0.5),
                      xticks=range(len(budgets)), xticklabels=[f"{b // 1000}k" for b in budgets],
                      yticks=range(len(order)), title=f"{method} - {baseline}: {METRICS[metric]}",
@@ -70,6 +70,14 @@ def phase_diagram(verdicts: pd.DataFrame, labels: dict[str, str], path: Path) ->
     fig.legend(handles=handles, loc="lower center", ncol=len(COLOURS), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     _save(fig, path)
+
+
+def _signed(value: float, digits: int) -> str:
+    """A cell's difference: ``digits`` decimals, or one significant digit where those would round it to 0 (a helps
+    or hurts inside the margin must not read +0.00)."""
+    if value != 0 and abs(value) < 0.5 * 10.0**-digits:
+        return f"{value:+.1g}"
+    return f"{value:+.{digits}f}"
 
 
 def curves(summary: pd.DataFrame, labels: dict[str, str], path: Path) -> None:

@@ -182,7 +182,7 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
             "a longer one's)" + _rule_text(chosen) + " **Edge check: passed**: each of the "
             f"{len(chosen)} {'choices' if chosen.get('window', pd.Series(dtype=float)).isna().all() else 'best settings'} is bracketed in its step (and beta and C), every neighbour along those axes ran and scored no better or lies "
             "outside the domain (the report is not written otherwise); the ICSGLD paper's samplers' own value "
-            "(T_high, zeta) is chosen from a list of two and is not bracketed (below). On the domain's bound, where the optimum is "
+            "(T_high, zeta) is chosen from a short list whose ends are not bracketed (below). On the domain's bound, where the optimum is "
             f"the boundary itself: of the {len(cyclical)} cyclical choices, {beta_zero} take beta = 0 (no exploration "
             f"stage), {beta_top} the largest beta that leaves a sampling stage, {shortest} the shortest cycle C = {min(protocol.grids.cycle_lattice)} and {single} one cycle "
             f"per chain.{_own_bounds(chosen, tried)}{contour_report.limit_text(tried)} All settings' tuning means: "
@@ -190,23 +190,26 @@ def _tuning_lines(protocol: study.Protocol, tables: dict[str, pd.DataFrame]) -> 
 
 
 def _own_bounds(chosen: pd.DataFrame, tried: pd.DataFrame | None = None) -> str:
-    """The ICSGLD paper's samplers' own values (T_high, zeta: two each, never bracketed), where their best settings
-    lie on them, and how many settings each method's search ran per target and budget."""
+    """The ICSGLD paper's samplers' own values (T_high, zeta: short lists whose ends are not bracketed), where their
+    best settings lie on them, and how many settings each method's search ran per target and budget."""
     own = chosen[[tuning.BY_NAME[m].kind in tuning.OWN for m in chosen.method]]
     if own.empty:
         return ""
-    parts, leaning = [], []
+    parts, leaning, ends = [], [], 0
     for method, block in own.groupby("method", sort=False):
         counts = block.best_explore.value_counts().sort_index()
+        values = tried[tried.method == method].explore if tried is not None and len(tried) else counts.index
+        low, high = min(values), max(values)
+        ends += int(block.best_explore.isin([low, high]).sum())
         name = tuning.OWN[tuning.BY_NAME[method].kind]
         parts.append(f"{method}'s best has {name} " + ", ".join(f"{v:g} in {int(n)}" for v, n in counts.items())
                      + f" of {len(block)} cells")
-        for value, end in ((counts.index.max(), "largest"), (counts.index.min(), "smallest")):
-            if counts[value] > len(block) / 2:
+        for value, end in ((high, "largest"), (low, "smallest")):
+            if counts.get(value, 0) > len(block) / 2:
                 leaning.append(f"{method}'s best is mostly the {end} {name}")
-    text = (" The ICSGLD paper's samplers' own value comes from a list of two (T_high, zeta: the study's choice, "
-            "not a domain's bounds), so every one of their choices sits at an end of its list and none is bracketed "
-            "in it: " + "; ".join(parts) + ". A value beyond the list might do better"
+    text = (" The ICSGLD paper's samplers' own value comes from a short list (T_high, zeta: the study's choice, "
+            f"not a domain's bounds), and {ends} of their {len(own)} choices sit at an end of its list, not bracketed "
+            "in it: " + "; ".join(parts) + ". A value beyond the list might do better there"
             + (f" ({'; '.join(leaning)})" if leaning else "")
             + ", so their verdicts are for these lists, not for fully tuned methods.")
     if tried is not None and len(tried):
