@@ -212,6 +212,21 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> str | None:
         return f"{key}='{path}' is not allowed: a directory; {existing} is a file"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{key}='{path}' is not allowed: a directory this user can write; {existing} is not writable"
+    if path.resolve() in (Path.cwd().resolve(), Path(path.resolve().anchor), Path.home().resolve()):
+        return (f"{key}='{OmegaConf.select(cfg, key)}' is not allowed: a folder of the run's own (e.g. runs/<name>); "
+                f"{path.resolve()} is the folder the command runs in, the file system's root or the home folder")
+    hydra = cfg.get("hydra")   # the raw value: csg's own resolver gives null on ranks other than 0, by design
+    if hydra is not None and "output_subdir" in hydra and OmegaConf.to_container(hydra)["output_subdir"] is None:
+        return ("hydra.output_subdir=null is not allowed: csg's record of the run (.hydra/config.yaml) is what loads "
+                "it later as a posterior, resumes it and evaluates it")
+    if not multirun:
+        from csg.engine.rundir import foreign_entries
+
+        foreign = foreign_entries(path)
+        if foreign:
+            shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+            return (f"{key}='{path}' is not allowed: a new or empty folder, or one of csg's run folders; it holds "
+                    f"{shown}, which csg did not write (nothing of it is touched); use another {key}")
     return None
 
 

@@ -81,6 +81,48 @@ def earlier_results(run_dir: str | Path) -> list[str]:
     return sorted(found)
 
 
+_CSG_KEYS = {"sampler", "data", "model", "trainer"}   # a csg run's record (config.yaml) has them all
+
+
+def foreign_entries(run_dir: str | Path) -> list[str]:
+    """What in an existing ``run_dir`` csg did not write, sorted (empty: a new or empty folder, or one of csg's
+    run folders). A folder is csg's when its ``.hydra/config.yaml`` is a csg run's record (read within the limits
+    of :func:`csg.io.trust.read_yaml`); without one, only this command's own makings may be there: a
+    ``.hydra.pending-*`` folder and a lock file csg wrote (its holder's record)."""
+    from csg.io.trust import read_yaml
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    record = run_dir / RECORD / "config.yaml"
+    if record.is_file():
+        try:
+            config = read_yaml(record)
+        except Exception:  # noqa: BLE001 - unreadable, too large, not YAML: not csg's record
+            config = None
+        keys = set(config.keys()) if hasattr(config, "keys") else set()
+        if _CSG_KEYS <= keys or "synthetic" in keys:
+            return []
+    foreign = []
+    for entry in run_dir.iterdir():
+        if entry.name.startswith(PENDING) or (entry.name == LOCK and _is_csg_lock(entry)):
+            continue
+        foreign.append(entry.name + ("/" if entry.is_dir() else ""))
+    return sorted(foreign)
+
+
+def _is_csg_lock(path: Path) -> bool:
+    """A lock file csg wrote: a regular file holding its holder's record (:func:`_holder`), or empty (taken, not
+    yet written)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 4096:
+            return False
+        text = path.read_bytes()
+        return not text or {"pid", "host"} <= set(json.loads(text))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def refuse_earlier_results(run_dir: str | Path, found: list[str], why: str) -> ConfigError:
     """The one-line error for a run that would mix ``found`` (an earlier run's results) into its own."""
     listed = ", ".join(f"{name}/" if (Path(run_dir) / name).is_dir() else name for name in found)

@@ -213,8 +213,9 @@ def test_an_unreadable_checkpoint_is_one_line_naming_the_file_and_the_ways_on(ru
         run_dir = _copy(finished_run, tmp_path)
         checkpoint = run_dir / "checkpoint.pt"
         checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
-    else:  # someone else's file under our name, in a directory with a finished run's results
+    else:  # someone else's file under our name, in a csg run directory with a finished run's results
         run_dir = tmp_path / "run"
+        shutil.copytree(finished_run / ".hydra", run_dir / ".hydra")
         (run_dir / "samples").mkdir(parents=True)
         torch.save({"state_dict": {}}, run_dir / "samples" / "sample_0000.pt")
         (run_dir / "metrics.json").write_text('{"ensemble": {}}')
