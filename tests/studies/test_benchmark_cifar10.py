@@ -146,14 +146,14 @@ def test_the_full_scale_target_runs_every_contender_and_writes_the_table_with_th
     text = (out / "posterior_benchmark_cifar10.md").read_text()
     assert "Not this table's protocol" in text
     assert "cSGHMC | Deep ensemble (4)" in text and "Missing runs" not in text
-    assert "0.9267" not in text   # Izmailov et al.'s numbers are for their ResNet-20-FRN, not beside an MLP
+    assert "agreement, paper" not in text   # Izmailov et al.'s numbers are for their ResNet-20-FRN, not beside an MLP
     runs.assign(model="resnet20_frn").to_csv(tmp_path / "record.csv", index=False)   # as the real model's runs
     again = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
                             "--report-only", "--runs", str(tmp_path / "record.csv"), "--out", str(tmp_path / "again")],
                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     text = (tmp_path / "again" / "posterior_benchmark_cifar10.md").read_text()
-    assert "0.9267" in text and "0.9152" in text   # their SGHMC-CLR's and deep ensemble's agreement beside ours
+    assert "agreement, paper" in text and "| 0.9152 |" in text   # their deep ensemble's agreement beside ours
 
 
 def test_the_full_scale_target_refuses_a_missing_reference_in_one_line_before_any_run(tmp_path):
@@ -163,3 +163,33 @@ def test_the_full_scale_target_refuses_a_missing_reference_in_one_line_before_an
     assert done.returncode == 2 and len(errors) == 1 and "evaluation.reference" in errors[0], done.stderr
     assert "make reference-cifar10" in errors[0] and not (tmp_path / "out").exists()
     assert not (tmp_path / "multirun").exists()
+
+
+def test_on_slurm_each_run_of_the_full_scale_target_takes_one_gpu_and_its_quarter_budget_stays(monkeypatch, tmp_path):
+    from csg.studies.experiments import launch, sweeps, tables
+
+    calls = []
+    monkeypatch.setattr(launch, "_call", lambda command, what, runs: calls.append(command))
+    spec = tables.TABLES["posterior_benchmark_cifar10"]
+    launch.run_sweeps(spec.presets["full"], sweeps.expand(spec, "full", 200), tmp_path, "slurm", ["trainer.epochs=200"],
+                      spec.processes, gpus_per_run=spec.gpus_per_run)
+    assert len(calls) == 3
+    for command in calls:
+        assert "hydra.launcher.gpus_per_node=1" in command and "hydra.launcher.tasks_per_node=1" in command
+    assert "trainer.epochs=50" in calls[1] and "trainer.epochs=200" not in calls[1]   # the 4 chains' quarter
+    assert "trainer.epochs=200" in calls[0]
+
+
+def test_a_budget_the_four_chain_rows_cannot_share_is_refused_in_one_line(tmp_path, monkeypatch):
+    from csg.studies.experiments.job import Job
+    from csg.studies.experiments.registry import TARGETS
+
+    monkeypatch.chdir(tmp_path)
+    reference = tmp_path / "ref.npz"
+    reference.write_bytes(b"")
+    job = Job(target="posterior-benchmark-cifar10", out=tmp_path / "out", out_given=True, scale="full",
+              launcher="local", seeds=None, report_only=False, runs=None, preset=None,
+              overrides=(f"evaluation.reference={reference}", "trainer.epochs=10"), add=(), stamp="now")
+    with pytest.raises(ConfigError, match="a multiple of 4") as refused:
+        TARGETS["posterior-benchmark-cifar10"].make(job)
+    assert "trainer.epochs" in str(refused.value) and not (tmp_path / "out").exists()

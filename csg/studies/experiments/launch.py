@@ -114,10 +114,12 @@ def _call(command: list[str], what: str, runs: Path | None) -> None:
 
 
 def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher: str, overrides: list[str],
-               processes: dict[int, int] | None = None, folders: list[str] | None = None) -> None:
+               processes: dict[int, int] | None = None, folders: list[str] | None = None,
+               gpus_per_run: int | None = None) -> None:
     """Each sweep as one Hydra multirun into ``runs/sweep<i>`` (or ``runs/<folders[i]>``); a sweep of interacting
     chains (``processes``: sweep -> P) runs each of its points under ``torchrun --nproc_per_node=P`` locally, or as
-    SLURM jobs of P tasks."""
+    SLURM jobs of P tasks; any other sweep's SLURM jobs take ``gpus_per_run`` GPUs and as many tasks (None: the
+    launcher's own setting)."""
     processes, given = processes or {}, overrides
     base = [f"experiment={preset}"] if preset else []
     for index, sweep in enumerate(sweeps):
@@ -138,8 +140,9 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
         command = [sys.executable, *TRAIN, "-m", *base, *sweep, *overrides, f"hydra.sweep.dir={runs / folder}"]
         if launcher == "slurm":
             command.append("hydra/launcher=slurm")
-            if tasks > 1:
-                command += [f"hydra.launcher.tasks_per_node={tasks}", f"hydra.launcher.gpus_per_node={tasks}"]
+            gpus = tasks if tasks > 1 else gpus_per_run
+            if gpus is not None:
+                command += [f"hydra.launcher.tasks_per_node={gpus}", f"hydra.launcher.gpus_per_node={gpus}"]
         _call(command, f"the multirun `{' '.join(sweep)}`", runs)
 
 

@@ -67,6 +67,10 @@ def _with_reference(make: Callable[[Job], list[str]]) -> Callable[[Job], list[st
             raise ConfigError("evaluation.reference", str(reference), "an existing reference .npz: make "
                               "reference-cifar10 ARGS=\"probs=... test_x=... test_y=...\" writes it from Izmailov et "
                               "al.'s starter-kit files")
+        epochs = preset_epochs(job.preset or "posterior_benchmark_cifar10", list(job.overrides))
+        if not job.report_only and epochs % 4:
+            raise ConfigError("trainer.epochs", epochs, "a multiple of 4: the 4-chain rows run a quarter of it each, "
+                              "at the same gradients as the others")
         return make(job)
 
     return checked
@@ -171,7 +175,7 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
                 run_sweeps(preset, [sweep for _, _, sweep in added], runs, job.launcher, list(job.overrides),
                            folders=[f"add_{name}" for name, _, _ in added])
             run_sweeps(preset, expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
-                       list(job.overrides), plan.processes)
+                       list(job.overrides), plan.processes, gpus_per_run=getattr(plan, "gpus_per_run", None))
             check = compare(runs, load_runs(runs), before=False)
         lines = report(job, runs, epochs, preset)
         if check:
@@ -342,7 +346,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            SWEEP_FLAGS),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD, and the ICSGLD paper's reSGLD, CSGLD and "
            "ICSGLD x4, on mixtures whose barriers we control, tuned and judged on fresh seeds (CPU, ~25 min for the "
-           "six SGLD / SGHMC methods, ~22 min more for the ICSGLD paper's three on 2 busy cores; "
+           "six SGLD / SGHMC methods, ~48 min more for the ICSGLD paper's three on 2 busy cores; "
            "ARGS=\"methods=... merge=true\" adds methods to the CSVs in --out)", "csgmcmc", run_accuracy_multimodal, BOTH,
            frozenset({"seeds", "report_only"})),
     Target("cyclical-mcmc", "Wang et al. 2024 Figures 1 and 2, and cSGLD on the same targets", "on_cyclical_mcmc",

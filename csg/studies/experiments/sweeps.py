@@ -71,6 +71,10 @@ class TableSpec:
     claims_text: str = ""
     # a row label -> which baseline it is by its step size (the "step size" column): decreasing, constant, ...
     step: Callable[[str], str] = field(default=lambda label: "-")
+    # what the full scale is, where not "the paper's data, model and budget"
+    full_scale: str = ""
+    # GPUs (and processes) of each SLURM job where a sweep has no processes of its own (None: the launcher's)
+    gpus_per_run: int | None = None
 
 
 @dataclass(frozen=True)

@@ -307,7 +307,8 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
             "model: our numbers prove the pipeline and compare the methods with each other; beside them stands the "
             "paper's number on each of its data sets, for reading the ranking, not for a difference.")
     else:
-        lines.append(f"Scale: **full** (preset `experiment={preset}`): the paper's data, model and budget.")
+        lines.append(f"Scale: **full** (preset `experiment={preset}`): "
+                     + (spec.full_scale or "the paper's data, model and budget."))
     seeds = sorted({s for cell in table.get("seed_list", pd.Series(dtype=str)) for s in cell.split()}, key=int)
     lines += ["", f"Seeds: {', '.join(seeds) or 'none'}; mean +- standard error over seeds (one seed: no error), the "
               "number of seeds in brackets; the paper's columns appear for the metrics it publishes. "
