@@ -36,7 +36,9 @@ applied, clipped, 1 in the overflow; 1 at the uniform start; capped at :math:`e^
 the paper's weight :math:`\theta(J)^\zeta`, which describes the sampled density only where the multiplier is
 unclipped and :math:`\theta` smooth: in this study's first full run (2026-11-27) with the paper's weights,
 :math:`\theta` ran away onto the partitions just above the light mode's minimum, the multiplier sat at its clip
-in about a third of the iterations at :math:`\zeta` 4, and the estimators' errors grew with the budget. For W2 a
+in many iterations at :math:`\zeta` 4, and the estimators' errors grew with the budget. These weights are exact for the
+continuous-time dynamics at a fixed :math:`\theta`; at a finite step, and with :math:`\theta` adapting (its normaliser
+left out, as in the paper's weights), the estimator is not consistent (the report's "Consistency" line). For W2 a
 contour run keeps :data:`.chains.CANDIDATES` positions with their weights, and :func:`resample` draws
 :data:`.chains.DRAWS` of them by systematic resampling on the weights (the resampled draws, unweighted, enter the
 same exact-assignment W2 as every method's).
