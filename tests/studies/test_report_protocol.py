@@ -168,7 +168,7 @@ def test_an_added_method_under_the_protocol_is_a_row_not_a_difference(tmp_path, 
 def _fake_sweeps(made: list):
     """run_sweeps without train.py: each run of each sweep as train.py leaves it (the command's overrides too)."""
 
-    def run_sweeps(preset, sweeps, runs, launcher, overrides, processes=None, folders=None):
+    def run_sweeps(preset, sweeps, runs, launcher, overrides, processes=None, folders=None, gpus_per_run=None):
         for index, sweep in enumerate(sweeps):
             points = expected_runs([sweep])
             mine = tuple(o for o in overrides if not o.startswith("hydra."))  # Hydra's own: not in the run's config
