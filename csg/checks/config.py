@@ -168,9 +168,14 @@ def check_sampler(cfg: DictConfig) -> None:
     positive_int(cfg, "sampler.chains")
 
 
+SEED_MAX = 2**63 - 1   # the largest seed torch's and numpy's generators and every int64 record of it hold
+
+
 def check_seed(cfg: DictConfig) -> None:
-    """``seed``: numpy's SeedSequence, which derives every stream, takes no negative entropy."""
-    non_negative_int(cfg, "seed")
+    """``seed``: numpy's SeedSequence, which derives every stream, takes no negative entropy; a seed is at most
+    :data:`SEED_MAX` (it is written as an int64 in checkpoints and tables)."""
+    if non_negative_int(cfg, "seed") > SEED_MAX:
+        raise ConfigError("seed", _get(cfg, "seed"), f"an integer from 0 to 2^63 - 1 ({SEED_MAX})")
 
 
 def check_trainer(cfg: DictConfig) -> None:

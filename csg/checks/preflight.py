@@ -181,10 +181,41 @@ def _free(cfg: DictConfig, key: str) -> bool:
                for prefix, node in FREE_UNDER_TARGET.items())
 
 
+def _unresolved(cfg: DictConfig) -> str | None:
+    """The first value (outside ``hydra``, which Hydra resolves itself) whose interpolation cannot be resolved: an
+    unset environment variable, an unknown resolver, a value that refers to itself; one line naming its key."""
+    for key in cfg:
+        if key == "hydra":
+            continue
+        try:
+            OmegaConf.to_container(cfg[key] if OmegaConf.is_config(cfg[key]) else OmegaConf.create({key: cfg[key]}),
+                                   resolve=True)
+        except Exception as error:  # noqa: BLE001 - omegaconf's resolution errors, in one line
+            where = getattr(error, "full_key", None) or key
+            where = where if str(where).startswith(str(key)) else f"{key}.{where}"
+            return (f"{where}={_raw(cfg, str(where))!r} is not allowed: a value csg can resolve before training "
+                    f"({first_line(error)})")
+    return None
+
+
+def _raw(cfg: DictConfig, key: str):
+    """The value at ``key`` as typed, its interpolation unresolved (None where the path cannot be followed)."""
+    node = OmegaConf.to_container(cfg, resolve=False)
+    for part in key.replace("[", ".").replace("]", "").split("."):
+        try:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return None
+    return node
+
+
 def _check_config(cfg: DictConfig, study_checks: StudyChecks) -> str | None:
     """The config's values: :func:`csg.checks.config.validate`, or for a study (``synthetic=``) the check
     ``study_checks`` names for it; a study no check is given for is not checked here (it checks itself before
     any work)."""
+    unresolved = _unresolved(cfg)
+    if unresolved is not None:
+        return unresolved
     try:
         study = next((key for key in STUDY_KEYS if cfg.get(key)), None)
         if study is None:
