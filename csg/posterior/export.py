@@ -25,6 +25,7 @@ a file that is not one of these, or whose tensors are not the members' it descri
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,12 +83,24 @@ def check_suffix(path: Path) -> str:
     return "torch"
 
 
+def weights_usable(weights: list) -> bool:
+    """Members' weights an average can use: finite non-negative numbers (not booleans) whose sum is finite and > 0."""
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+               for w in weights):
+        return False
+    total = sum(float(w) for w in weights)   # inf where finite weights overflow (fsum would raise)
+    return math.isfinite(total) and total > 0
+
+
 def write_posterior(path: str | Path, *, config: str, metrics: dict[str, Any], names: list[str], chains: list[int],
                     weights: list[float], weighting: str, states: Iterable[dict[str, Tensor]], source: str) -> Path:
     """Write the posterior file ``path`` (atomically; its format from its suffix, :data:`SUFFIXES`). Memory: every
     member's tensors at once, twice for safetensors (which builds the file in memory before writing it)."""
     path = Path(path)
     kind = check_suffix(path)
+    if not weights_usable([float(w) for w in weights]):
+        raise ConfigError("weights", str(list(weights))[:80], "finite non-negative numbers with a finite positive "
+                          "sum: the posterior file is not written")
     collected = [{key: tensor.detach().to("cpu").contiguous() for key, tensor in state.items()} for state in states]
     keys = list(collected[0]) if collected else []
     shared = _shared(collected, keys)
@@ -165,9 +178,9 @@ def _checked_document(text: Any, damaged) -> dict[str, Any]:
     count = len(document["names"])
     if not count or len(document["chains"]) != count or len(document["weights"]) != count:
         raise damaged("its header's names, chains and weights are not one per member")
-    numbers = all(isinstance(w, (int, float)) and w >= 0 for w in document["weights"])
-    if not numbers or not sum(document["weights"]) > 0 or not all(isinstance(c, int) for c in document["chains"]):
-        raise damaged("its header's weights are not non-negative numbers, or its chains not integers")
+    if not weights_usable(document["weights"]) or not all(isinstance(c, int) for c in document["chains"]):
+        raise damaged("its header's weights are not finite non-negative numbers with a finite positive sum, or its "
+                      "chains not integers")
     metrics = document["metrics"]
     if not isinstance(metrics.get("num_classes"), int) or not isinstance(metrics.get("input_shape"), list):
         raise damaged("its metrics lack num_classes and input_shape (the model's shape)")

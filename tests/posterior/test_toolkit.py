@@ -239,6 +239,11 @@ def test_a_posterior_file_that_is_not_one_is_refused_in_one_line(documented, tmp
     document["config"] = document["config"].replace("model:\n", "model:\n  _target_: os.system\n", 1)
     torch.save({**record, "csg": json.dumps(document)}, tmp_path / "planted.pt")
     cases["planted.pt"] = "model._target_='os.system' is not allowed"
+    for name, weights in (("infinite.pt", [math.inf] + document["weights"][1:]),
+                          ("overflowing.pt", [1e308] * len(document["weights"])),
+                          ("nan.pt", [math.nan] * len(document["weights"]))):   # json writes NaN and Infinity
+        torch.save({**record, "csg": json.dumps({**json.loads(record["csg"]), "weights": weights})}, tmp_path / name)
+        cases[name] = "weights are not finite non-negative numbers with a finite positive sum"
     for name, fragment in cases.items():
         with pytest.raises(ConfigError) as refused:
             csg.Posterior.load(tmp_path / name, device="cpu")
@@ -247,6 +252,12 @@ def test_a_posterior_file_that_is_not_one_is_refused_in_one_line(documented, tmp
         assert name == "planted.pt" or isinstance(refused.value, DamagedFileError)
     with pytest.raises(ConfigError, match="does not exist"):
         csg.Posterior.load(tmp_path / "nowhere.pt")
+    from csg.posterior.export import write_posterior
+
+    with pytest.raises(ConfigError, match="finite non-negative numbers") as refused:   # never written
+        write_posterior(tmp_path / "never.pt", config="", metrics={}, names=["a", "b"], chains=[0, 0],
+                        weights=[math.inf, 1.0], weighting="equal", states=[{}, {}], source="x")
+    assert "\n" not in str(refused.value) and not (tmp_path / "never.pt").exists()
 
 
 # ---------------------------------------------------------------------------------------- comparing runs
