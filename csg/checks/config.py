@@ -33,6 +33,18 @@ def _get(cfg: DictConfig, key: str) -> Any:
     return OmegaConf.select(cfg, key, throw_on_missing=False)
 
 
+def raw_value(cfg: DictConfig, key: str) -> Any:
+    """The value at ``key`` (dotted, list items as ``[i]`` or ``.i``) as typed, its interpolation unresolved; None
+    where the path cannot be followed (for a message)."""
+    node = OmegaConf.to_container(cfg, resolve=False)
+    for part in key.replace("[", ".").replace("]", "").split("."):
+        try:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return None
+    return node
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 

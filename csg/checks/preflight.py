@@ -191,22 +191,13 @@ def _unresolved(cfg: DictConfig) -> str | None:
             OmegaConf.to_container(cfg[key] if OmegaConf.is_config(cfg[key]) else OmegaConf.create({key: cfg[key]}),
                                    resolve=True)
         except Exception as error:  # noqa: BLE001 - omegaconf's resolution errors, in one line
+            from csg.checks.config import raw_value
+
             where = getattr(error, "full_key", None) or key
             where = where if str(where).startswith(str(key)) else f"{key}.{where}"
-            return (f"{where}={_raw(cfg, str(where))!r} is not allowed: a value csg can resolve before training "
+            return (f"{where}={raw_value(cfg, str(where))!r} is not allowed: a value csg can resolve before training "
                     f"({first_line(error)})")
     return None
-
-
-def _raw(cfg: DictConfig, key: str):
-    """The value at ``key`` as typed, its interpolation unresolved (None where the path cannot be followed)."""
-    node = OmegaConf.to_container(cfg, resolve=False)
-    for part in key.replace("[", ".").replace("]", "").split("."):
-        try:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        except (KeyError, IndexError, ValueError, TypeError):
-            return None
-    return node
 
 
 def _check_config(cfg: DictConfig, study_checks: StudyChecks) -> str | None:

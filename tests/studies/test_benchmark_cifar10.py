@@ -90,21 +90,28 @@ def test_the_target_refuses_a_missing_file_in_one_line(tmp_path):
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
+def _stand_in(tmp_path, seed: int):
+    """CIFAR files (100 training images, 30 test images) in tmp_path/data and the starter kit's files for them,
+    converted into a reference (tmp_path/ref.npz) whose num_data is the stand-in's 100, not their posterior's 50,000."""
+    from csg.data.cifar import read_batches
+
+    folder = write_cifar(tmp_path / "data", train_per_batch=20, test=30)
+    images, labels = (t.numpy() for t in read_batches([folder / "test_batch"], b"labels"))
+    _their_files(tmp_path, images, labels, np.random.default_rng(seed))
+    reference = tmp_path / "ref.npz"
+    convert(tmp_path / "probs.csv", tmp_path / "cifar10_test_x.csv", tmp_path / "cifar10_test_y.csv",
+            tmp_path / "data", reference)
+    with np.load(reference) as data:
+        np.savez(reference, **{**{k: data[k] for k in data.files}, "num_data": np.int64(100)})
+    return reference
+
+
 @pytest.mark.slow
 def test_train_py_samples_resnet20_frn_on_cifar_files_and_scores_it_against_a_converted_reference(run_train,
                                                                                                tmp_path):
     import json
 
-    from csg.data.cifar import read_batches
-
-    folder = write_cifar(tmp_path / "data", train_per_batch=20, test=30)
-    images, labels = (t.numpy() for t in read_batches([folder / "test_batch"], b"labels"))
-    _their_files(tmp_path, images, labels, np.random.default_rng(3))
-    out = tmp_path / "ref.npz"
-    convert(tmp_path / "probs.csv", tmp_path / "cifar10_test_x.csv", tmp_path / "cifar10_test_y.csv",
-            tmp_path / "data", out)
-    with np.load(out) as data:   # the stand-in has 100 training images, not the 50,000 of their posterior
-        np.savez(out, **{**{k: data[k] for k in data.files}, "num_data": np.int64(100)})
+    out = _stand_in(tmp_path, 3)
     process, run_dir = run_train("data=cifar10", f"data.root={tmp_path / 'data'}", "data.download=false",
                                  "model=resnet20_frn", "sampler=csghmc", "trainer.epochs=2", "sampler.cycles=1",
                                  "sampler.explore=0.5", "sampler.samples_per_cycle=1", "data.batch_size=50",
@@ -119,16 +126,7 @@ def test_the_full_scale_target_runs_every_contender_and_writes_the_table_with_th
     """make posterior-benchmark-cifar10 on CIFAR files and a converted starter-kit predictive in their real
     formats (100 training images, 30 test images, a few epochs: --out, so the header says it is not the protocol):
     every contender's row with agreement and TV, Izmailov et al.'s numbers beside ours, cSGHMC's verdicts."""
-    from csg.data.cifar import read_batches
-
-    folder = write_cifar(tmp_path / "data", train_per_batch=20, test=30)
-    images, labels = (t.numpy() for t in read_batches([folder / "test_batch"], b"labels"))
-    _their_files(tmp_path, images, labels, np.random.default_rng(4))
-    reference = tmp_path / "ref.npz"
-    convert(tmp_path / "probs.csv", tmp_path / "cifar10_test_x.csv", tmp_path / "cifar10_test_y.csv",
-            tmp_path / "data", reference)
-    with np.load(reference) as data:   # the stand-in has 100 training images, not the 50,000 of their posterior
-        np.savez(reference, **{**{k: data[k] for k in data.files}, "num_data": np.int64(100)})
+    reference = _stand_in(tmp_path, 4)
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
                            "--out", str(out), "--seeds", "0,1", f"data.root={tmp_path / 'data'}",

@@ -53,7 +53,10 @@ def _reference_cifar10(job: Job) -> list[str]:
     return run_reference_cifar10(job)
 
 
-CIFAR10_REFERENCE = Path("results") / "benchmark" / "reference" / "cifar10_hmc_izmailov.npz"
+def _override(job: Job, key: str) -> str | None:
+    """The value of the last ``KEY=VALUE`` override of ``key`` in the command (None: not given)."""
+    given = [o.split("=", 1)[1] for o in job.overrides if o.split("=", 1)[0] == key]
+    return given[-1] if given else None
 
 
 def _with_reference(make: Callable[[Job], list[str]]) -> Callable[[Job], list[str]]:
@@ -61,13 +64,16 @@ def _with_reference(make: Callable[[Job], list[str]]) -> Callable[[Job], list[st
     ``evaluation.reference=``): else one line saying how to make it, before anything runs."""
 
     def checked(job: Job) -> list[str]:
-        given = [o.split("=", 1)[1] for o in job.overrides if o.split("=", 1)[0] == "evaluation.reference"]
-        reference = Path(given[-1] if given else CIFAR10_REFERENCE)
+        from csg.studies.benchmark.run import CIFAR10_REFERENCE
+
+        reference = Path(_override(job, "evaluation.reference")
+                         or Path("results") / "benchmark" / "reference" / CIFAR10_REFERENCE)
         if not job.report_only and not reference.is_file():
             raise ConfigError("evaluation.reference", str(reference), "an existing reference .npz: make "
                               "reference-cifar10 ARGS=\"probs=... test_x=... test_y=...\" writes it from Izmailov et "
                               "al.'s starter-kit files")
-        epochs = preset_epochs(job.preset or "posterior_benchmark_cifar10", list(job.overrides))
+        epochs = preset_epochs(job.preset or tables.TABLES["posterior_benchmark_cifar10"].presets["full"],
+                               list(job.overrides))
         if not job.report_only and epochs % 4:
             raise ConfigError("trainer.epochs", epochs, "a multiple of 4: the 4-chain rows run a quarter of it each, "
                               "at the same gradients as the others")
@@ -271,9 +277,8 @@ def _table_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list
 
 
 def _fig3_report(job: Job, runs: Path, epochs: int, preset: str | None) -> list[str]:
-    roots = [o.split("=", 1)[1] for o in job.overrides if o.split("=", 1)[0] == "data.root"]  # the user's own
     missing = fig3.report(runs, job.out, job.scale, epochs=epochs, seeds=job.seeds,
-                          data_root=roots[-1] if roots else None)
+                          data_root=_override(job, "data.root"))  # the user's own
     return _missing([f"fig3: wrote {job.out / 'fig3.md'} from {runs}"], missing)
 
 

@@ -37,17 +37,9 @@ def get(cfg: DictConfig, key: str) -> Any:
     try:
         return OmegaConf.select(cfg, key, throw_on_missing=False)
     except OmegaConfBaseException as error:
-        raise ConfigError(key, _raw(cfg, key), f"a value whose interpolation resolves ({type(error).__name__})") from None
+        from csg.checks.config import raw_value
 
-
-def _raw(cfg: DictConfig, key: str) -> Any:
-    """The unresolved value at ``key`` (the interpolation's text)."""
-    parent, _, last = key.rpartition(".")
-    try:
-        node = OmegaConf.select(cfg, parent, throw_on_resolution_failure=False) if parent else cfg
-        return OmegaConf.to_container(node, resolve=False)[last]
-    except Exception:  # noqa: BLE001 - only for the message
-        return None
+        raise ConfigError(key, raw_value(cfg, key), f"a value whose interpolation resolves ({type(error).__name__})") from None
 
 
 def _interval(minimum: float, strict: bool, maximum: float | None, below: bool) -> str:

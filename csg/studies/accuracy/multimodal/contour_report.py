@@ -178,8 +178,8 @@ def trend_lines(summary: pd.DataFrame, tried: pd.DataFrame | None = None) -> lis
         parts = [f"zeta {z:g}: {int((g > 0.05).sum())} of {len(g)}" for z, g in growth.groupby(level="explore")]
         if parts:
             grown = (" Across every setting the tuning ran, those whose mean core TV at their longest budget exceeds "
-                     "their lowest by more than 0.05: " + ", ".join(parts) + " (the tuning picked other settings "
-                     "where this happens).")
+                     "their lowest by more than 0.05: " + ", ".join(parts)
+                     + ("." if found else " (the tuning picked other settings where this happens)."))
     return ["- **Consistency**: the weights are those of the density the continuous-time dynamics sample at the "
             "current theta; at a finite step the discretised chain departs from it, and theta keeps adapting through "
             "the kept window (the paper's algorithm) while each flattened density's normaliser, which changes with "
