@@ -28,13 +28,13 @@ import torch
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.errors import DamagedFileError, first_line
 
-__all__ = ["MANIFEST", "MANIFEST_MAX_BYTES", "SampleStore"]
+__all__ = ["MANIFEST", "MANIFEST_MAX_BYTES", "SampleStore", "non_finite"]
 
 
 MANIFEST = "manifest.json"  # in each store's folder: the samples the run recorded (SampleStore)
 REST = "rest.pt"  # in each store's folder of a part-sampling run: the frozen rest of the model, once
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest entry is ~200 bytes
-_SAMPLE_NAME = re.compile(r"sample_\d{4,}_cycle\d{2,}_epoch\d{4,}\.pt")
+_SAMPLE_NAME = re.compile(r"sample_(\d{4,})_cycle(\d{2,})_epoch(\d{4,})\.pt")
 
 
 class SampleStore:
@@ -102,7 +102,12 @@ class SampleStore:
             if entry is not None:
                 path = folder / REST
                 self._verify_rest(path, entry)
-                self._rests[folder] = _read_sample(path, mmap=False, keys=("state_dict",))["state_dict"]
+                rest = _read_sample(path, mmap=False, keys=("state_dict",))["state_dict"]
+                bad = non_finite(rest)
+                if bad is not None:
+                    raise DamagedFileError("samples", str(path), f"the frozen rest of the model, of finite weights: "
+                                           f"its {bad} holds NaN or inf")
+                self._rests[folder] = rest
         return self._rests[folder]
 
     def start(self) -> None:
@@ -172,10 +177,18 @@ class SampleStore:
         if not isinstance(entries, list):
             raise refuse("it has no list of samples")
         for number, entry in enumerate(entries):
-            if not isinstance(entry, dict) or not _SAMPLE_NAME.fullmatch(str(entry.get("file", ""))):
+            name = _SAMPLE_NAME.fullmatch(str(entry.get("file", ""))) if isinstance(entry, dict) else None
+            if name is None:
                 raise refuse(f"its entry {number} names no sample file of this folder")
             if not all(isinstance(entry.get(key), int) for key in ("index", "cycle", "epoch", "bytes")):
                 raise refuse(f"its entry {number} ({entry['file']}) lacks index, cycle, epoch or bytes")
+            if [int(part) for part in name.groups()] != [entry["index"], entry["cycle"], entry["epoch"]]:
+                raise refuse(f"its entry {number} ({entry['file']}) records another index, cycle or epoch than "
+                             "its file's name")
+            if entry["index"] != number:  # a chain's samples are numbered 0, 1, 2, ... as they are taken
+                seen = "lists it twice" if entry["index"] < number else f"lacks sample {number}"
+                raise refuse(f"its entry {number} is sample {entry['index']} ({entry['file']}): the manifest {seen} "
+                             "(edited after the run)")
         planned = data.get("planned")
         if planned is not None and not isinstance(planned, int):
             raise refuse("its planned count is not a number")
@@ -184,6 +197,11 @@ class SampleStore:
                                      and isinstance(rest.get("bytes"), int)):
             raise refuse(f"its rest entry names no {REST} of this folder")
         return data
+
+    def manifest_sha256(self) -> str | None:
+        """The SHA-256 of the store's manifest file (``None``: no manifest), as ``metrics.json`` records it of the
+        samples it was computed from (:func:`csg.posterior.store.manifest_hashes`)."""
+        return _sha256(self.manifest_path) if self.manifest_path.is_file() else None
 
     def manifest_entries(self) -> list[dict[str, Any]] | None:
         """The manifest's sample entries in collection order (``None``: no manifest)."""
@@ -250,6 +268,9 @@ class SampleStore:
             entry = manifests[path.parent].get(path.name)
             if entry is not None:
                 self._check_bytes(path, entry)
+            bad = non_finite(record["state_dict"])
+            if bad is not None:
+                raise DamagedFileError("samples", str(path), f"a sample of finite weights: its {bad} holds NaN or inf")
             if model_state is not None:
                 rest = self._rest_of(path.parent)
                 problem = _misfit({**rest, **record["state_dict"]} if rest else record["state_dict"], model_state)
@@ -281,6 +302,14 @@ def _entry(path: Path, index: int, cycle: int, epoch: int, chain: int) -> dict[s
     """A manifest entry of the sample file ``path``, with its size and SHA-256."""
     return {"file": path.name, "index": int(index), "cycle": int(cycle), "epoch": int(epoch), "chain": int(chain),
             "bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def non_finite(state: Mapping[str, torch.Tensor]) -> str | None:
+    """The first entry of ``state`` (a state dict) holding NaN or inf, else ``None`` (integer entries hold neither)."""
+    for key, tensor in state.items():
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+            return key
+    return None
 
 
 def _sha256(path: Path) -> str:

@@ -30,7 +30,8 @@ from csg.errors import ConfigError, describe
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.weights import importance_weights
 from csg.io.atomic import atomic_write_json
-from csg.posterior.store import SAVED_CONFIG, apply_overrides, finished_metrics, load_run_config, sample_paths
+from csg.posterior.store import (SAVED_CONFIG, apply_overrides, check_recorded_members, finished_metrics,
+                                 load_run_config, manifest_hashes, sample_paths)
 
 __all__ = ["EnsembleMembers", "ensemble_members", "evaluate_run", "evaluate_store", "format_metrics"]
 
@@ -124,7 +125,7 @@ def evaluate_store(
         for name, chain, weight, sample_metrics in zip(names, chains, weights, result.per_sample)
     ]
     metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": members.weighting,
-               **members.extra}
+               "manifests": manifest_hashes(store, int(cfg.sampler.get("chains", 1))), **members.extra}
     if result.group_ensembles:
         metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
     if len(set(chains)) > 1:  # do the chains agree? (ArviZ, imported for multi-chain runs only)
@@ -219,15 +220,15 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
     run_dir = Path(run_dir)
     overrides = list(overrides or [])
     cfg = load_run_config(run_dir, trust_code=trust_code)
-    finished = _check_finished(run_dir, cfg, partial)
+    recorded = _check_finished(run_dir, cfg, partial)
     cfg = apply_overrides(cfg, overrides)
     with run_directory_targets():
         checks.validate(cfg)
         given = tuple(item.partition("=")[0].strip() for item in overrides)
         check_run_data(cfg, run_dir, trust_code=trust_code, given=given, ood=True)
         store, chains = SampleStore(run_dir / "samples"), int(cfg.sampler.get("chains", 1))
-        paths = sample_paths(store, chains, partial=partial)  # an unfinished run: refused unless partial
-        progress = _progress(store, chains, len(paths), finished)
+        paths = sample_paths(store, chains, partial=partial, recorded=recorded)  # unfinished: refused unless partial
+        progress = _progress(store, chains, len(paths), recorded is not None)
         target = run_dir / (f"evaluation_{cfg.evaluation.cycle_weights}.json" if progress is None else
                             f"evaluation_partial_{datetime.now():%Y-%m-%d_%H-%M-%S}.json")
         _check_writable(run_dir, target)
@@ -242,6 +243,8 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
         precision = Precision(str(cfg.trainer.precision), device)
         metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source,
                                  partial=progress is not None)
+    if recorded is not None and progress is None:
+        check_recorded_members(run_dir, [row["file"] for row in metrics["per_sample"]], recorded)
     metrics.update(method=cfg.sampler.name, data=cfg.data.name, model=cfg.model.name, seed=int(cfg.seed))
     if progress is not None:
         metrics["partial"] = {**progress, "file": target.name}
@@ -253,20 +256,19 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
     return metrics
 
 
-def _check_finished(run_dir: Path, cfg: DictConfig, partial: bool) -> bool:
-    """Whether the run has finished (its ``metrics.json``, as :meth:`csg.Posterior.load` reads it); a run without
-    one is refused as Posterior.load refuses it, naming ``--partial``, unless ``partial``."""
+def _check_finished(run_dir: Path, cfg: DictConfig, partial: bool) -> dict[str, Any] | None:
+    """The ``metrics.json`` of a finished run (as :meth:`csg.Posterior.load` reads it), ``None`` for an unfinished
+    one with ``partial``; a run without one is refused as Posterior.load refuses it, naming ``--partial``."""
     missing = not (run_dir / "metrics.json").exists()
     if missing and partial and not cfg.get("synthetic"):
-        return False
+        return None
     try:
-        finished_metrics(run_dir, cfg)
+        return finished_metrics(run_dir, cfg)
     except ConfigError as error:
         if not missing or cfg.get("synthetic"):
             raise
         raise ConfigError(error.key, error.value, f"{error.allowed}; or evaluate the samples written so far with "
                           "--partial") from None
-    return True
 
 
 def _progress(store: SampleStore, chains: int, written: int, finished: bool) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from csg.engine.samples import non_finite
 from csg.errors import ConfigError, DamagedFileError, describe
 from csg.io.atomic import atomic_open, atomic_torch_save
 from csg.io.trust import not_a_regular_file
@@ -102,6 +103,11 @@ def write_posterior(path: str | Path, *, config: str, metrics: dict[str, Any], n
         raise ConfigError("weights", str(list(weights))[:80], "finite non-negative numbers with a finite positive "
                           "sum: the posterior file is not written")
     collected = [{key: tensor.detach().to("cpu").contiguous() for key, tensor in state.items()} for state in states]
+    for index, state in enumerate(collected):
+        bad = non_finite(state)
+        if bad is not None:
+            raise ConfigError("states", f"member {index}", f"members of finite weights (its {bad} holds NaN or inf): "
+                              "the posterior file is not written")
     keys = list(collected[0]) if collected else []
     shared = _shared(collected, keys)
     collected = [{key: tensor for key, tensor in state.items() if key not in shared} for state in collected]
@@ -159,6 +165,10 @@ def read_posterior(path: str | Path) -> PosteriorFile:
             raise damaged(f"member {index} ({members['names'][index]}) holds other tensors than the keys it records")
     if shapes(count):
         raise damaged(f"it holds more members than the {count} its header names")
+    for index, state in enumerate(states()):  # read once, before any is used: a NaN member would poison every mean
+        bad = non_finite(state)
+        if bad is not None:
+            raise damaged(f"member {index} ({members['names'][index]}) holds NaN or inf in {bad}")
     return PosteriorFile(path=path, **members, stream=states, shapes=shapes)
 
 

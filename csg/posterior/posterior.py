@@ -102,7 +102,7 @@ class Posterior:
         from csg.engine.samples import SampleStore
         from csg.posterior.evaluate import ensemble_members
         from csg.posterior.export import SUFFIXES
-        from csg.posterior.store import finished_metrics, load_run_config, sample_paths
+        from csg.posterior.store import check_recorded_members, finished_metrics, load_run_config, sample_paths
 
         run_dir = Path(run_dir)
         if run_dir.suffix in SUFFIXES and not run_dir.is_dir():
@@ -112,7 +112,7 @@ class Posterior:
         device = device_of(device)
         store = SampleStore(run_dir / "samples")
         # the samples the run recorded (its manifests), each checked, before the model or the data is built
-        store.verify(sample_paths(store, int(cfg.sampler.get("chains", 1))))
+        store.verify(sample_paths(store, int(cfg.sampler.get("chains", 1)), recorded=metrics))
         precision = Precision(str(cfg.trainer.precision), device)
         recorded = metrics.get("num_classes"), metrics.get("input_shape")
         with own_random_state(device):
@@ -131,6 +131,7 @@ class Posterior:
                 return holder["data"]
 
             members = ensemble_members(cfg, model, store, training_data, device, precision)
+        check_recorded_members(run_dir, members.names, metrics)
         model.eval()
         return cls(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model, members=members, device=device,
                    precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],

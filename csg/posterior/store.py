@@ -24,8 +24,8 @@ from csg.errors import ConfigError, DamagedFileError, describe
 from csg.io.trust import UntrustedFile, not_a_regular_file, read_bytes
 from csg.paths import CONFIGS
 
-__all__ = ["GROUPS", "MAX_METRICS_BYTES", "OVERRIDABLE", "SAVED_CONFIG", "apply_overrides", "check_saved_config",
-           "finished_metrics", "load_run_config", "sample_paths"]
+__all__ = ["GROUPS", "MAX_METRICS_BYTES", "OVERRIDABLE", "SAVED_CONFIG", "apply_overrides", "check_recorded_members",
+           "check_saved_config", "finished_metrics", "load_run_config", "manifest_hashes", "sample_paths"]
 
 # What a re-evaluation may change: how the samples are evaluated (evaluation.*), where and in which precision
 # (trainer.device, trainer.precision), how and from where the run's own data is read (data.eval_batch_size,
@@ -216,7 +216,43 @@ def finished_metrics(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-def sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False) -> list[Path]:
+def _stores(store: SampleStore, chains: int) -> list[SampleStore]:
+    """The sample store of each chain: ``samples/`` for one chain, ``samples/chainNN/`` for each of several."""
+    if chains > 1:
+        return [SampleStore(store.directory / f"chain{chain:02d}") for chain in range(chains)]
+    return [store]
+
+
+def manifest_hashes(store: SampleStore, chains: int = 1) -> dict[str, str]:
+    """``{manifest: SHA-256}`` of each chain's manifest (its path relative to the run directory): what
+    ``metrics.json`` records (``manifests``) of the samples it was computed from."""
+    hashes = {}
+    for one in _stores(store, chains):
+        digest = one.manifest_sha256()
+        if digest is not None:
+            hashes[str(one.manifest_path.relative_to(store.directory.parent))] = digest
+    return hashes
+
+
+def check_recorded_members(run_dir: Path, names: list[str], metrics: dict[str, Any]) -> None:
+    """The members about to be used (``names``) are the ones the run's ``metrics.json`` was computed from (its
+    ``per_sample`` files, in order); else a one-line :class:`DamagedFileError` naming metrics.json. A manifest
+    edited after the run (a sample listed twice, one dropped with its ``planned`` count lowered) is refused
+    here when its hash was not recorded (a run from before ``manifests``)."""
+    rows = metrics.get("per_sample")
+    if not isinstance(rows, list):
+        return
+    recorded = [row.get("file") if isinstance(row, dict) else None for row in rows]
+    if recorded != list(names):
+        differ = next((i for i, (a, b) in enumerate(zip(recorded, names)) if a != b), min(len(recorded), len(names)))
+        raise DamagedFileError("run_dir", str(run_dir), f"a run whose samples are those its metrics.json was computed "
+                               f"from: its manifests give {len(names)} members, metrics.json records "
+                               f"{len(recorded)}, first differing at member {differ} (edited after the run)",
+                               path=run_dir / "metrics.json")
+
+
+def sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False,
+                 recorded: dict[str, Any] | None = None) -> list[Path]:
     """The samples the run recorded, in (chain, collection) order: what its manifests list (``samples/manifest.json``;
     ``samples/chainNN/manifest.json`` for each of ``chains`` > 1), never a listing of the folder, so that stray
     copies (``samples/old/``, ``sample_... (copy).pt``) join no ensemble.
@@ -224,12 +260,14 @@ def sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False) 
     A run from before manifests (none in its folders): the files its ``metrics.json`` names (``per_sample``),
     which only a finished run has. A :class:`ConfigError` for: no samples folder; neither manifests nor a
     ``metrics.json`` naming the files; a chain's manifest missing, or a manifest recording fewer samples than its
-    chain planned (a run that has not finished; ``partial``: the samples so far); no sample at all."""
+    chain planned (a run that has not finished; ``partial``: the samples so far); no sample at all. ``recorded``:
+    the run's ``metrics.json``; a :class:`DamagedFileError` for a manifest whose SHA-256 is not the one it records
+    (:func:`manifest_hashes`: edited or replaced after the run)."""
     directory = store.directory
     if not directory.is_dir():
         raise ConfigError("samples", str(directory), "a folder holding the run's samples (sample_*.pt): it does not "
                           "exist")
-    stores = [SampleStore(directory / f"chain{chain:02d}") for chain in range(chains)] if chains > 1 else [store]
+    stores = _stores(store, chains)
     manifests = [one.manifest() for one in stores]
     if all(manifest is None for manifest in manifests):
         paths = _paths_from_metrics(store)
@@ -249,7 +287,20 @@ def sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False) 
             paths += [one.directory / entry["file"] for entry in entries]
     if not paths:
         raise ConfigError("samples", str(directory), "a folder holding the run's samples: its manifest records none")
+    hashes = (recorded or {}).get("manifests")
+    if isinstance(hashes, dict) and not partial:  # partial: the samples so far, not the finished run's
+        _check_manifest_hashes(store, stores, hashes)
     return paths
+
+
+def _check_manifest_hashes(store: SampleStore, stores: list[SampleStore], hashes: dict[str, Any]) -> None:
+    for one in stores:
+        name = str(one.manifest_path.relative_to(store.directory.parent))
+        digest = one.manifest_sha256()
+        if digest is not None and hashes.get(name) != digest:
+            raise DamagedFileError("samples", str(one.manifest_path), "the record of the samples the run's "
+                                   "metrics.json was computed from: its SHA-256 is not the one metrics.json records "
+                                   "(edited or replaced after the run)")
 
 
 _RECORDED_NAME = re.compile(r"(chain\d{2,}/)?sample_\d{4,}_cycle\d{2,}_epoch\d{4,}\.pt")

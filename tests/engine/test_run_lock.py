@@ -16,6 +16,7 @@ import errno
 import importlib.util
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from torch.utils.data import Dataset
 
 from csg.engine.samples import SampleStore
@@ -373,6 +375,57 @@ def test_a_recorded_sample_missing_or_changed_is_refused_in_one_line(run_dir):
     _one_line(str(refused.value), "manifest.json", "a manifest of the samples written by train.py: it cannot be read")
 
 
+@pytest.mark.timeout(180)
+def test_a_manifest_edited_after_the_run_is_refused_naming_it(run_dir):
+    # a posterior is exactly its files: a sample listed twice, one dropped (with planned lowered to match), an
+    # entry that is not its file: each refused in one line, by Posterior.load and evaluate_run, nothing changed
+    from csg import Posterior
+    from csg.posterior.evaluate import evaluate_run
+
+    manifest_path = run_dir / "samples" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    first, second = manifest["samples"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["manifests"] == {"samples/manifest.json": SampleStore(run_dir / "samples").manifest_sha256()}
+    edits = {
+        "twice": ({**manifest, "samples": [first, first, second]}, "its entry 1 is sample 0", "lists it twice"),
+        "first dropped": ({**manifest, "samples": [second]}, "its entry 0 is sample 1", "lacks sample 0"),
+        "renamed": ({**manifest, "samples": [first, {**second, "index": 1, "epoch": 2}]},
+                    "its entry 1", "records another index, cycle or epoch than its file's name"),
+        "last dropped": ({**manifest, "planned": 1, "samples": [first]}, f"samples='{manifest_path}'",
+                         "its SHA-256 is not the one metrics.json records"),
+    }
+    for name, (edited, *fragments) in edits.items():
+        manifest_path.write_text(json.dumps(edited))
+        before = _snapshot(run_dir)
+        for load in (lambda: Posterior.load(run_dir, device="cpu"), lambda: evaluate_run(run_dir, [])):
+            with pytest.raises(ConfigError) as refused:
+                load()
+            _one_line(str(refused.value), *fragments)
+        assert _snapshot(run_dir) == before, name
+    # a run from before metrics.json recorded the manifests' hashes: the members are checked against per_sample
+    (run_dir / "metrics.json").write_text(json.dumps({k: v for k, v in metrics.items() if k != "manifests"}))
+    for load in (lambda: Posterior.load(run_dir, device="cpu"), lambda: evaluate_run(run_dir, [])):
+        with pytest.raises(ConfigError) as refused:
+            load()
+        _one_line(str(refused.value), f"run_dir='{run_dir}'", "its manifests give 1 members, metrics.json records 2")
+    manifest_path.write_text(json.dumps(manifest))
+    assert _members(run_dir) == [first["file"], second["file"]]
+
+
+def test_a_sample_of_non_finite_weights_is_refused_naming_it(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    store = SampleStore(tmp_path / "samples")
+    store.directory.mkdir()
+    store.save(model, index=0, cycle=0, epoch=0)
+    with torch.no_grad():
+        model.bias[1] = math.inf
+    path = store.save(model, index=1, cycle=1, epoch=1)
+    with pytest.raises(ConfigError) as refused:
+        store.verify()
+    _one_line(str(refused.value), f"samples='{path}'", "a sample of finite weights: its bias holds NaN or inf")
+
+
 @pytest.mark.timeout(120)
 def test_a_run_from_before_manifests_is_read_from_its_metrics_json_never_a_glob(run_dir):
     from csg import Posterior
@@ -422,19 +475,20 @@ def test_resume_checks_the_samples_against_the_manifest_and_the_checkpoint(run_d
         check()
     first.write_bytes(intact)
 
-    foreign = run_dir / "samples" / "sample_0002_cycle01_epoch0003.pt"
+    last = manifest["samples"][1]
+    foreign = run_dir / "samples" / SampleStore.file_name(2, last["cycle"], last["epoch"])
     shutil.copy(second, foreign)
-    extra = {**manifest["samples"][1], "file": foreign.name, "index": 2}
+    extra = {**last, "file": foreign.name, "index": 2}
     manifest_path.write_text(json.dumps({**manifest, "samples": [*manifest["samples"], extra]}))
     with pytest.raises(ConfigError) as refused:
         check()
-    _one_line(str(refused.value), "samples/sample_0002_cycle01_epoch0003.pt", "checkpoint.pt does not record")
+    _one_line(str(refused.value), f"samples/{foreign.name}", "checkpoint.pt does not record")
     foreign.unlink()
 
     manifest_path.write_text(json.dumps({**manifest, "samples": manifest["samples"][1:]}))
     with pytest.raises(ConfigError) as refused:
         check()
-    _one_line(str(refused.value), str(first), "the checkpoint records it, the manifest does not")
+    _one_line(str(refused.value), str(manifest_path), "the manifest lacks sample 0")
 
 
 # --------------------------------------------------------------------------------------------- unfinished runs

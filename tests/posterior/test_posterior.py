@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -253,19 +254,22 @@ def _fake_run(run_dir: Path, source, overrides: list[str], samples: dict[str, di
     dicts by name."""
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(_compose([*overrides, *SMALL[3:]]), run_dir / ".hydra" / "config.yaml")
-    shutil.copy(source.run_dir / "metrics.json", run_dir / "metrics.json")
+    metrics = json.loads((source.run_dir / "metrics.json").read_text())
+    kept = {key: value for key, value in metrics.items() if key not in ("per_sample", "manifests")}  # not these
+    (run_dir / "metrics.json").write_text(json.dumps(kept))
     base = torch.load(source.run_dir / "samples" / source.names[0], weights_only=True)["state_dict"]
     states = {}
-    for index, (name, extra) in enumerate(samples.items()):
-        generator = torch.Generator().manual_seed(index)
+    for seed, (name, extra) in enumerate(samples.items()):
+        generator = torch.Generator().manual_seed(seed)
+        index, cycle, epoch = map(int, re.findall(r"\d+", Path(name).name))  # as the file's name says
         states[name] = {k: v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v
                         for k, v in base.items()}
         path = run_dir / "samples" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"state_dict": states[name], "index": index, "cycle": index, "epoch": index, **extra}, path)
+        torch.save({"state_dict": states[name], "index": index, "cycle": cycle, "epoch": epoch, **extra}, path)
         manifest = path.parent / "manifest.json"
         entries = json.loads(manifest.read_text())["samples"] if manifest.exists() else []
-        entries.append({"file": path.name, "index": index, "cycle": index, "epoch": index,
+        entries.append({"file": path.name, "index": index, "cycle": cycle, "epoch": epoch,
                         "bytes": path.stat().st_size})
         manifest.write_text(json.dumps({"format": 1, "samples": entries}))
     return states

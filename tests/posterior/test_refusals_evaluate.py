@@ -218,13 +218,22 @@ def test_damaged_sample_files_are_refused_naming_the_file(run, tmp_path, capsys)
     _refused(run, [], first.name, "not a file")
 
 
+def _replace_first_sample(run: Path, model) -> Path:
+    """Save ``model`` as the run's first sample, its manifest and metrics.json's record of it agreeing."""
+    store = SampleStore(run / "samples")
+    path = store.save(model, index=0, cycle=0, epoch=0)
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, "manifests": {"samples/manifest.json":
+                                                                           store.manifest_sha256()}}))
+    return path
+
+
 def test_a_sample_of_another_model_is_refused(run):
     from csg.models import create_model
 
-    other = SampleStore(run / "samples").save(create_model("mlp", num_classes=10, hidden=[8]), index=0, cycle=0, epoch=0)
+    other = _replace_first_sample(run, create_model("mlp", num_classes=10, hidden=[8]))
     _refused(run, [], f"samples='{other}'", "does not fit", "shape [8, 784], the model's [16, 784]")
-    wider = create_model("mlp", num_classes=10, hidden=[16, 16])
-    other = SampleStore(run / "samples").save(wider, index=0, cycle=0, epoch=0)
+    other = _replace_first_sample(run, create_model("mlp", num_classes=10, hidden=[16, 16]))
     _refused(run, [], f"samples='{other}'", "does not fit", "unexpected keys")
 
 

@@ -244,6 +244,11 @@ def test_a_posterior_file_that_is_not_one_is_refused_in_one_line(documented, tmp
                           ("nan.pt", [math.nan] * len(document["weights"]))):   # json writes NaN and Infinity
         torch.save({**record, "csg": json.dumps({**json.loads(record["csg"]), "weights": weights})}, tmp_path / name)
         cases[name] = "weights are not finite non-negative numbers with a finite positive sum"
+    floating = next(k for k, t in record["states"][0].items() if t.is_floating_point())
+    poisoned = {**record, "states": [dict(state) for state in record["states"]]}
+    poisoned["states"][1][floating] = torch.full_like(poisoned["states"][1][floating], math.nan)
+    torch.save(poisoned, tmp_path / "poisoned.pt")
+    cases["poisoned.pt"] = f"member 1 ({posterior.names[1]}) holds NaN or inf in {floating}"
     for name, fragment in cases.items():
         with pytest.raises(ConfigError) as refused:
             csg.Posterior.load(tmp_path / name, device="cpu")
@@ -258,6 +263,13 @@ def test_a_posterior_file_that_is_not_one_is_refused_in_one_line(documented, tmp
         write_posterior(tmp_path / "never.pt", config="", metrics={}, names=["a", "b"], chains=[0, 0],
                         weights=[math.inf, 1.0], weighting="equal", states=[{}, {}], source="x")
     assert "\n" not in str(refused.value) and not (tmp_path / "never.pt").exists()
+    with pytest.raises(ConfigError, match=r"states='member 1' is not allowed: members of finite weights \(its w "
+                                          r"holds NaN or inf\)") as refused:
+        write_posterior(tmp_path / "never.pt", config="", metrics={}, names=["a", "b"], chains=[0, 0],
+                        weights=[1.0, 1.0], weighting="equal", states=[{"w": torch.ones(2)},
+                                                                       {"w": torch.tensor([1.0, math.inf])}],
+                        source="x")
+    assert not (tmp_path / "never.pt").exists()
 
 
 # ---------------------------------------------------------------------------------------- comparing runs
