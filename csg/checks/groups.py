@@ -1,17 +1,20 @@
 """The options of every config group, and the first override of a command that picks one that does not exist.
 
 :func:`parse_command_line` reads a ``train.py`` command line as Hydra does; :func:`check_group_choices` refuses
-an unknown option of a config group (``sampler=csgdl``) in one line, choice by choice for sweeps.
+an unknown option of a config group (``sampler=csgdl``) in one line, choice by choice for sweeps;
+:func:`check_user_yaml` holds the YAML files of the user's folders (``--config-dir``, ``hydra.searchpath``) to the
+limits of a run directory's, and :func:`check_sections` refuses a chosen option that is not a mapping of keys.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CONFIG_DIR_FLAGS", "all_group_choices", "check_group_choices", "group_choices", "parse_command_line",
-           "search_path_dirs", "split_config_dir"]
+__all__ = ["CONFIG_DIR_FLAGS", "SECTIONS", "all_group_choices", "check_group_choices", "check_sections",
+           "check_user_yaml", "group_choices", "parse_command_line", "search_path_dirs", "split_config_dir"]
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")  # Hydra's flag that adds a folder of the user's YAML files
+SECTIONS = ("data", "model", "sampler", "trainer", "logger", "ood", "evaluation")  # mappings of keys, every one
 
 
 def parse_command_line(argv: list[str]):
@@ -123,4 +126,42 @@ def check_group_choices(argv: list[str], config_dir: Path) -> str | None:
         for value in values:
             if value not in groups[group]:
                 return f"{group}={value} is not allowed: one of {', '.join(groups[group])}"
+    return None
+
+
+def check_user_yaml(first: Path | None, overrides) -> str | None:
+    """The one-line error for the first YAML file of the user's ``--config-dir`` folder ``first`` or of a
+    ``hydra.searchpath`` folder that is beyond the limits csg applies to a run directory's YAML
+    (:func:`csg.io.trust.check_yaml_limits`: a special file, more than 1 MiB, an alias bomb), else None: Hydra
+    would read such a file without limit (a 1 KB alias bomb or a 30 MB file hangs the composition)."""
+    from csg.io.trust import UntrustedFile, check_yaml_limits
+
+    folders = [("--config-dir", first)] if first is not None else []
+    folders += [("hydra.searchpath", folder) for folder in search_path_dirs(overrides)]
+    for flag, folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*.yaml")):
+            try:
+                check_yaml_limits(path)
+            except UntrustedFile as error:
+                return (f"{flag}={folder} is not allowed: a folder of config files within csg's limits (1 MiB, no "
+                        f"alias bombs); {path.relative_to(folder)}: {error.reason}")
+    return None
+
+
+def check_sections(cfg) -> str | None:
+    """The one-line error for a composed config whose chosen option of a group (``data=mine``) is not a mapping of
+    keys (a YAML list, a number), else None."""
+    from omegaconf import DictConfig, OmegaConf
+
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
+    for section in SECTIONS:
+        node = cfg._get_node(section) if isinstance(cfg, DictConfig) and section in cfg else None
+        if node is not None and not isinstance(node, DictConfig) and not node._is_none():
+            chosen = choices.get(section)
+            what = f"{section}={chosen}" if chosen is not None else section
+            kind = "a list" if OmegaConf.is_list(node) else f"the value {node._value()!r}"
+            return (f"{what} is not allowed: a {section} option is a mapping of keys (name: ..., as csg's "
+                    f"configs/{section}/*.yaml); it is {kind}")
     return None

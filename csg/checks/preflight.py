@@ -29,7 +29,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from csg.checks.groups import all_group_choices, check_group_choices, parse_command_line, split_config_dir
+from csg.checks.groups import (all_group_choices, check_group_choices, check_sections, check_user_yaml,
+                               parse_command_line, split_config_dir)
 from csg.checks.launcher import no_slurm
 from csg.errors import CsgError, first_line
 
@@ -142,6 +143,9 @@ def _check_job(config_dirs: tuple[Path, ...], config_name: str, job: list[str], 
         base = _compose(config_dirs, config_name, plain, composed)  # the group choices alone: what the keys must exist in
     except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
         return f"{' '.join(plain)} is not allowed: {first_line(error)}"
+    message = check_sections(base)
+    if message is not None:
+        return message
     for text, override in zip(job, parsed):
         key = override.key_or_group
         if _key_of(override) in groups or key.startswith("hydra") or override.is_delete():
@@ -156,7 +160,7 @@ def _check_job(config_dirs: tuple[Path, ...], config_name: str, job: list[str], 
         cfg = _compose(config_dirs, config_name, job, composed)
     except Exception as error:  # noqa: BLE001
         return f"{' '.join(job) or 'the command'} is not allowed: {first_line(error)}"
-    return _check_config(cfg, study_checks) or _check_run_dir(cfg, multirun)
+    return check_sections(cfg) or _check_config(cfg, study_checks) or _check_run_dir(cfg, multirun)
 
 
 _MISSING = object()
@@ -196,8 +200,28 @@ def _unresolved(cfg: DictConfig) -> str | None:
             where = getattr(error, "full_key", None) or key
             where = where if str(where).startswith(str(key)) else f"{key}.{where}"
             return (f"{where}={raw_value(cfg, str(where))!r} is not allowed: a value csg can resolve before training "
-                    f"({first_line(error)})")
+                    f"({first_line(error)}){_lacking(cfg, first_line(error))}")
     return None
+
+
+def _lacking(cfg: DictConfig, error: str) -> str:
+    """For an interpolation to a key the chosen option of a group lacks (``${data.recipe.lr0}`` with a user's data
+    file without ``recipe``): which option lacks which key; else ''."""
+    import re
+
+    match = re.search(r"Interpolation key '([\w.]+)' not found", error)
+    if match is None:
+        return ""
+    parts = match.group(1).split(".")
+    for depth in range(1, len(parts)):
+        if OmegaConf.select(cfg, ".".join(parts[:depth + 1]), default=_MISSING,
+                            throw_on_resolution_failure=False) is _MISSING:
+            choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
+            chosen = choices.get(parts[0])
+            option = f"{parts[0]}={chosen}" if chosen is not None else ".".join(parts[:depth])
+            return (f"; {option} has no {'.'.join(parts[:depth + 1])}, which csg's {parts[0]} options have (copy it "
+                    "from one of them into your file)")
+    return ""
 
 
 def _check_config(cfg: DictConfig, study_checks: StudyChecks) -> str | None:
@@ -262,8 +286,6 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
     not checked here (the study checks them itself, before any work)."""
     from hydra.errors import HydraException
 
-    if any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
-        return None  # Hydra's own flags print, and run nothing
     first, argv = split_config_dir(argv)
     if first is not None and not first.is_dir():
         return (f"--config-dir={first} is not allowed: a folder of your YAML files, one subfolder per config group "
@@ -272,6 +294,9 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
         args, overrides = parse_command_line(argv)
     except (HydraException, SystemExit):
         return None  # a malformed command line is Hydra's to report
+    message = check_user_yaml(first, overrides)  # before Hydra reads any of them, for --cfg too
+    if message is not None or any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
+        return message  # Hydra's own flags print, and run nothing
     if args.config_name not in (None, config_name) or args.config_path is not None or args.experimental_rerun:
         return None  # another primary config: Hydra composes it
     config_dirs = (first, config_dir) if first is not None else (config_dir,)

@@ -103,6 +103,22 @@ def read_yaml(path: str | Path) -> Any:
     return parse_yaml(read_bytes(path, MAX_YAML_BYTES).decode("utf-8"))
 
 
+def check_yaml_limits(path: str | Path) -> None:
+    """:class:`UntrustedFile` for a YAML file beyond :func:`read_yaml`'s limits (a special file, more than
+    :data:`MAX_YAML_BYTES`, more than :data:`MAX_YAML_NODES` nodes through its aliases); nothing is built, and a
+    file that is not YAML passes (whoever reads it reports that)."""
+    import yaml
+
+    text = read_bytes(path, MAX_YAML_BYTES).decode("utf-8", errors="replace")
+    try:
+        nodes = expanded_nodes(text)
+    except yaml.YAMLError:
+        return
+    if nodes > MAX_YAML_NODES:
+        raise UntrustedFile(f"it expands to more than {MAX_YAML_NODES} YAML nodes through its aliases (*name): a "
+                            "config has a few hundred")
+
+
 def parse_yaml(text: str) -> Any:
     """YAML text (a run's config carried in a posterior file) as :func:`read_yaml` reads a file: at most
     :data:`MAX_YAML_BYTES` and :data:`MAX_YAML_NODES` nodes with its aliases expanded, else :class:`UntrustedFile`."""

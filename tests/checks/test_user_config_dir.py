@@ -57,6 +57,51 @@ def test_a_folder_that_does_not_exist_is_one_line(user):
         "(model/, data/, sampler/); it does not exist")
 
 
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]\n" for previous, name in zip("abcdef", "bcdefg"))
+
+
+@pytest.mark.timeout(60)
+def test_the_users_yaml_has_the_limits_of_a_run_directorys(user):
+    # a 1 KB alias bomb, a 2 MB file, a FIFO: each refused in one line before Hydra reads it (it would hang)
+    folder = user / "my_configs"
+    (folder / "model" / "bomb.yaml").write_text(BOMB)
+    assert len(BOMB) < 1024
+    for argv in (["--config-dir", "my_configs"], ["--config-dir", "my_configs", "--cfg", "job"]):
+        assert check_command(argv, CONFIGS) == (
+            f"--config-dir={folder} is not allowed: a folder of config files within csg's limits (1 MiB, no alias "
+            "bombs); model/bomb.yaml: it expands to more than 100000 YAML nodes through its aliases (*name): a "
+            "config has a few hundred")
+    (folder / "model" / "bomb.yaml").unlink()
+    (user / "more" / "data").mkdir(parents=True)
+    (user / "more" / "data" / "big.yaml").write_text("x: " + "a" * (2 << 20) + "\n")
+    message = check_command(["hydra.searchpath=[file://more]"], CONFIGS)
+    assert message.startswith("hydra.searchpath=more is not allowed: a folder of config files within csg's limits")
+    assert message.endswith("data/big.yaml: it is larger than the 1 MiB csg reads of such a file")
+    (user / "more" / "data" / "big.yaml").unlink()
+    os.mkfifo(folder / "model" / "pipe.yaml")
+    assert check_command(["--config-dir", "my_configs"], CONFIGS).endswith(
+        "model/pipe.yaml: it is a FIFO (named pipe), not a regular file (it was not opened)")
+
+
+def test_a_group_file_that_is_not_a_mapping_or_lacks_a_key_is_one_line(user):
+    folder = user / "my_configs"
+    (folder / "data").mkdir()
+    (folder / "data" / "listed.yaml").write_text("- 1\n- 2\n")
+    for argv in (["data=listed"], ["data=listed", "data.batch_size=3"]):
+        assert check_command(["--config-dir", "my_configs", *argv], CONFIGS) == (
+            "data=listed is not allowed: a data option is a mapping of keys (name: ..., as csg's configs/data/*.yaml); "
+            "it is a list")
+    mnist = (CONFIGS / "data" / "mnist5k.yaml").read_text()
+    without = mnist[:mnist.index("\nrecipe:")] + "\n"  # the built-in option, without its sampler recipe
+    (folder / "data" / "mnist5k.yaml").write_text(without)
+    message = check_command(["--config-dir", "my_configs"], CONFIGS)
+    assert message.startswith("sampler.lr0='${data.recipe.lr0}' is not allowed: a value csg can resolve before "
+                              "training"), message
+    assert message.endswith("; data=mnist5k has no data.recipe, which csg's data options have (copy it from one of "
+                            "them into your file)")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_python_m_csg_runs_the_users_option_in_place_of_the_built_in_one(user):
