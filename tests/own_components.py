@@ -53,6 +53,29 @@ def float_labels():
     return _Items(items), _Items(items)
 
 
+def flawed(flaw: str):
+    """:func:`blobs` with one flaw: ``int64`` inputs, a NaN in a training input (``nan``), an inf in a test item
+    served item by item (``inf_items``), or a test label no training item has (``unseen``: 7 where train has 0-2)."""
+    train, test = blobs()
+    x, y = train.tensors
+    if flaw == "int64":
+        return TensorDataset(x.round().long(), y), test
+    if flaw == "nan":
+        x = x.clone()
+        x[5, 2] = float("nan")
+        return TensorDataset(x, y), test
+    if flaw == "inf_items":
+        items = [(a.clone(), int(b)) for a, b in test]
+        items[3][0][1] = float("inf")
+        return _Items([(a, int(b)) for a, b in train]), _Items(items)
+    if flaw == "unseen":
+        tx, ty = test.tensors
+        ty = ty.clone()
+        ty[4] = 7
+        return train, TensorDataset(tx, ty)
+    raise ValueError(flaw)
+
+
 def one_dataset():
     """Returns one Dataset, not (train, test)."""
     return blobs()[0]

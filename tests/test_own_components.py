@@ -78,6 +78,27 @@ def test_num_classes_comes_from_the_labels_or_is_checked_against_them(tmp_path):
         build_data("custom", batch_size=10, _target_="tests.own_components.blobs", classes=4, offset=1, num_classes=3)
 
 
+@pytest.mark.parametrize("flaw, fragment", [
+    ("int64", "inputs are finite floating-point tensors; the train set's input tensor holds int64 (convert it, e.g. "
+              "x.float(), scaled as you intend)"),
+    ("nan", "inputs are finite floating-point tensors; the train set's input tensor holds NaN or inf"),
+    ("inf_items", "inputs are finite floating-point tensors; test[3]'s input holds NaN or inf"),
+    ("unseen", "a test set whose labels are classes of the training set (train's are in [0, 2]); test[4] has label 7 "
+               "(give data.num_classes if the model should have classes that no training item has)"),
+])
+def test_inputs_and_labels_a_model_cannot_use_are_refused_in_one_line(flaw, fragment):
+    from csg.data import build_data
+
+    with pytest.raises(ConfigError) as refused:
+        build_data("custom", batch_size=10, _target_="tests.own_components.flawed", flaw=flaw)
+    message = str(refused.value)
+    assert message.startswith("data._target_='tests.own_components.flawed' is not allowed: ") and "\n" not in message
+    assert message.endswith(fragment), message
+    if flaw == "unseen":  # a model with room for the class is the user's to ask for
+        built = build_data("custom", batch_size=10, _target_="tests.own_components.flawed", flaw=flaw, num_classes=8)
+        assert built.num_classes == 8
+
+
 @pytest.mark.parametrize("overrides, fragment", [
     (["data=custom", "data._target_=no_such_module.load"], "data._target_='no_such_module.load' is not allowed: a "
      "dotted path that imports"),

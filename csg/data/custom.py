@@ -15,11 +15,13 @@ one sees; training batches are sharded under DDP, evaluation batches too.
   frozen at that read);
 - ``false``: always a ``DataLoader``.
 
-``num_classes`` (optional) is the number of classes; without it, 1 + the largest label.
+``num_classes`` (optional) is the number of classes; without it, 1 + the largest training label (a test label
+above it is refused, not a wider model).
 
 Every item is checked before training, in one pass: a TensorDataset's labels from its tensor (integers, one
 per item, in [0, num_classes)); any other Dataset's items read once each, ``__len__`` of them, each
-``(input tensor, integer label)`` with the input shape of item 0 and a label in [0, num_classes). Items served
+``(input tensor, integer label)`` with the input shape of item 0 and a label in [0, num_classes); inputs
+finite and floating point (an integer input is refused, not cast: its scale is the user's to choose). Items served
 item by item are checked again as training reads them (a Dataset whose items change between reads), and
 their labels batched as int64. Each failure is one line naming ``data._target_`` (or ``data.num_classes``),
 the split, the item and what is wrong.
@@ -72,7 +74,13 @@ def custom_splits(*, num_classes: int | None = None, in_memory: bool | str = "au
             raise ConfigError(key, path,
                               f"train and test inputs of one shape: train's are {shape}, test's {item_shape}")
     if num_classes is None:
-        num_classes = 1 + max(int(values.max()) for values in labels.values())
+        num_classes = 1 + int(labels["train"].max())
+        unseen = labels["test"] >= num_classes
+        if bool(unseen.any()):  # not a wider model: a class with no training example has no likelihood term
+            item = int(unseen.nonzero()[0])
+            raise ConfigError(key, path, f"a test set whose labels are classes of the training set (train's are in "
+                              f"[0, {num_classes - 1}]); test[{item}] has label {int(labels['test'][item])} (give "
+                              "data.num_classes if the model should have classes that no training item has)")
     for split, values in labels.items():
         if int(values.min()) < 0:
             raise ConfigError(key, path, f"Datasets whose labels are 0, 1, ..., num_classes - 1: the {split} set has "
@@ -94,6 +102,10 @@ def _kind(value: Any) -> str:
 def _tensor_facts(dataset: TensorDataset, split: str, path: str) -> tuple[tuple[int, ...], torch.Tensor, torch.Tensor]:
     """(input shape, labels as int64, inputs) of a TensorDataset of (inputs, labels), read from its tensors."""
     inputs, labels = dataset.tensors
+    problem = _input_problem(inputs)
+    if problem:
+        raise ConfigError("data._target_", path, f"Datasets whose inputs are finite floating-point tensors; the "
+                          f"{split} set's input tensor {problem}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise ConfigError("data._target_", path, f"Datasets whose labels are integers; the {split} set's label "
                           f"tensor holds {str(labels.dtype).removeprefix('torch.')}")
@@ -145,7 +157,21 @@ def _item(dataset: Dataset, index: int, split: str, path: str, count: int) -> tu
         got = f"({', '.join(type(v).__name__ for v in item)})" if isinstance(item, (tuple, list)) else type(item).__name__
         raise ConfigError("data._target_", path, f"Datasets whose items are (input tensor, integer label); "
                           f"{split}[{index}] is {got}")
+    problem = _input_problem(item[0])
+    if problem:
+        raise ConfigError("data._target_", path, f"Datasets whose inputs are finite floating-point tensors; "
+                          f"{split}[{index}]'s input {problem}")
     return item[0], item[1]
+
+
+def _input_problem(inputs: torch.Tensor) -> str:
+    """What keeps ``inputs`` from a model's forward pass: integer or boolean values (a model's weights are floating
+    point: convert them as you intend, e.g. ``x.float() / 255``), NaN or inf; '' when none."""
+    if not inputs.is_floating_point():
+        return f"holds {str(inputs.dtype).removeprefix('torch.')} (convert it, e.g. x.float(), scaled as you intend)"
+    if not bool(torch.isfinite(inputs).all()):
+        return "holds NaN or inf"
+    return ""
 
 
 def _is_label(value: Any) -> bool:

@@ -10,7 +10,8 @@ file from anywhere runs nothing. It may be
 
 Every key of the model must be in the file with its shape, and the file may hold no other key, except that the
 adapters :func:`csg.models.lora.add_lora` adds may be missing (they start at their own initialisation). A
-mismatch is one line naming the keys (:class:`csg.errors.ConfigError`, key ``model.weights``).
+mismatch, integer values for a floating-point tensor, or NaN or inf, is one line naming the keys
+(:class:`csg.errors.ConfigError`, key ``model.weights``).
 """
 
 from __future__ import annotations
@@ -83,8 +84,16 @@ def check_weights(model: nn.Module, path: str | Path) -> dict[str, torch.Tensor]
     unexpected = [key for key in state if key not in own]
     misshapen = [f"{key} {list(state[key].shape)} (the model's {list(own[key].shape)})"
                  for key in own if key in state and state[key].shape != own[key].shape]
+    shared = [key for key in own if key in state and state[key].shape == own[key].shape]
+    not_floating = [f"{key} {str(state[key].dtype).removeprefix('torch.')} (the model's "
+                    f"{str(own[key].dtype).removeprefix('torch.')})" for key in shared
+                    if own[key].is_floating_point() and not state[key].is_floating_point()]
+    not_finite = [key for key in shared if state[key].is_floating_point() and not bool(state[key].isfinite().all())]
     problems = [f"{what} {_some(keys)}" for what, keys in (("missing keys", missing), ("unexpected keys", unexpected),
-                                                             ("other shapes:", misshapen)) if keys]
+                                                             ("other shapes:", misshapen),
+                                                             ("integer values where the model's are floating point:",
+                                                              not_floating),
+                                                             ("NaN or inf in", not_finite)) if keys]
     if problems:
         raise ConfigError(KEY, str(path), f"weights of this model ({type(model).__name__}): the file has "
                           + "; ".join(problems))

@@ -66,7 +66,8 @@ def own_random_state(device: torch.device):
 
 def checked_inputs(x: Any, name: str, input_shape: tuple[int, ...], device: torch.device,
                    dtype: torch.dtype) -> Tensor:
-    """``x`` on ``device`` as ``dtype`` once it is a floating tensor of shape ``(batch, *input_shape)`` (batch >= 1);
+    """``x`` on ``device`` as ``dtype`` once it is a finite floating tensor of shape ``(batch, *input_shape)``
+    (batch >= 1);
     else a one-line ConfigError naming ``name`` (``x``, ``loader[3].x``), what it is and what is allowed."""
     wanted = f"(batch, {', '.join(map(str, input_shape))})" if input_shape else "(batch,)"
     if not isinstance(x, Tensor):
@@ -82,10 +83,14 @@ def checked_inputs(x: Any, name: str, input_shape: tuple[int, ...], device: torc
                           "a floating dtype (float32, as the run's loaders yield inputs, normalised; raw integer "
                           "pixels need the run's normalisation)")
     try:
-        return x.to(device, dtype, non_blocking=True)
+        moved = x.to(device, dtype, non_blocking=True)
     except Exception as error:  # noqa: BLE001 - a meta tensor, a device torch cannot copy from
         raise ConfigError(f"{name}.device", str(x.device), f"a tensor that can be moved to the posterior's device "
                           f"{device}: {describe(error, limit=120)}") from None
+    if not bool(torch.isfinite(moved).all()):  # NaN inputs give a uniform prediction, counted as an error, silently
+        bad = int((~torch.isfinite(moved)).flatten(1).any(1).nonzero()[0])
+        raise ConfigError(name, f"a batch with NaN or inf in example {bad}", "finite inputs")
+    return moved
 
 
 def checked_labels(y: Any, name: str, batch: int, num_classes: int) -> Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 
@@ -68,6 +69,20 @@ def test_weights_that_do_not_fit_are_one_line_naming_the_keys(tmp_path):
     assert "\n" not in message and message.startswith("model.weights=")
     assert "missing keys 0.bias" in message and "unexpected keys extra.weight" in message
     assert "3.weight [2, 2] (the model's [3, 144])" in message
+
+
+def test_integer_or_non_finite_weights_are_refused_naming_the_keys(tmp_path):
+    # int64 weights would be cast silently (and train at chance); NaN would surface only as a NaN loss
+    state = _net().state_dict()
+    state["0.weight"] = state["0.weight"].round().long()
+    state["3.bias"] = torch.full_like(state["3.bias"], math.nan)
+    torch.save(state, tmp_path / "w.pt")
+    with pytest.raises(ConfigError) as refused:
+        load_weights(_net(), tmp_path / "w.pt")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("model.weights=")
+    assert message.endswith("integer values where the model's are floating point: 0.weight int64 (the model's "
+                            "float32); NaN or inf in 3.bias"), message
 
 
 class _Payload:

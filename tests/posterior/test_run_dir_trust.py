@@ -7,6 +7,7 @@ checks: shape, dtype, device of x, and labels in range, one line each."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import shutil
@@ -335,6 +336,8 @@ def test_predict_checks_the_shape_dtype_and_device_of_x(runs):
         (torch.zeros(2, 1, 28, 28, dtype=torch.int64), "x.dtype='int64'"),
         (torch.zeros(2, 1, 28, 28, device="meta"), "x.device='meta' is not allowed: a tensor that can be moved"),
         ([[0.0] * 28] * 28, "x='list' is not allowed: a tensor of inputs"),
+        (torch.zeros(3, 1, 28, 28).index_fill_(0, torch.tensor([1]), math.nan),
+         "x='a batch with NaN or inf in example 1' is not allowed: finite inputs"),
     ]
     for x, fragment in cases:
         with pytest.raises(ValueError) as refused:
@@ -358,6 +361,8 @@ def test_evaluate_checks_labels_and_batches_in_one_line(runs):
         ([(x, good), (x, torch.tensor([0, -1, 2, 3]))], "loader[1].y=-1 is not allowed"),
         ([(x, good.float())], "loader[0].y.dtype='float32' is not allowed"),
         ([(x, good[:3])], "loader[0].y.shape=(3,) is not allowed: 4 integer labels"),
+        ([(x, good), (torch.full_like(x, math.inf), good)], "loader[1].x='a batch with NaN or inf in example 0' is not "
+                                                             "allowed: finite inputs"),
         ([(x, good), (torch.zeros(4, 2), good)], "loader[1].x.shape=(4, 2)"),
         ([x], "loader[0]='Tensor' is not allowed: an (x, y) pair"),
         ([], "loader='list' is not allowed: a loader that yields at least one (x, y) batch"),
