@@ -75,6 +75,10 @@ def select_part(model: nn.Module, patterns: list[str] | None, mode: str = "froze
             raise ConfigError("sampler.params", list(patterns), f"patterns that each match a parameter; "
                               f"{pattern!r} matches none (the model's: {_some(names)})")
         chosen |= matched
+    fixed = [name for name, parameter in model.named_parameters() if name in chosen and not parameter.requires_grad]
+    if fixed:
+        raise ConfigError("sampler.params", list(patterns), f"patterns that match parameters that train; "
+                          f"{_some(fixed)} {'is' if len(fixed) == 1 else 'are'} frozen by the model itself (requires_grad=False)")
     sampled = tuple(name for name in names if name in chosen)
     rest = tuple(name for name in names if name not in chosen)
     if mode == "sgd" or not rest:

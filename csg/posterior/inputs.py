@@ -67,8 +67,7 @@ def own_random_state(device: torch.device):
 def checked_inputs(x: Any, name: str, input_shape: tuple[int, ...], device: torch.device,
                    dtype: torch.dtype) -> Tensor:
     """``x`` on ``device`` as ``dtype`` once it is a finite floating tensor of shape ``(batch, *input_shape)``
-    (batch >= 1);
-    else a one-line ConfigError naming ``name`` (``x``, ``loader[3].x``), what it is and what is allowed."""
+    (batch >= 1); else a one-line ConfigError naming ``name`` (``x``, ``loader[3].x``), what it is and what is allowed."""
     wanted = f"(batch, {', '.join(map(str, input_shape))})" if input_shape else "(batch,)"
     if not isinstance(x, Tensor):
         raise ConfigError(name, type(x).__name__, f"a tensor of inputs of shape {wanted} (or an (x, y) pair of them)")

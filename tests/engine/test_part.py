@@ -94,6 +94,12 @@ def test_patterns_choose_parameters_by_glob_or_module_and_the_rest_is_named():
         select_part(net, ["4", "fc"])
     with pytest.raises(ConfigError, match="^sampler.rest='adam' is not allowed: frozen | sgd"):
         select_part(net, ["4"], "adam")
+    net[1].weight.requires_grad_(False)  # frozen by the model itself (an embedding a user keeps fixed)
+    with pytest.raises(ConfigError) as refused:
+        select_part(net, ["1", "4"])
+    assert str(refused.value) == ("sampler.params=['1', '4'] is not allowed: patterns that match parameters that "
+                                  "train; 1.weight is frozen by the model itself (requires_grad=False)")
+    assert select_part(net, ["4"]).sampled == ("4.weight", "4.bias")
 
 
 def test_a_frozen_rest_takes_no_gradient_and_keeps_its_batchnorm_statistics():
