@@ -2,7 +2,7 @@
 """Compare finished train.py runs: one table grouped by method, and the verdicts of csg's shared statistics.
 
     python scripts/compare_runs.py RUN_OR_FOLDER [RUN_OR_FOLDER ...] [--baseline METHOD] [--margin METRIC=VALUE ...]
-                                   [--out FILE.csv]
+                                   [--different-settings] [--out FILE.csv]
     python scripts/compare_runs.py runs
     python scripts/compare_runs.py multirun/2026-11-22/10-00-00 --baseline csghmc --margin nll=0.01
 
@@ -13,6 +13,8 @@ and standard error over its seeds. Where two methods of one data set and model s
 compared with the baseline (--baseline; default: the first method found) on error, NLL, ECE and Brier, paired by
 seed, Holm-corrected across the table (csg.evaluation.comparison.compare_paired): helps / hurts where the
 corrected interval excludes 0, equivalent only inside a margin you state (--margin nll=0.01), else inconclusive.
+Only runs of one setting are paired (data, model, part sampled, evaluation and budget alike); runs of one data set
+and model in different settings are refused in one line, or with --different-settings compared each setting apart.
 
 Prints the table and the verdicts, and writes the table to --out (default comparison.csv in the current folder;
 its per-method "mean" and "s.e." rows follow each method's runs) and the verdicts beside it
@@ -33,13 +35,16 @@ OPTIONS = ("--baseline", "--margin", "--out")
 
 def parse(argv: list[str]) -> tuple[list[str], dict]:
     """(the runs and folders, compare()'s keywords and ``out``) of the command line; a ConfigError for a bad one."""
-    paths, options = [], {"baseline": None, "margins": {}, "out": "comparison.csv"}
+    paths, options = [], {"baseline": None, "margins": {}, "out": "comparison.csv", "different_settings": False}
     words = iter(argv)
     for word in words:
         name, equals, value = word.partition("=")
+        if word == "--different-settings":
+            options["different_settings"] = True
+            continue
         if name not in OPTIONS:
             if word.startswith("-"):
-                raise ConfigError(word, True, f"no option but --help, {', '.join(OPTIONS)}")
+                raise ConfigError(word, True, f"no option but --help, --different-settings, {', '.join(OPTIONS)}")
             paths.append(word)
             continue
         value = value if equals else next(words, None)
@@ -70,7 +75,8 @@ def main(argv: list[str]) -> None:
         from csg.posterior.compare import compare
 
         paths, options = parse(argv)
-        comparison = compare(paths, baseline=options["baseline"], margins=options["margins"])
+        comparison = compare(paths, baseline=options["baseline"], margins=options["margins"],
+                             different_settings=options["different_settings"])
         written = comparison.write(options["out"])
         return f"{comparison.format()}\nwritten: {', '.join(map(str, written))}"
 

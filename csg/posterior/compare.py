@@ -7,6 +7,13 @@ seed, test error %, NLL, ECE, Brier, mean mutual information (nats), members and
 data set and model) the mean and standard error over its seeds; and, where two methods share seeds, the verdicts
 of :func:`csg.evaluation.comparison.compare_paired` on each of error, NLL, ECE and Brier against a baseline method,
 paired by seed, one Holm family across every comparison of the table (simultaneous intervals compatible with it).
+
+Only runs of one setting are paired: the same data (where they are read from and how fast aside), model, part
+sampled (``sampler.params``, ``sampler.rest``), evaluation, out-of-distribution set and budget (epochs over all
+chains), read from each run's ``.hydra/config.yaml`` as data (unresolved) and its ``metrics.json``'s ``cost``.
+Runs of one data set and model in different settings are refused in one line naming two of them and a key that
+differs, unless the caller says they compare different settings (``different_settings=True``): then each setting
+is tabulated and compared apart, labelled by the keys that differ.
 """
 
 from __future__ import annotations
@@ -28,17 +35,22 @@ __all__ = ["COMPARED", "Comparison", "compare"]
 COLUMNS = {"error": ("test_error_pct", "error %", 2), "nll": ("nll", "NLL", 4), "ece": ("ece", "ECE", 4),
            "brier": ("brier", "Brier", 4), "mi": ("mutual_information", "MI", 4)}
 COMPARED = ("error", "nll", "ece", "brier")  # lower is better; the mutual information is neither
-GROUP = ["data", "model", "method"]
+GROUP = ["data", "model", "setting", "method"]
 MAX_METRICS_BYTES = 256 << 20
+SETTING = ("data.", "model.", "evaluation.", "ood.name", "sampler.params", "sampler.rest")  # what pairs must share
+NOT_SETTING = ("data.num_workers", "data.eval_batch_size", "data.device_resident", "data.root", "data.download",
+               "data.recipe.")  # how and from where the data are read, and the samplers' recipe (the method's)
+BUDGET = "budget (epochs, all chains)"
 
 
 @dataclass
 class Comparison:
     """Runs side by side (see the module).
 
-    ``runs``: one row per run, columns ``data``, ``model``, ``method``, ``seed``, ``error``, ``nll``, ``ece``,
+    ``runs``: one row per run, columns ``data``, ``model``, ``setting`` (the keys in which it differs from other
+    runs of its data set and model, ``""`` where none do), ``method``, ``seed``, ``error``, ``nll``, ``ece``,
     ``brier``, ``mi`` (NaN for a run from before metrics.json recorded it), ``members``, ``time_s`` (the run's wall
-    time) and ``run_dir``; ``verdicts``: one row per comparison, columns ``data``, ``model``, ``method``,
+    time) and ``run_dir``; ``verdicts``: one row per comparison, columns ``data``, ``model``, ``setting``, ``method``,
     ``baseline``, ``metric``, ``n`` (shared seeds), ``difference`` (method - baseline), ``low``, ``high`` (its
     simultaneous interval), ``verdict``, ``detectable``, ``p_holm``; ``skipped``: the runs left out, and why;
     ``margins``: the equivalence margins stated, by metric."""
@@ -63,14 +75,15 @@ class Comparison:
         return pd.DataFrame(rows, columns=[*GROUP, "seed", *COLUMNS, "members", "time_s"])
 
     def format(self) -> str:
-        """The table as text (``mean ± s.e.`` per method) and the verdicts, as ``scripts/compare_runs.py`` prints them."""
+        """The table as text (``mean ± s.e.`` per method) and the verdicts, as ``scripts/compare_runs.py`` prints
+        them."""
         from csg.evaluation.comparison import method_statement
 
         several = self.runs[["data", "model"]].drop_duplicates().shape[0] > 1
         lines = [f"{'method':<16}{'seed':>12}" + "".join(f"{COLUMNS[c][1]:>18}" for c in COLUMNS) +
                  f"{'members':>10}{'time (s)':>12}"]
-        for (data, model, method), runs in self.runs.groupby(GROUP, sort=False):
-            label = f"{method} ({data}, {model})" if several else method
+        for (data, model, setting, method), runs in self.runs.groupby(GROUP, sort=False):
+            label = (f"{method} ({data}, {model})" if several else method) + (f" [{setting}]" if setting else "")
             for _, run in runs.iterrows():
                 lines.append(f"{label:<16}{run['seed']:>12}" + "".join(
                     f"{_number(run[c], COLUMNS[c][2]):>18}" for c in COLUMNS) + f"{run['members']:>10}"
@@ -87,7 +100,8 @@ class Comparison:
                 interval = (f"{row['difference']:+.4g} [{row['low']:+.4g}, {row['high']:+.4g}]" if row["n"] > 1
                             else f"{row['difference']:+.4g} (no interval)")
                 detectable = f", detectable {row['detectable']:.3g}" if math.isfinite(row["detectable"]) else ""
-                lines.append(f"{row['method']} vs {row['baseline']}, {COLUMNS[row['metric']][1]}: {interval} "
+                where = f" [{row['setting']}]" if row["setting"] else ""
+                lines.append(f"{row['method']} vs {row['baseline']}{where}, {COLUMNS[row['metric']][1]}: {interval} "
                              f"(n = {row['n']}): {row['verdict']}{detectable}")
         lines += [f"skipped: {why}" for why in self.skipped]
         return "\n".join(lines)
@@ -110,7 +124,7 @@ class Comparison:
 
 
 def compare(paths: str | Path | Iterable[str | Path], *, baseline: str | None = None,
-            margins: dict[str, float] | None = None) -> Comparison:
+            margins: dict[str, float] | None = None, different_settings: bool = False) -> Comparison:
     """The :class:`Comparison` of the finished runs in ``paths``: run directories of train.py, and folders holding
     them at any depth (a sweep's ``multirun/<date>/<time>/``, ``runs/``; runs that a restart moved into a run's
     ``earlier/`` folder are not taken).
@@ -118,10 +132,12 @@ def compare(paths: str | Path | Iterable[str | Path], *, baseline: str | None = 
     Runs are grouped by data set, model and method (metrics.json's ``method``: the ``sampler.name`` label, which
     a user's own sampler sets); in each data set and model, every method is compared with ``baseline`` (default:
     the first method found) on the seeds the two share. ``margins``: the equivalence margin of a metric
-    (``{"nll": 0.01}``) in its units; without one nothing is called equivalent. One-line
-    :class:`~csg.errors.ConfigError` for: a path that does not exist; a run directory given that has not finished;
-    two runs of one method and seed (which one would be paired?); nothing finished at all. A run below a folder
-    that has not finished is left out and listed in ``skipped``."""
+    (``{"nll": 0.01}``) in its units; without one nothing is called equivalent. ``different_settings``: runs of one
+    data set and model whose settings differ (see the module) are tabulated and compared each setting apart, not
+    refused. One-line :class:`~csg.errors.ConfigError` for: a path that does not exist; a run directory given that
+    has not finished; a metrics.json whose values are not numbers; runs of different settings (without
+    ``different_settings``); two runs of one method, setting and seed (which one would be paired?); nothing
+    finished at all. A run below a folder that has not finished is left out and listed in ``skipped``."""
     given = [paths] if isinstance(paths, (str, Path)) else list(paths)
     margins = dict(margins or {})
     unknown = sorted(set(margins) - set(COMPARED))
@@ -140,15 +156,18 @@ def compare(paths: str | Path | Iterable[str | Path], *, baseline: str | None = 
     if not rows:
         raise ConfigError("runs", ", ".join(map(str, given)), "run directories of train.py, or folders holding them: "
                           f"none has finished{f' ({len(skipped)} have not)' if skipped else ''}")
+    _label_settings(rows, different_settings)
     runs = pd.DataFrame(rows)
     duplicated = runs[runs.duplicated([*GROUP, "seed"], keep=False)]
     if not duplicated.empty:
         first = duplicated.iloc[0]
         twins = duplicated[(duplicated[[*GROUP, "seed"]] == first[[*GROUP, "seed"]]).all(axis=1)].run_dir
-        raise ConfigError("runs", ", ".join(twins), f"one run per method and seed: these are all {first['method']} on "
-                          f"{first['data']} with seed {first['seed']}; pass the run directories to compare")
-    order = {key: i for i, key in enumerate(dict.fromkeys(zip(runs.data, runs.model, runs.method)))}
-    runs = runs.assign(_order=[order[key] for key in zip(runs.data, runs.model, runs.method)])
+        raise ConfigError("runs", ", ".join(twins), f"one run per method, setting and seed: these are all "
+                          f"{first['method']} on {first['data']} with seed {first['seed']}"
+                          f"{f' ({first.setting})' if first.setting else ''}; pass the run directories to compare")
+    keys = list(zip(runs.data, runs.model, runs.setting, runs.method))
+    order = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+    runs = runs.assign(_order=[order[key] for key in keys])
     runs = runs.sort_values(["_order", "seed"], kind="stable").drop(columns="_order").reset_index(drop=True)
     return Comparison(runs=runs, verdicts=_verdicts(runs, baseline, margins), skipped=skipped, margins=margins)
 
@@ -185,14 +204,85 @@ def _finished(run_dir: Path) -> tuple[dict | None, str]:
 
 
 def _row(run_dir: Path, metrics: dict) -> dict:
+    """The run's row of the table, its values checked (a metrics.json edited into strings: one line), and its
+    setting (:func:`_setting`) under ``_setting`` until :func:`_label_settings` labels it."""
     ensemble = metrics["ensemble"]
     wall = metrics.get("wall_time_s")
+
+    def number(where: dict, key: str, name: str, default: float = math.nan) -> float:
+        value = where.get(key, default)
+        if value is None:
+            return math.nan
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its metrics.json's {name} "
+                                   f"is {json.dumps(value)[:40]}, not a number", path=run_dir / "metrics.json")
+        return float(value)
+
+    seed = number(metrics, "seed", "seed", 0)
+    if not float(seed).is_integer():
+        raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its metrics.json's seed is "
+                               f"{seed}, not an integer", path=run_dir / "metrics.json")
     return {"data": str(metrics.get("data", "?")), "model": str(metrics.get("model", "?")),
-            "method": str(metrics.get("method", "?")), "seed": int(metrics.get("seed", 0)),
-            **{column: float(ensemble.get(key, math.nan)) for column, (key, _, _) in COLUMNS.items()},
-            "members": int(ensemble.get("num_samples", 0)),
-            "time_s": float(wall.get("total", math.nan)) if isinstance(wall, dict) else math.nan,
-            "run_dir": str(run_dir)}
+            "method": str(metrics.get("method", "?")), "seed": int(seed),
+            **{column: number(ensemble, key, f"ensemble.{key}") for column, (key, _, _) in COLUMNS.items()},
+            "members": int(number(ensemble, "num_samples", "ensemble.num_samples", 0)),
+            "time_s": number(wall, "total", "wall_time_s.total") if isinstance(wall, dict) else math.nan,
+            "run_dir": str(run_dir), "_setting": _setting(run_dir, metrics)}
+
+
+def _setting(run_dir: Path, metrics: dict) -> dict[str, str]:
+    """The run's setting (see the module): ``{key: value as text}`` of its saved config's :data:`SETTING` keys (not
+    :data:`NOT_SETTING`), read as data and unresolved, and its budget from metrics.json's ``cost``."""
+    from omegaconf import OmegaConf
+
+    from csg.io.trust import UntrustedFile, read_yaml
+
+    setting: dict[str, str] = {}
+    path = run_dir / ".hydra" / "config.yaml"
+    if path.is_file():
+        try:
+            cfg = read_yaml(path)
+        except (UntrustedFile, Exception) as error:  # noqa: BLE001 - yaml's errors, a file beyond the limits
+            raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its .hydra/config.yaml "
+                                   f"cannot be read ({describe(error, limit=120)})", path=path) from None
+        if OmegaConf.is_dict(cfg):
+            for key, value in _leaves("", OmegaConf.to_container(cfg, resolve=False)):
+                if key.startswith(SETTING) and not (key + ".").startswith(NOT_SETTING):
+                    setting[key] = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    cost = metrics.get("cost")
+    if isinstance(cost, dict) and "epochs_all_chains" in cost:
+        setting[BUDGET] = str(cost["epochs_all_chains"])
+    return setting
+
+
+def _leaves(prefix: str, node):
+    if isinstance(node, dict):
+        for name, item in node.items():
+            yield from _leaves(f"{prefix}.{name}" if prefix else str(name), item)
+    else:
+        yield prefix, node
+
+
+def _label_settings(rows: list[dict], different_settings: bool) -> None:
+    """Each row's ``setting``: the keys in which its setting differs from another run's of its data set and model
+    (``""`` where none do); runs of different settings refused in one line unless ``different_settings``."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["data"], row["model"]), []).append(row)
+    for group in groups.values():
+        settings = [row.pop("_setting") for row in group]
+        keys = list(dict.fromkeys(key for setting in settings for key in setting))
+        differing = [key for key in keys if len({setting.get(key) for setting in settings}) > 1]
+        if differing and not different_settings:
+            key = differing[0]
+            first = next(i for i, s in enumerate(settings) if s.get(key) != settings[0].get(key))
+            runs = (group[0]["run_dir"], group[first]["run_dir"])
+            raise ConfigError("runs", ", ".join(runs), f"runs of one setting to pair (data, model, part sampled, "
+                              f"evaluation and budget alike): {key} is {settings[0].get(key, 'absent')} in the first, "
+                              f"{settings[first].get(key, 'absent')} in the second; pass different_settings=True "
+                              "(--different-settings) to compare each setting apart")
+        for row, setting in zip(group, settings):
+            row["setting"] = ", ".join(f"{key}={setting.get(key, 'absent')}" for key in differing)
 
 
 def _verdicts(runs: pd.DataFrame, baseline: str | None, margins: dict[str, float]) -> pd.DataFrame:
@@ -201,10 +291,11 @@ def _verdicts(runs: pd.DataFrame, baseline: str | None, margins: dict[str, float
     from csg.evaluation.comparison import Paired, compare_paired
 
     labels, comparisons = [], []
-    for (data, model), group in runs.groupby(["data", "model"], sort=False):
+    for (data, model, setting), group in runs.groupby(["data", "model", "setting"], sort=False):
         methods = list(dict.fromkeys(group.method))
         if baseline is not None and baseline not in methods and len(methods) > 1:
-            raise ConfigError("baseline", baseline, f"a method of the runs on {data} ({model}): {', '.join(methods)}")
+            raise ConfigError("baseline", baseline, f"a method of the runs on {data} ({model}"
+                              f"{f', {setting}' if setting else ''}): {', '.join(methods)}")
         reference = baseline if baseline in methods else methods[0]
         base = group[group.method == reference].set_index("seed")
         for method in methods:
@@ -215,15 +306,16 @@ def _verdicts(runs: pd.DataFrame, baseline: str | None, margins: dict[str, float
             if not seeds:
                 continue
             for metric in COMPARED:
-                labels.append({"data": data, "model": model, "method": method, "baseline": reference, "metric": metric})
+                labels.append({"data": data, "model": model, "setting": setting, "method": method,
+                               "baseline": reference, "metric": metric})
                 comparisons.append(Paired(other.loc[seeds, metric].tolist(), base.loc[seeds, metric].tolist(),
                                           margin=margins.get(metric, math.nan)))
-    columns = ["data", "model", "method", "baseline", "metric", "n", "difference", "low", "high", "verdict",
-               "detectable", "p_holm"]
+    columns = ["data", "model", "setting", "method", "baseline", "metric", "n", "difference", "low", "high",
+               "verdict", "detectable", "p_holm"]
     if not comparisons:
         return pd.DataFrame(columns=columns)
     verdicts = compare_paired(comparisons)
-    return pd.DataFrame([{**label, **{key: getattr(v, key) for key in columns[5:]}}
+    return pd.DataFrame([{**label, **{key: getattr(v, key) for key in columns[6:]}}
                          for label, v in zip(labels, verdicts)], columns=columns)
 
 

@@ -86,7 +86,7 @@ def test_the_documented_snippet_and_command_run_as_written(documented):
     assert process.returncode == 0, process.stderr
     assert "csgld vs csghmc, error %" in process.stdout and "mean ± s.e." in process.stdout
     table = (documented.cwd / "comparison.csv").read_text().splitlines()
-    assert table[0] == "data,model,method,seed,error,nll,ece,brier,mi,members,time_s" and len(table) == 1 + 2 * 4
+    assert table[0] == "data,model,setting,method,seed,error,nll,ece,brier,mi,members,time_s" and len(table) == 1 + 2 * 4
     assert (documented.cwd / "comparison_verdicts.csv").exists()
 
 
@@ -330,7 +330,8 @@ def test_compare_refuses_in_one_line_what_it_cannot_compare(tmp_path):
     _run(tmp_path / "a", "one", "csghmc", 0, 1.0, 0.5)
     _run(tmp_path / "a", "two", "csghmc", 0, 2.0, 0.6)  # the same method and seed again
     stopped = _run(tmp_path / "b", "stopped", "csghmc", 1, 0, 0, finished=False)
-    cases = [((tmp_path / "a",), {}, "one run per method and seed: these are all csghmc on mnist5k with seed 0"),
+    cases = [((tmp_path / "a",), {}, "one run per method, setting and seed: these are all csghmc on mnist5k with "
+                                     "seed 0"),
              ((stopped,), {}, "a finished run directory of train.py: not finished (no metrics.json)"),
              ((tmp_path / "b",), {}, "none has finished (1 have not)"),
              ((tmp_path / "nowhere",), {}, "it does not exist"),
@@ -341,6 +342,44 @@ def test_compare_refuses_in_one_line_what_it_cannot_compare(tmp_path):
         with pytest.raises(ConfigError) as refused:
             csg.compare(*args, **options)
         assert fragment in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+    broken = _run(tmp_path / "d", "broken", "csghmc", 0, 1.0, 0.5)
+    metrics = json.loads((broken / "metrics.json").read_text())
+    for value, said in (("abc", '"abc"'), (True, "true"), ([1], "[1]")):
+        metrics["ensemble"]["nll"] = value
+        (broken / "metrics.json").write_text(json.dumps(metrics))
+        with pytest.raises(ConfigError) as refused:
+            csg.compare(broken)
+        assert str(refused.value) == (f"run_dir='{broken}' is not allowed: a run directory of train.py: its "
+                                      f"metrics.json's ensemble.nll is {said}, not a number")
+
+
+def _setting(run_dir: Path, hidden: int, epochs: int) -> Path:
+    """``run_dir`` as a run of an MLP [hidden] for ``epochs`` epochs: its saved config and metrics.json's cost."""
+    config = f"seed: 0\ndata:\n  name: mnist5k\n  num_workers: {hidden}\nmodel:\n  name: mlp\n  hidden: [{hidden}]\n"
+    (run_dir / ".hydra" / "config.yaml").write_text(config)  # num_workers differs too: not a setting
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    (run_dir / "metrics.json").write_text(json.dumps({**metrics, "cost": {"epochs_all_chains": epochs}}))
+    return run_dir
+
+
+def test_compare_pairs_only_runs_of_one_setting_unless_told_they_differ(tmp_path):
+    small = [_setting(_run(tmp_path, f"small_{m}{s}", m, s, 10.0 + s, 0.5), 16, 4)
+             for m in ("csghmc", "mine") for s in (0, 1)]
+    wide = [_setting(_run(tmp_path, f"wide_{m}{s}", m, s, 9.0 + s, 0.4), 32, 6)
+            for m in ("csghmc", "mine") for s in (0, 1)]
+    same = csg.compare(small)
+    assert set(same.runs.setting) == {""} and len(same.verdicts) == 4
+    with pytest.raises(ConfigError) as refused:
+        csg.compare([small[0], wide[2]])
+    assert str(refused.value) == (
+        f"runs='{small[0]}, {wide[2]}' is not allowed: runs of one setting to pair (data, model, part sampled, "
+        "evaluation and budget alike): model.hidden is [16] in the first, [32] in the second; pass "
+        "different_settings=True (--different-settings) to compare each setting apart")
+    apart = csg.compare(tmp_path, different_settings=True)
+    settings = ["model.hidden=[16], budget (epochs, all chains)=4", "model.hidden=[32], budget (epochs, all chains)=6"]
+    assert apart.runs.setting.tolist() == [settings[0]] * 4 + [settings[1]] * 4
+    assert apart.verdicts.setting.tolist() == [settings[0]] * 4 + [settings[1]] * 4  # each setting its own pairs
+    assert f"mine vs csghmc [{settings[1]}], NLL" in apart.format()
 
 
 def test_the_script_prints_and_writes_the_table(tmp_path, monkeypatch, capsys):
