@@ -235,8 +235,11 @@ def _check_config(cfg: DictConfig, study_checks: StudyChecks) -> str | None:
         study = next((key for key in STUDY_KEYS if cfg.get(key)), None)
         if study is None:
             from csg.checks.config import validate
+            from csg.engine.loggers import check_wandb_online
 
             validate(cfg)
+            if cfg.logger.name == "wandb":
+                check_wandb_online(cfg.logger)
         elif study in (study_checks or {}):
             study_checks[study](cfg)
     except CsgError as error:

@@ -8,8 +8,10 @@ iterations: loss, lr, temperature, stage), ``log_epoch``, ``log_sample``,
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,37 @@ class WandbLogger(NullLogger):
 
 LOGGERS = ("none", "csv", "wandb")
 WANDB_MODES = ("offline", "online", "disabled")
+WANDB_URL = "https://api.wandb.ai"  # wandb's server, unless WANDB_BASE_URL names another
+
+
+def check_wandb_online(options: Mapping[str, Any]) -> None:
+    """``logger.mode=online``: wandb's server (``WANDB_BASE_URL``, else :data:`WANDB_URL`) can be reached from this
+    machine (a TCP connection within 5 s); else a one-line ConfigError saying to log offline: wandb itself would
+    fail with a ``CommError`` after the run had started. Other modes need no network."""
+    from urllib.parse import urlsplit
+
+    if str(options.get("mode", "offline")) != "online":
+        return
+    url = os.environ.get("WANDB_BASE_URL") or WANDB_URL
+    parts = urlsplit(url)
+    host, port = parts.hostname or url, parts.port or (80 if parts.scheme == "http" else 443)
+    why = _unreachable(host, port)
+    if why is not None:
+        raise ConfigError("logger.mode", "online", f"offline or disabled on a machine that cannot reach wandb "
+                          f"({host}:{port}: {why}): logger.mode=offline logs into the run folder, and `wandb sync "
+                          "<run folder>/wandb/offline-run-*` uploads it later from a machine with network")
+
+
+@functools.lru_cache(maxsize=8)
+def _unreachable(host: str, port: int, timeout: float = 5.0) -> str | None:
+    """Why a TCP connection to ``host:port`` fails (once per process and address), else None."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as error:
+        return error.strerror or type(error).__name__
 
 
 def build_logger(name: str, directory: str | Path, config: dict[str, Any], *, resume: bool = False,

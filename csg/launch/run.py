@@ -28,7 +28,7 @@ from csg.engine.devices import Precision, resolve_device, set_deterministic
 from csg.errors import ConfigError, Interrupted
 from csg.evaluation.ess import ess_summary
 from csg.posterior.evaluate import evaluate_store, format_metrics
-from csg.engine.loggers import NullLogger, build_logger
+from csg.engine.loggers import NullLogger, build_logger, check_wandb_online
 from csg.engine.rundir import RunDirectory, earlier_results, hydra_output_dir, refuse_earlier_results
 from csg.engine.step.stacked import make_stacked_step, why_not_stackable
 from csg.engine.step.streamed import make_streamed_step, why_not_streamed
@@ -124,6 +124,8 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
 
         check_run_reference(str(cfg.evaluation.reference), prepared[0].data.test, prepared[0].data.num_train)
     method = _stack_chains(cfg, prepared, layout, precision)
+    if layout.is_global_zero and cfg.logger.name == "wandb":  # again where the run is: a SLURM node may lack network
+        check_wandb_online(cfg.logger)
     directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
     signals.phase = STARTING
     distributed.barrier(layout)  # no process writes before the earlier results are moved aside

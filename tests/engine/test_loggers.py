@@ -1,9 +1,11 @@
 """The CSV logger of a resumed run: the interrupted run's rows up to each chain's checkpoint stay, those past it go
-(the resumed run logs them again), so no epoch or step appears twice."""
+(the resumed run logs them again), so no epoch or step appears twice; wandb online only where its server answers."""
 
 from __future__ import annotations
 
 import csv
+
+import pytest
 
 from csg.engine.loggers import CSVLogger
 
@@ -47,3 +49,31 @@ def test_one_chain_without_a_chain_column_and_a_plain_append(tmp_path):
     appended.log_epoch(2, {"epoch": 2, "lr": 0.3})
     appended.close()
     assert [row["epoch"] for row in _rows(tmp_path / "epochs.csv")] == ["0", "1", "2"]
+
+
+def test_wandb_online_without_a_reachable_server_is_one_line_before_anything_runs(monkeypatch):
+    # wandb would start, then fail with a CommError; the check connects to WANDB_BASE_URL's host first
+    import socket
+
+    from csg.checks import check_command
+    from csg.engine import loggers
+    from csg.errors import ConfigError
+    from tests.conftest import ROOT
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    listening.listen()
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    loggers.check_wandb_online({"mode": "online"})  # a server that answers: nothing to say
+    listening.close()  # the port is closed now: the connection is refused
+    loggers._unreachable.cache_clear()
+    with pytest.raises(ConfigError) as refused:
+        loggers.check_wandb_online({"mode": "online"})
+    assert str(refused.value) == (
+        f"logger.mode='online' is not allowed: offline or disabled on a machine that cannot reach wandb (127.0.0.1:"
+        f"{port}: Connection refused): logger.mode=offline logs into the run folder, and `wandb sync <run folder>/"
+        "wandb/offline-run-*` uploads it later from a machine with network")
+    loggers.check_wandb_online({"mode": "offline"})  # offline needs no network
+    assert check_command(["logger=wandb", "logger.mode=online"], ROOT / "configs") == str(refused.value)
+    assert check_command(["logger=wandb"], ROOT / "configs") is None
