@@ -7,14 +7,17 @@ of the upstream class change:
 
 - ``__call__`` (runs in the job): our one-line error (``SystemExit``) becomes a result submitit records;
 - ``launch`` (runs in the driver): the upstream body, except that it refuses in one line on a machine without
-  SLURM's ``sbatch`` and ``srun`` (:func:`csg.checks.launcher.no_slurm`), and that it waits with :func:`csg.launch.slurm.wait_for_jobs`
-  (result files and ``squeue``) instead of ``job.results()`` (result files and ``sacct``), and reports every
-  job without a result in one line before Hydra raises for the first of them.
+  SLURM's ``sbatch`` and ``srun``, or whose controller does not answer (:mod:`csg.checks.launcher`), and that it
+  waits with :func:`csg.launch.slurm.wait_for_jobs` (result files and ``squeue``) instead of ``job.results()``
+  (result files and ``sacct``), and reports every job without a result in one line before Hydra raises for the
+  first of them.
 
 Two settings are added to the upstream ones (``configs/hydra/launcher/slurm.yaml``): ``result_grace_s`` and
 ``deadline_min``.
 """
 
+import contextlib
+import io
 import logging
 import os
 import shlex
@@ -65,11 +68,12 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         # upstream's launch (hydra-submitit-launcher 1.2), up to its last line
         import submitit
 
-        from csg.checks.launcher import no_slurm
-        from csg.launch.slurm import JobFailed
+        from csg.checks.launcher import no_controller, no_slurm
+        from csg.launch.slurm import refuse_sweep
 
-        if no_slurm() is not None:  # train.py refuses this before Hydra starts; another app gets the same line here
-            raise JobFailed(no_slurm())
+        refusal = no_slurm() or no_controller()  # train.py refuses these before Hydra starts; another app gets them here
+        if refusal is not None:
+            refuse_sweep(refusal)
         assert self.config is not None
         num_jobs = len(job_overrides)
         assert num_jobs > 0
@@ -95,15 +99,17 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             idx = initial_job_idx + idx
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        said = io.StringIO()  # submitit prints sbatch's error lines before raising them: they go in our one line
         try:
-            jobs = executor.map_array(self, *zip(*job_params))
+            with contextlib.redirect_stderr(said):
+                jobs = executor.map_array(self, *zip(*job_params))
         except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError, OSError) as error:
             from csg.errors import first_line
-            from csg.launch.slurm import JobFailed
 
-            why = [line for line in str(error).strip().splitlines() if line.strip()]
-            raise JobFailed(f"sbatch refused the sweep's {num_jobs} job{'s' if num_jobs > 1 else ''}, nothing was "
-                            f"submitted: {why[-1] if why else first_line(error)}") from None
+            why = [line for line in f"{said.getvalue()}\n{error}".strip().splitlines() if line.strip()]
+            refuse_sweep(f"sbatch refused the sweep's {num_jobs} job{'s' if num_jobs > 1 else ''}, nothing was "
+                         f"submitted: {why[-1].strip() if why else first_line(error)}")
+        sys.stderr.write(said.getvalue())  # a submission that went through: whatever sbatch said, as it said it
         # instead of upstream's `return [j.results()[0] for j in jobs]`
         return self._collect(jobs, [list(o) for o in job_overrides], initial_job_idx, sweep_dir)
 

@@ -1,12 +1,14 @@
-"""Whether the launcher a command names can run here: SLURM's clients for ``hydra/launcher=slurm``.
+"""Whether the launcher a command names can run here: SLURM's clients, and a controller that answers them, for
+``hydra/launcher=slurm``.
 
-:func:`no_slurm` is what ``train.py`` refuses before Hydra starts (:func:`csg.checks.preflight.check_command`)
-and what the launcher itself refuses in another Hydra app (``hydra_plugins/csg_slurm_launcher.py``).
+:func:`no_slurm` and :func:`no_controller` are what ``train.py`` refuses before Hydra starts
+(:func:`csg.checks.preflight.check_command`) and what the launcher itself refuses in another Hydra app
+(``hydra_plugins/csg_slurm_launcher.py``).
 """
 
 from __future__ import annotations
 
-__all__ = ["SLURM_CLIENTS", "no_slurm"]
+__all__ = ["SLURM_CLIENTS", "no_controller", "no_slurm"]
 
 SLURM_CLIENTS = ("sbatch", "srun")  # what submitit's SLURM executor runs on the driver's machine
 
@@ -21,3 +23,26 @@ def no_slurm(choice: str = "slurm") -> str | None:
         return None
     return (f"hydra/launcher={choice} is not allowed: a machine with SLURM's {' and '.join(missing)} on PATH (this "
             "one has none); leave hydra/launcher out to run the sweep's jobs here, one after another")
+
+
+def no_controller(choice: str = "slurm", timeout_s: float = 30.0) -> str | None:
+    """The one-line refusal of ``hydra/launcher=<choice>`` where SLURM's clients are installed but no controller
+    answers them (no ``slurm.conf`` and no DNS record of one, a controller that is down): ``scontrol ping`` must say
+    a controller ``is UP``. Else sbatch prints its own error lines, and Hydra its traceback hint, after the sweep's
+    folder is made. None where one answers (or ``scontrol`` is not installed: :func:`no_slurm` says so)."""
+    import re
+    import subprocess
+
+    try:
+        done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        return None
+    except subprocess.TimeoutExpired:
+        why = f"no answer in {timeout_s:g} s"
+    else:
+        lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
+        if any(re.search(r"\bis UP\b", line) for line in lines):
+            return None
+        why = lines[-1] if lines else f"exit status {done.returncode}"
+    return (f"hydra/launcher={choice} is not allowed: a machine whose SLURM controller answers (scontrol ping: {why}); "
+            "submit from a node of the cluster, or leave hydra/launcher out to run the sweep's jobs here")

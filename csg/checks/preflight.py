@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from csg.checks.groups import (all_group_choices, check_group_choices, check_sections, check_user_yaml,
                                parse_command_line, split_config_dir)
-from csg.checks.launcher import no_slurm
+from csg.checks.launcher import no_controller, no_slurm
 from csg.errors import CsgError, first_line
 
 __all__ = ["STUDY_KEYS", "StudyChecks", "check_command", "check_train_command"]
@@ -337,7 +337,8 @@ def _check_launcher(cfg: DictConfig) -> str | None:
     target = str(OmegaConf.select(cfg, "hydra.launcher._target_", default="") or "")
     if not target.endswith("SlurmLauncher"):
         return None
-    return no_slurm(OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/launcher", "slurm"))
+    choice = OmegaConf.select(cfg, "hydra.runtime.choices", default={}).get("hydra/launcher", "slurm")
+    return no_slurm(choice) or no_controller(choice)
 
 
 def _runs_here(cfg: DictConfig) -> bool:

@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from hydra.errors import CompactHydraException
 
@@ -45,6 +45,14 @@ FINAL_STATES = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NO
 
 class JobFailed(CompactHydraException):
     """A job's run failed or ended without a result: one line, printed by Hydra without a traceback."""
+
+
+def refuse_sweep(line: str) -> NoReturn:
+    """End the driver with the one line ``error: <line>`` and exit status 2, as every refusal: a sweep that cannot
+    be submitted (no SLURM here, no controller answering, sbatch refusing its parameters). Hydra would add a line
+    about ``HYDRA_FULL_ERROR`` to an exception; it does not catch ``SystemExit``."""
+    print(f"error: {line}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 # -- in the job ------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -425,9 +426,27 @@ def test_a_sweep_sbatch_refuses_is_one_line(cluster, tmp_path):
     # the launcher's default of 8 GPUs a node, on a cluster without GPUs
     command = [a for a in _sweep_command(tmp_path, *TINY, "sampler=sgld") if "gpus_per_node" not in a]
     process = subprocess.run(command, cwd=ROOT, env=_env(cluster), capture_output=True, text=True, timeout=120)
-    assert process.returncode == 1, process.stderr
-    assert "sbatch refused the sweep's 1 job, nothing was submitted: sbatch: error: " in process.stderr
-    assert "Traceback" not in process.stderr
+    lines = [line for line in process.stderr.splitlines() if line.strip()]
+    assert process.returncode == 2 and len(lines) == 1, process.stderr  # not sbatch's lines, nor Hydra's hint
+    assert lines[0].startswith("error: sbatch refused the sweep's 1 job, nothing was submitted: sbatch: error: ")
+
+
+@pytest.mark.skipif(any(shutil.which(c) is None for c in ("sbatch", "srun", "scontrol")),
+                    reason="needs SLURM's clients")
+def test_a_sweep_where_no_slurm_controller_answers_is_one_line_before_hydra_starts(tmp_path):
+    # sbatch and srun installed, no controller to answer them (no slurm.conf, no DNS record of one)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "SLURM_"))}
+    env["SLURM_CONF"] = str(tmp_path / "absent.conf")
+    command = [sys.executable, str(ROOT / "train.py"), "-m", "hydra/launcher=slurm", "seed=0,1", "logger=none",
+               f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    process = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = [line for line in process.stderr.splitlines() if line.strip()]
+    assert process.returncode == 2 and len(lines) == 1, process.stderr
+    assert lines[0].startswith("error: hydra/launcher=slurm is not allowed: a machine whose SLURM controller answers "
+                               "(scontrol ping: "), lines[0]
+    assert lines[0].endswith("submit from a node of the cluster, or leave hydra/launcher out to run the sweep's "
+                             "jobs here")
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 @on_the_cluster
