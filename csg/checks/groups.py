@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["CONFIG_DIR_FLAGS", "SECTIONS", "all_group_choices", "check_group_choices", "check_sections",
-           "check_user_yaml", "group_choices", "parse_command_line", "search_path_dirs", "split_config_dir"]
+           "check_user_yaml", "group_choices", "override_grammar_error", "parse_command_line", "search_path_dirs",
+           "split_config_dir"]
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")  # Hydra's flag that adds a folder of the user's YAML files
 SECTIONS = ("data", "model", "sampler", "trainer", "logger", "ood", "evaluation")  # mappings of keys, every one
@@ -164,4 +165,28 @@ def check_sections(cfg) -> str | None:
             kind = "a list" if OmegaConf.is_list(node) else f"the value {node._value()!r}"
             return (f"{what} is not allowed: a {section} option is a mapping of keys (name: ..., as csg's "
                     f"configs/{section}/*.yaml); it is {kind}")
+    return None
+
+
+def override_grammar_error(overrides: list[str]) -> str | None:
+    """The one-line error for the first override Hydra's grammar cannot read (a key with a letter outside ASCII, a
+    value with unbalanced brackets such as ``${oc.create:{a:1}}`` unquoted), else None: Hydra's own message spans
+    several lines, points with a caret and ends with its traceback hint."""
+    from hydra.errors import HydraException
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            parser.parse_overrides([text])
+        except HydraException as error:
+            lines = str(error).splitlines()
+            caret = next((line.index("^") for line in lines[1:2] if line.strip() == "^"), None)
+            prefix = "LexerNoViableAltException: "
+            if caret is not None and lines[0].startswith(prefix) and 0 <= caret - len(prefix) < len(text):
+                why = f"Hydra's grammar stops at character {caret - len(prefix) + 1}, {text[caret - len(prefix)]!r}"
+            else:
+                why = f"Hydra's grammar: {lines[1] if len(lines) > 1 and not lines[1].startswith('See ') else lines[0]}"
+            return (f"{text} is not allowed: an override in Hydra's grammar, key=value with a key of ASCII letters, "
+                    f"digits and _ . - / (a value Hydra cannot read goes in quotes: 'key=\"...\"'); {why}")
     return None

@@ -30,7 +30,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from csg.checks.groups import (all_group_choices, check_group_choices, check_sections, check_user_yaml,
-                               parse_command_line, split_config_dir)
+                               override_grammar_error, parse_command_line, split_config_dir)
 from csg.checks.launcher import no_controller, no_slurm
 from csg.errors import CsgError, first_line
 
@@ -295,8 +295,10 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
                 f"(model/, data/, sampler/); {'it is a file' if first.exists() else 'it does not exist'}")
     try:
         args, overrides = parse_command_line(argv)
-    except (HydraException, SystemExit):
-        return None  # a malformed command line is Hydra's to report
+    except HydraException:  # an override Hydra's grammar cannot read: one line, not Hydra's several
+        return override_grammar_error([word for word in argv if not word.startswith("-")])
+    except SystemExit:
+        return None  # a malformed command line (a flag without its value): argparse reports it
     message = check_user_yaml(first, overrides)  # before Hydra reads any of them, for --cfg too
     if message is not None or any(arg.split("=")[0] in _HYDRA_ONLY_FLAGS for arg in argv):
         return message  # Hydra's own flags print, and run nothing

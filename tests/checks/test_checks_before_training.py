@@ -335,6 +335,28 @@ def test_the_slurm_launcher_needs_slurm_on_this_machine(tmp_path, monkeypatch):
         (tmp_path / client).write_text("#!/bin/sh\n")
         (tmp_path / client).chmod(0o755)
     assert check_command(["-m", "hydra/launcher=slurm", "seed=0"], CONFIGS) is None
+    scontrol = tmp_path / "scontrol"  # the controller's answer decides
+    scontrol.write_text("#!/bin/sh\necho 'Slurmctld(primary) at head is DOWN'\nexit 1\n")
+    scontrol.chmod(0o755)
+    assert check_command(["-m", "hydra/launcher=slurm", "seed=0"], CONFIGS) == (
+        "hydra/launcher=slurm is not allowed: a machine whose SLURM controller answers (scontrol ping: Slurmctld"
+        "(primary) at head is DOWN); submit from a node of the cluster, or leave hydra/launcher out to run the "
+        "sweep's jobs here")
+    scontrol.write_text("#!/bin/sh\necho 'Slurmctld(primary) at head is UP'\n")
+    assert check_command(["-m", "hydra/launcher=slurm", "seed=0"], CONFIGS) is None
+
+
+@pytest.mark.parametrize("override, why", [
+    ("sampler.lr0é=1", "Hydra's grammar stops at character 12, 'é'"),
+    ("ключ=1", "Hydra's grammar stops at character 1, 'к'"),
+    ("sampler.lr0=${oc.create:{a:1}}", "Hydra's grammar: extraneous input '}' expecting <EOF>"),
+])
+def test_an_override_hydras_grammar_cannot_read_is_one_line(override, why):
+    from csg.checks import check_train_command
+
+    assert check_train_command(["seed=1", override], CONFIGS) == (
+        f"{override} is not allowed: an override in Hydra's grammar, key=value with a key of ASCII letters, digits "
+        f"and _ . - / (a value Hydra cannot read goes in quotes: 'key=\"...\"'); {why}")
 
 
 @pytest.mark.slow
