@@ -244,6 +244,18 @@ def test_a_posterior_file_that_is_not_one_is_refused_in_one_line(documented, tmp
                           ("nan.pt", [math.nan] * len(document["weights"]))):   # json writes NaN and Infinity
         torch.save({**record, "csg": json.dumps({**json.loads(record["csg"]), "weights": weights})}, tmp_path / name)
         cases[name] = "weights are not finite non-negative numbers with a finite positive sum"
+    torch.save({**record, "states": [*record["states"], record["states"][0]]}, tmp_path / "extra.pt")
+    cases["extra.pt"] = f"it holds more members than the {len(posterior)} its header names"
+    from safetensors.torch import load_file, save_file
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "s.safetensors"), framework="pt") as handle:
+        header = handle.metadata()
+    tensors = load_file(tmp_path / "s.safetensors")
+    tensors.update({key.replace("member00000/", f"member{len(posterior):05d}/"): value.clone()
+                    for key, value in tensors.items() if key.startswith("member00000/")})
+    save_file(tensors, tmp_path / "extra.safetensors", metadata=header)
+    cases["extra.safetensors"] = f"it holds more members than the {len(posterior)} its header names"
     floating = next(k for k, t in record["states"][0].items() if t.is_floating_point())
     poisoned = {**record, "states": [dict(state) for state in record["states"]]}
     poisoned["states"][1][floating] = torch.full_like(poisoned["states"][1][floating], math.nan)
