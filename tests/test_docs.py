@@ -135,6 +135,8 @@ def test_every_command_of_the_first_pages_exists(page, tmp_path, tmp_path_factor
     for client in ("sbatch", "srun"):
         (clients / client).write_text("#!/bin/sh\nexit 1\n")
         (clients / client).chmod(0o755)
+    (clients / "scontrol").write_text("#!/bin/sh\necho 'Slurmctld(primary) at login is UP'\n")  # a controller
+    (clients / "scontrol").chmod(0o755)
     monkeypatch.setenv("PATH", f"{clients}{os.pathsep}{os.environ.get('PATH', '')}")
     lines = bash_lines((ROOT / page).read_text())
     if page == "docs/getting-started.md":  # a user's project outside the repository: tests/launch/test_install.py

@@ -140,10 +140,12 @@ def load_model_weights(cfg: DictConfig, model: torch.nn.Module) -> None:
 
 def build_part(cfg: DictConfig, model: torch.nn.Module):
     """The :class:`csg.engine.part.SampledPart` of ``sampler.params`` / ``sampler.rest`` for ``model``; a
-    one-line ConfigError for patterns that match nothing, or for a part sampled by stacked chains."""
-    from csg.engine.part import part_of
+    one-line ConfigError for patterns that match nothing or a parameter the model freezes, or for a part sampled
+    by stacked chains."""
+    from csg.engine.part import check_trainable, part_of
 
     part = part_of(cfg, model)
+    check_trainable(model, part, cfg.sampler.get("params"))
     if not part.whole and cfg.trainer.get("stack_chains") not in (None, False):
         raise ConfigError("trainer.stack_chains", cfg.trainer.stack_chains,
                           "false when sampler.params samples part of the model (stacked chains step whole models)")

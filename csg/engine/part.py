@@ -75,10 +75,6 @@ def select_part(model: nn.Module, patterns: list[str] | None, mode: str = "froze
             raise ConfigError("sampler.params", list(patterns), f"patterns that each match a parameter; "
                               f"{pattern!r} matches none (the model's: {_some(names)})")
         chosen |= matched
-    fixed = [name for name, parameter in model.named_parameters() if name in chosen and not parameter.requires_grad]
-    if fixed:
-        raise ConfigError("sampler.params", list(patterns), f"patterns that match parameters that train; "
-                          f"{_some(fixed)} {'is' if len(fixed) == 1 else 'are'} frozen by the model itself (requires_grad=False)")
     sampled = tuple(name for name in names if name in chosen)
     rest = tuple(name for name in names if name not in chosen)
     if mode == "sgd" or not rest:
@@ -87,6 +83,20 @@ def select_part(model: nn.Module, patterns: list[str] | None, mode: str = "froze
     keys = tuple(key for key in model.state_dict()
                  if key in chosen or (key not in names and key.rpartition(".")[0] not in frozen_modules))
     return SampledPart(sampled, rest, mode, keys)
+
+
+def check_trainable(model: nn.Module, part: SampledPart, patterns) -> None:
+    """Every parameter of a chosen ``part`` takes gradients in the model as built (before :func:`freeze_rest`): a
+    parameter the model itself freezes (``requires_grad=False``) cannot be sampled; a one-line ConfigError naming
+    it, where torch would say ``element 0 of tensors does not require grad``."""
+    if part.whole:
+        return
+    sampled = set(part.sampled)
+    fixed = [name for name, parameter in model.named_parameters() if name in sampled and not parameter.requires_grad]
+    if fixed:
+        raise ConfigError("sampler.params", list(patterns), f"patterns that match parameters that train; "
+                          f"{_some(fixed)} {'is' if len(fixed) == 1 else 'are'} frozen by the model itself "
+                          "(requires_grad=False)")
 
 
 def part_of(cfg, model: nn.Module) -> SampledPart:

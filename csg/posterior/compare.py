@@ -8,9 +8,10 @@ data set and model) the mean and standard error over its seeds; and, where two m
 of :func:`csg.evaluation.comparison.compare_paired` on each of error, NLL, ECE and Brier against a baseline method,
 paired by seed, one Holm family across every comparison of the table (simultaneous intervals compatible with it).
 
-Only runs of one setting are paired: the same data (where they are read from and how fast aside), model, part
-sampled (``sampler.params``, ``sampler.rest``), evaluation, out-of-distribution set and budget (epochs over all
-chains), read from each run's ``.hydra/config.yaml`` as data (unresolved) and its ``metrics.json``'s ``cost``.
+Only runs of one setting are paired: the same data (where they are read from and how fast aside), model and
+adapter, part sampled (``sampler.params``, ``sampler.rest``), evaluation, out-of-distribution set and budget
+(epochs over all chains), read from each run's ``.hydra/config.yaml`` as data (unresolved) and its
+``metrics.json``'s ``cost``.
 Runs of one data set and model in different settings are refused in one line naming two of them and a key that
 differs, unless the caller says they compare different settings (``different_settings=True``): then each setting
 is tabulated and compared apart, labelled by the keys that differ.
@@ -37,7 +38,8 @@ COLUMNS = {"error": ("test_error_pct", "error %", 2), "nll": ("nll", "NLL", 4), 
 COMPARED = ("error", "nll", "ece", "brier")  # lower is better; the mutual information is neither
 GROUP = ["data", "model", "setting", "method"]
 MAX_METRICS_BYTES = 256 << 20
-SETTING = ("data.", "model.", "evaluation.", "ood.name", "sampler.params", "sampler.rest")  # what pairs must share
+SETTING = ("data.", "model.", "adapter.", "evaluation.", "ood.name", "sampler.params",
+           "sampler.rest")  # what pairs must share
 NOT_SETTING = ("data.num_workers", "data.eval_batch_size", "data.device_resident", "data.root", "data.download",
                "data.recipe.")  # how and from where the data are read, and the samplers' recipe (the method's)
 BUDGET = "budget (epochs, all chains)"

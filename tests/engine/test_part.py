@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from csg.engine.checkpoint import Preempted
-from csg.engine.part import freeze_rest, head_of, select_part
+from csg.engine.part import check_trainable, freeze_rest, head_of, select_part
 from csg.engine.samples import REST, SampleStore
 from csg.errors import ConfigError
 from tests.conftest import ROOT, assert_same_samples, train
@@ -96,10 +96,10 @@ def test_patterns_choose_parameters_by_glob_or_module_and_the_rest_is_named():
         select_part(net, ["4"], "adam")
     net[1].weight.requires_grad_(False)  # frozen by the model itself (an embedding a user keeps fixed)
     with pytest.raises(ConfigError) as refused:
-        select_part(net, ["1", "4"])
+        check_trainable(net, select_part(net, ["1", "4"]), ["1", "4"])
     assert str(refused.value) == ("sampler.params=['1', '4'] is not allowed: patterns that match parameters that "
                                   "train; 1.weight is frozen by the model itself (requires_grad=False)")
-    assert select_part(net, ["4"]).sampled == ("4.weight", "4.bias")
+    check_trainable(net, select_part(net, ["4"]), ["4"])
 
 
 def test_a_frozen_rest_takes_no_gradient_and_keeps_its_batchnorm_statistics():
