@@ -73,12 +73,46 @@ def locate(path: str, key: str) -> Callable[..., Any]:
         cause = error.__cause__ or error
         where = "the installed packages or the Python path" if from_run else (
             "the installed packages or the directory you run in")
-        raise ConfigError(key, path, f"a dotted path that imports (from {where}): {describe(cause)}") from None
+        why = _missing_attribute(path) or describe(cause)
+        raise ConfigError(key, path, f"a dotted path that imports (from {where}): {why}") from None
     finally:
         hydra_log.disabled = disabled
     if not callable(found):
         raise ConfigError(key, path, f"a callable (a class or function); it is a {type(found).__name__}")
     return found
+
+
+def _missing_attribute(path: str) -> str | None:
+    """Where ``path`` names a module that imports and an attribute it lacks (``my_project.models.TinyCNNN``): that,
+    with the closest name it has; else None (Hydra's own message says what failed: a module that does not exist,
+    or one that raises on import)."""
+    import difflib
+    import importlib
+    import pkgutil
+
+    parts = path.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:end])
+        try:
+            found: Any = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name is not None and (name == error.name or name.startswith(error.name + ".")):
+                continue  # this prefix is no module: a shorter one may be
+            return None
+        except Exception:  # noqa: BLE001 - the module raises on import: Hydra's message has it
+            return None
+        for depth, attribute in enumerate(parts[end:], start=end):
+            if not hasattr(found, attribute):
+                names = [n for n in dir(found) if not n.startswith("_")]
+                if hasattr(found, "__path__"):  # a package: its modules too, imported or not
+                    names += [module.name for module in pkgutil.iter_modules(found.__path__)]
+                close = difflib.get_close_matches(attribute, names, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                what = "module or attribute" if hasattr(found, "__path__") else "attribute"  # a package: either
+                return f"{'.'.join(parts[:depth])} has no {what} {attribute!r}{hint}"
+            found = getattr(found, attribute)
+        return None
+    return None
 
 
 def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:

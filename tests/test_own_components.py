@@ -103,6 +103,11 @@ def test_inputs_and_labels_a_model_cannot_use_are_refused_in_one_line(flaw, frag
     (["data=custom", "data._target_=no_such_module.load"], "data._target_='no_such_module.load' is not allowed: a "
      "dotted path that imports"),
     (["data=custom", "data._target_=tests.own_components"], "a callable (a class or function); it is a module"),
+    (["model=custom", "model._target_=tests.own_components.tiny_nett"], "a dotted path that imports (from the "
+     "installed packages or the directory you run in): tests.own_components has no attribute 'tiny_nett' (did you "
+     "mean tiny_net?)"),
+    (["model=custom", "model._target_=tests.own_componentz.tiny_net"], "tests has no module or attribute "
+     "'own_componentz' (did you mean own_components?)"),
     (["data=custom"], "data._target_=None is not allowed: the dotted path of a callable"),
     ([*MODEL[:1], "model._target_=tests.own_components.nope"], "model._target_='tests.own_components.nope'"),
     (["sampler=custom", "sampler.optimizer._target_=torch.optim.nope"], "sampler.optimizer._target_="),
