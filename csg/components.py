@@ -20,6 +20,7 @@ import inspect
 import logging
 import os
 import sys
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -74,6 +75,11 @@ def locate(path: str, key: str) -> Callable[..., Any]:
         where = "the installed packages or the Python path" if from_run else (
             "the installed packages or the directory you run in")
         why = _missing_attribute(path) or describe(cause)
+        top = path.partition(".")[0]
+        if from_run and isinstance(cause, ModuleNotFoundError) and cause.name == top and (
+                Path(top).is_dir() or Path(f"{top}.py").is_file()):
+            why += (f" (the folder you run in holds {top}, but a run directory's code is imported from the Python "
+                    "path only: PYTHONPATH=. puts this folder on it)")
         raise ConfigError(key, path, f"a dotted path that imports (from {where}): {why}") from None
     finally:
         hydra_log.disabled = disabled

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -153,3 +154,18 @@ def test_metrics_of_a_users_run_name_its_components(tmp_path):
     saved = json.loads((run_dir / "metrics.json").read_text())
     assert (saved["data"], saved["model"]) == ("blobs", "tiny") and saved["data_source"] == \
         "custom: tests.own_components.blobs"
+
+
+def test_a_run_directorys_target_in_the_folder_you_run_in_says_how_to_trust_it(tmp_path, monkeypatch):
+    # a run directory's code comes from the Python path only, never the current folder: the error says so
+    from csg.components import locate, run_directory_targets
+
+    (tmp_path / "mine_xyz").mkdir()
+    (tmp_path / "mine_xyz" / "__init__.py").write_text("def load():\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    with run_directory_targets(), pytest.raises(ConfigError) as refused:
+        locate("mine_xyz.load", "data._target_")
+    assert str(refused.value).endswith("No module named 'mine_xyz' (the folder you run in holds mine_xyz, but a run "
+                                       "directory's code is imported from the Python path only: PYTHONPATH=. puts "
+                                       "this folder on it)")
+    assert "mine_xyz" not in sys.modules

@@ -6,8 +6,8 @@ editable, into a target folder (``--target``): ``--no-deps`` (this environment's
 ``--no-build-isolation --no-index`` (its setuptools, no network). Every later command runs from a folder outside
 the repository with only that folder on ``PYTHONPATH`` (the environment's editable csg, a finder that maps ``csg``
 to another checkout, comes after it: each command's csg and ``hydra_plugins`` are asserted to be the target's),
-``csg-train`` and ``csg-reproduce`` are the console scripts pip wrote there, and SLURM's ``sbatch`` and ``srun``
-are off ``PATH`` (this host may have them: the tests' private SLURM).
+``csg-train``, ``csg-evaluate``, ``csg-compare`` and ``csg-reproduce`` are the console scripts pip wrote there, and
+SLURM's ``sbatch`` and ``srun`` are off ``PATH`` (this host may have them: the tests' private SLURM).
 """
 
 from __future__ import annotations
@@ -70,11 +70,13 @@ def test_the_wheel_holds_the_configs_the_launcher_and_the_commands(installed):
     entry_points = (info / "entry_points.txt").read_text()
     assert "csg-train = csg.__main__:main" in entry_points
     assert "csg-reproduce = csg.studies.reproduce:console" in entry_points
+    assert "csg-evaluate = csg.launch.evaluate_cli:console" in entry_points
+    assert "csg-compare = csg.launch.compare_cli:console" in entry_points
     shipped = {p.relative_to(installed / "csg" / "configs").as_posix() for p in (installed / "csg" / "configs").rglob("*.yaml")}
     assert shipped == {p.relative_to(ROOT / "configs").as_posix() for p in (ROOT / "configs").rglob("*.yaml")}
     assert (installed / "hydra_plugins" / "csg_slurm_launcher.py").is_file()
     assert not (installed / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with submitit's
-    for script in ("csg-train", "csg-reproduce"):
+    for script in ("csg-train", "csg-reproduce", "csg-evaluate", "csg-compare"):
         assert os.access(installed / "bin" / script, os.X_OK), script
 
 
@@ -93,9 +95,16 @@ def page_run(installed, tmp_path_factory) -> dict:
         if words[0] == "cd":
             here = here / words[1]
             continue
-        program = {"python": [sys.executable], "csg-train": [str(installed / "bin" / "csg-train")]}[words[0]]
-        done[" ".join(words)] = subprocess.run([*program, *words[1:]], cwd=here, env=env, capture_output=True,
-                                               text=True, timeout=300)
+        line, assigned = " ".join(words), {}
+        while "=" in words[0] and words[0].partition("=")[0].isidentifier():  # NAME=value before the command
+            name, _, value = words.pop(0).partition("=")
+            assigned[name] = str(here) if value == "." and name == "PYTHONPATH" else value
+        program = [sys.executable] if words[0] == "python" else [str(installed / "bin" / words[0])]
+        extra = {**env, **assigned}
+        if "PYTHONPATH" in assigned:  # the project's folder, before the installed csg
+            extra["PYTHONPATH"] = os.pathsep.join([assigned["PYTHONPATH"], env["PYTHONPATH"]])
+        done[line] = subprocess.run([*program, *words[1:]], cwd=here, env=extra, capture_output=True, text=True,
+                                    timeout=300)
     return {"processes": done, "project": here, "env": env}
 
 
@@ -106,7 +115,7 @@ def _one_line(process: subprocess.CompletedProcess, start: str) -> None:
 
 
 def test_csg_train_runs_the_projects_own_data_model_and_sampler_from_its_folder(page_run, installed):
-    (train, load, bad_key, slurm) = page_run["processes"].values()
+    (train, load, evaluate, compare, bad_key, slurm) = page_run["processes"].values()
     assert train.returncode == 0, train.stderr[-3000:]
     run_dir = page_run["project"] / "runs" / "spirals"
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -119,6 +128,11 @@ def test_csg_train_runs_the_projects_own_data_model_and_sampler_from_its_folder(
     assert sources.index(str(page_run["project"] / "configs")) < sources.index(str(installed / "csg" / "configs"))
     assert load.returncode == 0, load.stderr[-3000:]
     assert float(load.stdout.strip().splitlines()[-1]) == pytest.approx(metrics["ensemble"]["nll"], abs=1e-9)
+    assert evaluate.returncode == 0, evaluate.stderr[-3000:]
+    harmonic = json.loads((run_dir / "evaluation_harmonic.json").read_text())
+    assert harmonic["cycle_weights"] == "harmonic" and len(harmonic["per_sample"]) == 12
+    assert compare.returncode == 0, compare.stderr[-3000:]
+    assert "langevin" in compare.stdout and (page_run["project"] / "comparison.csv").is_file()
     _one_line(bad_key, "error: sampler.lr=0.1 is not allowed: sampler.lr is not a key of the config")
     _one_line(slurm, "error: hydra/launcher=slurm is not allowed: a machine with SLURM's sbatch and srun on PATH")
     assert not (page_run["project"] / "multirun").exists()
