@@ -269,8 +269,9 @@ def _check_run_dir(cfg: DictConfig, multirun: bool) -> str | None:
         return ("hydra.output_subdir=null is not allowed: csg's record of the run (.hydra/config.yaml) is what loads "
                 "it later as a posterior, resumes it and evaluates it")
     if not multirun:
-        from csg.engine.rundir import foreign_entries
+        from csg.engine.rundir import foreign_entries, remember_absent
 
+        remember_absent(path)  # a run refused once it has started removes the folders Hydra makes for it
         foreign = foreign_entries(path)
         if foreign:
             shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
@@ -289,6 +290,9 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
     not checked here (the study checks them itself, before any work)."""
     from hydra.errors import HydraException
 
+    from csg.engine.rundir import forget_absent
+
+    forget_absent()
     first, argv = split_config_dir(argv)
     if first is not None and not first.is_dir():
         return (f"--config-dir={first} is not allowed: a folder of your YAML files, one subfolder per config group "

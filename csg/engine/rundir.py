@@ -55,6 +55,21 @@ _RESULT_GLOBS = ("samples", "metrics.json", "checkpoint*.pt", "trace.pt", "evalu
                  "steps.csv", "wandb")
 
 
+_ABSENT: set[Path] = set()  # folders a checked command's run directory would make (remember_absent)
+
+
+def remember_absent(run_dir: str | Path) -> None:
+    """Note the folders above ``run_dir`` (and itself) that do not exist yet, as the command's checks see them
+    before Hydra makes them: a run refused before it starts removes those it leaves empty (``runs/<date>/``), not
+    only its own directory. Each command's checks begin anew (:func:`forget_absent`)."""
+    path = Path(run_dir).resolve()
+    _ABSENT.update(folder for folder in [path, *path.parents] if not folder.exists())
+
+
+def forget_absent() -> None:
+    _ABSENT.clear()
+
+
 def pending_name() -> str:
     """The folder (in the run directory) where Hydra writes this process's record of its command:
     ``.hydra.pending-<pid>`` (``hydra.output_subdir``, through the ``csg_pending`` resolver)."""
@@ -381,9 +396,12 @@ class RunDirectory:
 
     def _discard(self) -> None:
         """Remove what this command wrote: its staged record, and the directory itself if that leaves it empty
-        (with the folders above it that :meth:`lock` made)."""
+        (with the folders above it that :meth:`lock` made, or that did not exist when the command was checked:
+        :func:`remember_absent`)."""
         shutil.rmtree(self.path / pending_name(), ignore_errors=True)
-        for folder in [self.path, *[made for made in self._made if made != self.path]]:
+        resolved = self.path.resolve()
+        above = [folder for folder in resolved.parents if folder in _ABSENT]  # made by Hydra for this command
+        for folder in [self.path, *[made for made in self._made if made != self.path], *above]:
             try:
                 folder.rmdir()  # only when empty: the directory was made for this command
             except OSError:

@@ -198,6 +198,18 @@ def test_lr0_1e308_is_one_line_and_leaves_no_run_directory(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.timeout(120)
+def test_a_run_refused_once_started_leaves_no_folder_hydra_made_for_it(tmp_path):
+    # the data are checked as the run builds them, after Hydra made runs/<date>/<time>: all of it goes, and a
+    # folder that was there before stays
+    (tmp_path / "kept").mkdir()
+    bad = ["data=custom", "data._target_=tests.own_components.flawed", "+data.flaw=int64", "trainer.epochs=1"]
+    for run_dir in (tmp_path / "made" / "2026-11-27" / "10-00-00", tmp_path / "kept" / "2026-11-27" / "10-00-00"):
+        process = train(bad, run_dir, tmp_path, timeout=110)
+        assert_one_line(process, 2, "error: data._target_='tests.own_components.flawed' is not allowed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"] and not any((tmp_path / "kept").iterdir())
+
+
 # -- models without trainable parameters, and logits that are not floating point -----------------------------------
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("target, fragment", [
