@@ -190,6 +190,9 @@ def check_seed(cfg: DictConfig) -> None:
         raise ConfigError("seed", _get(cfg, "seed"), f"an integer from 0 to 2^63 - 1 ({SEED_MAX})")
 
 
+RESUME_MODES = (True, False, "auto", "always", "never")  # trainer.checkpoint.resume (true is auto)
+
+
 def check_trainer(cfg: DictConfig) -> None:
     """``trainer``: epochs, device, precision, logging intervals, checkpoints, determinism, stacking, compiling."""
     positive_int(cfg, "trainer.epochs")
@@ -200,9 +203,16 @@ def check_trainer(cfg: DictConfig) -> None:
     positive_int(cfg, "trainer.log_every_n_steps")
     positive_int(cfg, "trainer.log_every_n_epochs")
     non_negative_int(cfg, "trainer.checkpoint.every_n_epochs")
-    for key in ("trainer.checkpoint.resume", "trainer.sync_batchnorm"):
-        if not isinstance(_get(cfg, key), bool):
-            raise ConfigError(key, _get(cfg, key), "true or false")
+    if not isinstance(_get(cfg, "trainer.sync_batchnorm"), bool):
+        raise ConfigError("trainer.sync_batchnorm", _get(cfg, "trainer.sync_batchnorm"), "true or false")
+    if _get(cfg, "trainer.checkpoint.resume") not in RESUME_MODES:
+        raise ConfigError("trainer.checkpoint.resume", _get(cfg, "trainer.checkpoint.resume"),
+                          "true or auto (resume an earlier run when there is one), false (move it aside and start "
+                          "over), always (only resume) or never (refuse a folder holding one)")
+    threads = _get(cfg, "trainer.threads")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ConfigError("trainer.threads", threads, "null (torch's default: OMP_NUM_THREADS, else the cores) or a "
+                          "positive integer")
     if _get(cfg, "trainer.deterministic") not in (None, True, False):  # None: a run saved before the key existed
         raise ConfigError("trainer.deterministic", _get(cfg, "trainer.deterministic"), "true or false")
     if _get(cfg, "trainer.stack_chains") not in STACK_CHAINS:

@@ -9,6 +9,7 @@ and an explicit ``run_dir``. Each chain is prepared by :mod:`csg.engine.chain` (
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -55,9 +56,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     changed at all (:class:`csg.engine.rundir.RunDirectory`)."""
     import csg
 
-    started = time.perf_counter()
+    started, threads = time.perf_counter(), torch.get_num_threads()
     run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
-    with RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:
+    with _threads_restored(threads), RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:
         checks.validate(cfg)
         # from here to the end a preemption signal stops the run with one line (csg.launch.cli): saved, or where it was
         with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
@@ -73,6 +74,16 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 raise
             distributed.teardown(layout)
     return metrics
+
+
+@contextlib.contextmanager
+def _threads_restored(threads: int):
+    """torch's thread count as the caller had it once the run ends (``trainer.threads`` sets it for the run only:
+    ``csg.train`` runs in the caller's process)."""
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _to_first_step(chains: list[FittedChain]) -> float | None:
@@ -96,14 +107,27 @@ def _quiet_other_ranks(layout: distributed.Layout) -> None:
 
 
 def _earlier_results_to_move(cfg: DictConfig, run_dir: Path) -> tuple[bool, list[str]]:
-    """(resume from checkpoints, the earlier results that ``resume=false`` moves aside).
-
-    A directory holding an earlier run's results with no checkpoint to resume them from is refused."""
+    """(resume from checkpoints, the earlier results that ``resume=false`` moves aside), as
+    ``trainer.checkpoint.resume`` says: true (or auto) resumes a run directory's earlier run and says so first;
+    false moves it aside and starts over; never refuses a directory holding one; always refuses one without a
+    checkpoint. A directory holding an earlier run's results with no checkpoint to resume them from is refused."""
+    mode = cfg.trainer.checkpoint.resume
     found = earlier_results(run_dir)
-    if not cfg.trainer.checkpoint.resume:
+    if mode is False:
         return False, found
-    if found and not any(name.startswith("checkpoint") for name in found):
+    checkpoint = any(name.startswith("checkpoint") for name in found)
+    if mode == "never" and found:
+        raise ConfigError("trainer.checkpoint.resume", mode, f"a run directory without an earlier run; {run_dir} "
+                          f"holds {', '.join(found)} (another hydra.run.dir, or trainer.checkpoint.resume=false to move "
+                          "them into earlier/<time>/ and start over)")
+    if mode == "always" and not checkpoint:
+        raise ConfigError("trainer.checkpoint.resume", mode, f"a run directory with a checkpoint to resume; {run_dir} "
+                          "has none (trainer.checkpoint.resume=true starts a run where there is none)")
+    if found and not checkpoint:
         raise refuse_earlier_results(run_dir, found, "and no checkpoint to resume them from")
+    if found:
+        log.info("resuming the run in %s from its checkpoint (trainer.checkpoint.resume=never refuses instead, false "
+                 "starts over)", run_dir)
     return bool(found), []
 
 
@@ -112,6 +136,8 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     run_dir = directory.path
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
+    if cfg.trainer.get("threads") is not None:  # before any tensor work: the run's float reductions depend on it
+        torch.set_num_threads(int(cfg.trainer.threads))
     set_deterministic(bool(cfg.trainer.get("deterministic", False)))
     precision = Precision(str(cfg.trainer.precision), device)
     resolved = OmegaConf.to_container(cfg, resolve=True)

@@ -491,6 +491,29 @@ def test_resume_checks_the_samples_against_the_manifest_and_the_checkpoint(run_d
     _one_line(str(refused.value), str(manifest_path), "the manifest lacks sample 0")
 
 
+def test_resume_says_so_first_and_can_be_forbidden_or_required(run_dir, tmp_path, caplog):
+    from csg.launch.run import run
+
+    before = _snapshot(run_dir)
+    with pytest.raises(ConfigError) as refused:
+        run(compose(*SMALL, "trainer.checkpoint.resume=never"), run_dir)
+    _one_line(str(refused.value), "trainer.checkpoint.resume='never' is not allowed: a run directory without an "
+              f"earlier run; {run_dir} holds ", "trainer.checkpoint.resume=false to move them")
+    assert _snapshot(run_dir) == before
+    with pytest.raises(ConfigError) as refused:
+        run(compose(*SMALL, "trainer.checkpoint.resume=always"), tmp_path / "fresh")
+    _one_line(str(refused.value), "trainer.checkpoint.resume='always' is not allowed: a run directory with a "
+              f"checkpoint to resume; {tmp_path / 'fresh'} has none")
+    assert not (tmp_path / "fresh").exists()
+    threads = torch.get_num_threads()
+    with caplog.at_level(logging.INFO):
+        run(compose(*SMALL, "trainer.checkpoint.resume=always", "trainer.threads=1"), run_dir)  # finished: evaluates
+    assert torch.get_num_threads() == threads  # the run's own count, the caller's back after it
+    first = next(r.getMessage() for r in caplog.records if r.name.startswith("csg"))
+    assert first.startswith(f"resuming the run in {run_dir} from its checkpoint"), first
+    assert json.loads((run_dir / "metrics.json").read_text())["threads"] == 1
+
+
 # --------------------------------------------------------------------------------------------- unfinished runs
 def _unfinish(run_dir: Path) -> None:
     """The run as a kill after its first sample leaves it: no metrics.json, a manifest with 1 of 2 samples."""

@@ -75,6 +75,9 @@ BAD_INPUTS = {
                          ["data.root='/nonexistent'", "/nonexistent/cifar-10-batches-py", "data.download=true"]),
     "missing OOD set": (["ood=svhn", "ood.root=/nonexistent"], ["ood.root='/nonexistent'", "test_32x32.mat"]),
     "unknown model name": (["model.name=no_such_net"], ["model.name='no_such_net'", "timm model name"]),
+    "unknown resume mode": (["trainer.checkpoint.resume=maybe"], ["trainer.checkpoint.resume='maybe'", "always",
+                                                                   "never"]),
+    "zero threads": (["trainer.threads=0"], ["trainer.threads=0", "positive integer"]),
 }
 
 
