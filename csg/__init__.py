@@ -47,6 +47,14 @@ def _register_resolvers() -> None:
     OmegaConf.register_new_resolver("csg_run_stamp", _run_stamp, replace=True)
     # a number times a factor: the constant-step baselines' step, half the data set's alpha_0 (configs/sampler/)
     OmegaConf.register_new_resolver("csg_times", lambda value, factor: float(value) * float(factor), replace=True)
+    OmegaConf.register_new_resolver("csg_label", _label, replace=True)
+
+
+def _label(group: str, *, _root_) -> str:
+    """``${csg_label:data}``: the run's name for the option of ``group`` (:func:`csg.components.label`)."""
+    from csg.components import label
+
+    return label(_root_, group)
 
 
 def _pending_name() -> str:

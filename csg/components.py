@@ -121,6 +121,25 @@ def _missing_attribute(path: str) -> str | None:
     return None
 
 
+# where a group that names a user's callable keeps its _target_, for its label
+LABEL_TARGETS = {"data": "_target_", "model": "_target_", "sampler": "optimizer._target_"}
+
+
+def label(cfg: Any, group: str) -> str:
+    """What runs of ``cfg`` are called by their ``group`` (``data``, ``model``, ``sampler``): the option's ``name``,
+    except that ``custom`` (data=custom, model=custom, sampler=custom) is called by the last part of the user's
+    ``_target_`` (``my_project.nets.TwoLayer``: ``TwoLayer``) once one is given. Run directories, logs and
+    metrics.json carry it (the ``csg_label`` resolver of the configs)."""
+    name = str(OmegaConf.select(cfg, f"{group}.name", default=group))
+    if name != "custom" or group not in LABEL_TARGETS:
+        return name
+    try:
+        target = OmegaConf.select(cfg, f"{group}.{LABEL_TARGETS[group]}", default=None, throw_on_missing=False)
+    except Exception:  # noqa: BLE001 - an interpolation that does not resolve: the checks say so
+        target = None
+    return str(target).rpartition(".")[2] if isinstance(target, str) and target else name
+
+
 def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:
     """The group's keys that are the callable's keyword arguments: all but ``_target_`` and ``framework_keys``.
 

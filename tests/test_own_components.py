@@ -39,7 +39,9 @@ def _samples(run_dir):
 
 def test_own_data_and_model_train_like_the_built_in_ones(tmp_path):
     metrics, run_dir = _run(tmp_path, *DATA, *MODEL, "+model.hidden=16", *SHORT)
-    assert metrics["data"] == "custom" and metrics["num_data"] == 120 and metrics["num_test"] == 60
+    # labelled by the user's names (data=custom and model=custom name their _target_'s last part)
+    assert (metrics["data"], metrics["model"]) == ("blobs", "tiny_net")
+    assert metrics["num_data"] == 120 and metrics["num_test"] == 60
     assert metrics["ensemble"]["num_samples"] == 2 and metrics["ensemble"]["test_error_pct"] < 20  # separable blobs
     assert _samples(run_dir)[0]["0.weight"].shape == (16, 4)  # +model.hidden reached the factory
     again, again_dir = _run(tmp_path, *DATA, *MODEL, "+model.hidden=16", *SHORT, name="again")
@@ -67,7 +69,7 @@ def test_the_loop_sets_lr_and_temperature_of_a_users_sampler_from_the_schedule(t
     schedule = build_schedule(cfg, total_steps=6 * 6)  # 120 examples in batches of 20
     expected = [(schedule.lr(k), 0.7 if schedule.sampling(k) else 0.0) for k in range(36)]
     assert RecordingSGD.seen == expected
-    assert metrics["method"] == "custom" and metrics["ensemble"]["num_samples"] == 2
+    assert metrics["method"] == "RecordingSGD" and metrics["ensemble"]["num_samples"] == 2
 
 
 def test_num_classes_comes_from_the_labels_or_is_checked_against_them(tmp_path):

@@ -19,6 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg.checks import config as checks
+from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.engine.build import build_ood_loader, node_options
@@ -176,11 +177,11 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
         metrics.update(
             study=str(cfg.get("study", "adhoc")),
             preset=_experiment_preset(),
-            method=cfg.sampler.name,
+            method=label(cfg, "sampler"),
             schedule=str(cfg.sampler.schedule),
             cycles=int(cfg.sampler.cycles),
-            data=cfg.data.name,
-            model=cfg.model.name,
+            data=label(cfg, "data"),
+            model=label(cfg, "model"),
             seed=int(cfg.seed),
             temperature=float(cfg.sampler.temperature),
             num_data=data.num_train,
@@ -270,7 +271,8 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
     log.info(
         "%s on %s (%s, %d parameters), chain%s %s of %d on %d process(es)%s: %d epochs x %d iterations, "
         "%d samples planned per chain, device %s, run dir %s",
-        cfg.sampler.name, cfg.data.name, cfg.model.name, sum(p.numel() for p in first.model.parameters()),
+        label(cfg, "sampler"), label(cfg, "data"), label(cfg, "model"),
+        sum(p.numel() for p in first.model.parameters()),
         "s" if len(group) > 1 else "", chains, layout.chains, layout.chain_size,
         _together(method, device) if len(group) > 1 else "", cfg.trainer.epochs, len(data.train), len(first.plan),
         device, run_dir,

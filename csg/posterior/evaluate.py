@@ -30,6 +30,7 @@ from csg.errors import ConfigError, describe
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.weights import importance_weights
 from csg.io.atomic import atomic_write_json
+from csg.components import label
 from csg.posterior.store import (SAVED_CONFIG, apply_overrides, check_recorded_members, finished_metrics,
                                  load_run_config, manifest_hashes, sample_paths)
 
@@ -245,7 +246,8 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
                                  partial=progress is not None)
     if recorded is not None and progress is None:
         check_recorded_members(run_dir, [row["file"] for row in metrics["per_sample"]], recorded)
-    metrics.update(method=cfg.sampler.name, data=cfg.data.name, model=cfg.model.name, seed=int(cfg.seed))
+    metrics.update(method=label(cfg, "sampler"), data=label(cfg, "data"), model=label(cfg, "model"),
+                   seed=int(cfg.seed))
     if progress is not None:
         metrics["partial"] = {**progress, "file": target.name}
     try:

@@ -82,7 +82,9 @@ def readme_runs(project) -> list[Path]:
 
 def test_the_readme_commands_train_the_projects_components(readme_runs):
     by_yaml, by_command_line, two_processes = readme_runs
-    for run_dir, method, model in ((by_yaml, "langevin", "spiral_net"), (by_command_line, "custom", "custom")):
+    # a YAML file's name, or the _target_'s last part for sampler=custom, model=custom
+    for run_dir, method, model in ((by_yaml, "langevin", "spiral_net"),
+                                   (by_command_line, "LangevinSampler", "SpiralNet")):
         metrics = json.loads((run_dir / "metrics.json").read_text())
         assert (metrics["method"], metrics["model"], metrics["num_data"]) == (method, model, 1500)
         assert metrics["ensemble"]["num_samples"] == 12 and metrics["ensemble"]["test_error_pct"] < 10
