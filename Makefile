@@ -101,7 +101,7 @@ ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10
 REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
-.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -144,6 +144,9 @@ bench-part: $(STAMP)
 
 bench-run: $(STAMP)
 	$(BIN)/python scripts/bench_run.py --out results/bench
+
+bench-cli: $(STAMP)  # --help and refusals against the 2 s goal: results/bench/cli.{md,csv}
+	$(BIN)/python scripts/bench_cli.py --out results/bench
 
 # the GPU machine has no .venv (no network there): its python3 has what the benchmark needs
 BENCH_GPU_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))

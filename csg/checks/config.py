@@ -95,13 +95,23 @@ def validate(cfg: DictConfig) -> None:
         check(cfg)
 
 
+# The built-in names, read by the checks before torch is imported (a refusal takes a fraction of a second, not the
+# two of torch's import); a name not among them is looked up where it is registered (importing torch): a data set
+# or model a user registers, a timm architecture. tests/checks/test_configs.py holds them equal to the registries.
+DATASETS = ("australian", "cifar10", "cifar100", "fashion_mnist", "german", "heart", "imagenet", "mnist", "mnist5k")
+MODELS = ("logreg", "mlp", "resnet18", "resnet20", "resnet20_frn", "resnet32", "resnet50", "resnet56", "small_cnn",
+          "wrn16_8")
+OOD_SETS = ("none", "notmnist", "fashion_mnist", "svhn")
+UPDATE_RULES = ("sgld", "sghmc", "psgld")
+
+
 def check_data(cfg: DictConfig) -> None:
     """``data``: a data set csg knows (or ``data=custom``'s callable), where it lives, its batch sizes and workers."""
-    from csg.data import list_datasets
-
     if has_target(cfg.data):
         _validate_custom_data(cfg)
-    else:
+    elif str(_get(cfg, "data.name")) not in DATASETS:
+        from csg.data import list_datasets
+
         one_of(cfg, "data.name", list_datasets())
     resident = _get(cfg, "data.device_resident")
     if resident is not None and resident not in (True, False, "auto"):
@@ -116,33 +126,33 @@ def check_data(cfg: DictConfig) -> None:
 
 def check_model(cfg: DictConfig) -> None:
     """``model``: a model csg knows, a timm model, or ``model=custom``'s callable."""
-    from csg.models import is_known_model, list_models
-
     if has_target(cfg.model):
         locate(target_of(cfg, "model._target_"), "model._target_")
-    elif not is_known_model(str(_get(cfg, "model.name"))):
+        return
+    if str(_get(cfg, "model.name")) in MODELS:
+        return
+    from csg.models import is_known_model, list_models
+
+    if not is_known_model(str(_get(cfg, "model.name"))):
         raise ConfigError("model.name", _get(cfg, "model.name"), f"one of {', '.join(list_models())}, or a timm model "
                           "name, or model=custom with model._target_=<your module.Callable>")
 
 
 def check_ood(cfg: DictConfig) -> None:
     """``ood``: an out-of-distribution set csg knows."""
-    from csg.data import OOD_SETS
-
     one_of(cfg, "ood.name", OOD_SETS)
 
 
 def check_sampler(cfg: DictConfig) -> None:
     """``sampler``: its update rule (or ``sampler=custom``'s optimizer), learning-rate schedule, cycles, chains,
     and the sections of contour, replica-exchange, energy and SWAG samplers."""
-    from csg.samplers import UPDATE_RULES
     from csg.schedules import SCHEDULES
 
     custom_sampler = cfg.sampler.get("optimizer") is not None
     if custom_sampler:
         _validate_custom_sampler(cfg)
     else:
-        update = one_of(cfg, "sampler.update_rule", tuple(UPDATE_RULES))
+        update = one_of(cfg, "sampler.update_rule", UPDATE_RULES)
     schedule = one_of(cfg, "sampler.schedule", SCHEDULES)
     lr0 = number(cfg, "sampler.lr0", minimum=0, strict=True)
     positive_int(cfg, "sampler.cycles")

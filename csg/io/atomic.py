@@ -15,8 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-import torch
-
 
 @contextmanager
 def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
@@ -90,6 +88,8 @@ def _mode_for(path: Path) -> int:
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save(obj, path)``, atomically."""
+    import torch  # here: the commands' checks import this module, and need no torch
+
     with atomic_open(path) as handle:
         torch.save(obj, handle)
 

@@ -29,8 +29,6 @@ def run_or_exit(function: Callable[[], Any], run_dir: Path | None = None) -> Any
     The lines and exit codes are :func:`csg.launch.messages.report`'s. ``run_dir`` (default: Hydra's output
     directory, if any) is where the "how to go on" looks for a checkpoint.
     """
-    from csg.engine.checkpoint import let_signal_act
-
     try:
         return function()
     except (CsgError, OSError, KeyboardInterrupt, Preempted) as error:
@@ -39,6 +37,8 @@ def run_or_exit(function: Callable[[], Any], run_dir: Path | None = None) -> Any
             to_log_files(ended.line)
         print(ended.line, file=sys.stderr)
         if isinstance(error, Preempted):
+            from csg.engine.checkpoint import let_signal_act  # torch: imported by the run, never by a refusal
+
             let_signal_act(error)  # the process ends as the signal would have ended it, or submitit requeues it
         raise SystemExit(ended.exit_code) from None
 

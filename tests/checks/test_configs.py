@@ -96,3 +96,14 @@ def test_psgld_is_li_et_als_preconditioned_sgld_with_its_own_keys():
         with pytest.raises(ConfigError) as refused:
             checks.validate(composed("sampler=psgld", override))
         assert refused.value.key == key, override
+
+
+def test_the_names_the_checks_read_before_torch_are_the_registries():
+    # the checks know the built-in names without importing torch; the registries (which do) must say the same
+    from csg.checks import config
+    from csg.data import OOD_SETS, list_datasets
+    from csg.models import list_models
+    from csg.samplers import UPDATE_RULES
+
+    assert list(config.DATASETS) == list_datasets() and list(config.MODELS) == list_models()
+    assert config.OOD_SETS == OOD_SETS and config.UPDATE_RULES == tuple(UPDATE_RULES)
