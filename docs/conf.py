@@ -24,9 +24,10 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx.ext.mathjax",
+    "csg_math",  # formulas as MathML written at build time: the site needs no network (docs/_ext/csg_math.py)
     "csg_docs",
 ]
+html_math_renderer = "mathml"
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
@@ -53,3 +54,5 @@ napoleon_numpy_docstring = False
 
 html_theme = "furo"
 html_title = "csg"
+html_static_path = ["_static"]
+html_css_files = ["csg.css"]  # wide tables and code scroll instead of being clipped

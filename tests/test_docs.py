@@ -175,7 +175,11 @@ def test_the_site_builds_with_every_warning_an_error(tmp_path):
                  "api/posterior", "api/train", "api/evaluation", "results/csgmcmc/table4"]:
         assert f"{page}.html" in pages, page
     api = (site / "api" / "samplers.html").read_text()
-    assert 'id="csg.samplers.SGHMC"' in api and "math notranslate" in api  # the docstrings' LaTeX
+    assert 'id="csg.samplers.SGHMC"' in api and '<span class="math"><math ' in api  # the docstrings' LaTeX, as MathML
+    for page in site.rglob("*.html"):  # read offline: no formula left to a script, no script from the network
+        html = page.read_text()
+        assert "math notranslate nohighlight" not in html and not re.search(r"<script[^>]*mathjax", html, re.I), page
+        assert not re.search(r'<script[^>]+src="(https?:)?//', html), page
     configuration = re.sub(r"<[^>]+>", " ", (site / "configuration.html").read_text())
     for option in (ROOT / "configs").rglob("*.yaml"):  # every option of every group is in the generated reference
         assert f" {option.stem} " in configuration, option
@@ -193,6 +197,33 @@ def _mini_build(tmp_path: Path, page: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-n", "-q",
                            str(source), str(tmp_path / "out")], capture_output=True, text=True,
                           env={**os.environ, "CSG_REPOSITORY": str(ROOT)})
+
+
+def test_formulas_are_written_as_mathml_when_the_site_is_built(tmp_path):
+    built = _mini_build(tmp_path / "m", r"""
+        # Title
+
+        Inline $\alpha_k = \frac{\alpha_0}{2}$ and a display:
+
+        $$
+        \theta_{k+1} = \theta_k - \alpha_k \nabla \tilde U(\theta_k) + \sqrt{2 \alpha_k T}\,\xi_k
+        $$
+
+        \begin{align}
+        a &= b + c \\
+        d &= e
+        \end{align}
+        """)
+    assert built.returncode == 0, built.stderr
+    html = (tmp_path / "m" / "out" / "index.html").read_text()
+    assert html.count("<math ") == 3 and 'display="block"' in html and "<mfrac>" in html
+    assert "\\(" not in html and "\\[" not in html and "$$" not in html  # nothing left as LaTeX for a script
+    broken = _mini_build(tmp_path / "n", r"""
+        # Title
+
+        $\frac{1}{$
+        """)
+    assert broken.returncode != 0 and "latex2mathml cannot convert" in broken.stderr
 
 
 def test_strict_mode_refuses_an_undocumented_name_a_broken_reference_and_a_broken_link(tmp_path):

@@ -1,6 +1,6 @@
 """One writer per run directory, the samples a run recorded, unfinished runs (issue 43).
 
-- The lock (csg/engine/rundir.py): a second train.py in a run directory is refused in one line naming the first, and
+- The lock (csg/engine/runlock.py): a second train.py in a run directory is refused in one line naming the first, and
   changes nothing of it; a crashed holder leaves a stale file that the next run takes over; a planted link or
   FIFO is never followed; a file system without locks runs unlocked, with a warning; under torchrun every
   process hears rank 0's refusal.
@@ -240,13 +240,13 @@ def test_train_and_studies_in_process_are_refused_while_the_lock_is_held(run_dir
 
 
 def test_a_file_system_without_locks_runs_unlocked_with_a_warning(tmp_path, monkeypatch, caplog):
-    import csg.engine.rundir
+    import csg.engine.runlock
 
     def no_locks(fd, operation):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(csg.engine.rundir.fcntl, "flock", no_locks)
-    with caplog.at_level(logging.WARNING, logger="csg.engine.rundir"):
+    monkeypatch.setattr(csg.engine.runlock.fcntl, "flock", no_locks)
+    with caplog.at_level(logging.WARNING, logger="csg.engine.runlock"):
         with RunDirectory(tmp_path / "run") as directory:
             directory.lock()  # goes on
             directory.accept()
