@@ -54,5 +54,5 @@ napoleon_numpy_docstring = False
 
 html_theme = "furo"
 html_title = "csg"
-html_static_path = ["_static"]
+html_static_path = [str(REPOSITORY / "docs" / "_static")]
 html_css_files = ["csg.css"]  # wide tables and code scroll instead of being clipped
