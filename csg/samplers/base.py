@@ -23,7 +23,9 @@ def _dynamo_free(name: str) -> Callable:
     def method(self, *args, **kwargs):
         return (wrapped if "torch._dynamo" in sys.modules else plain)(self, *args, **kwargs)
 
-    method.__name__, method.__qualname__, method.__doc__ = name, f"SGMCMCOptimizer.{name}", wrapped.__doc__
+    method.__name__, method.__qualname__ = name, f"SGMCMCOptimizer.{name}"
+    method.__doc__ = wrapped.__doc__ if isinstance(wrapped.__doc__, str) and wrapped.__doc__.strip() else (
+        f"``torch.optim.Optimizer.{name}``, as PyTorch documents it.")
     return method
 
 
@@ -141,12 +143,15 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
         return params, grads
 
     def state_dict(self) -> dict[str, Any]:
+        """``torch.optim.Optimizer.state_dict`` with the state of the sampler's noise generator
+        (``generator_state``), so that a resumed chain draws the noise an uninterrupted one draws."""
         state = _state_dict(self)
         if self.generator is not None:
             state["generator_state"] = self.generator.get_state()
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """``torch.optim.Optimizer.load_state_dict``, and the noise generator's state :meth:`state_dict` saved."""
         state_dict = dict(state_dict)
         generator_state = state_dict.pop("generator_state", None)
         _load_state_dict(self, state_dict)

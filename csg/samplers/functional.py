@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 
+from typing import TypeAlias
+
 import torch
 from torch import Tensor
 
-
-Hyper = float | Tensor
+Hyper: TypeAlias = "float | Tensor"  # a step's hyperparameter: a number, or a tensor (compiled steps, chains)
 
 
 def standard_normal(tensors: list[Tensor], generator: torch.Generator | None = None) -> list[Tensor]:

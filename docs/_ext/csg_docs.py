@@ -124,9 +124,12 @@ def _code_only(app, env, node, contnode):
     candidates = [target]
     if module:
         candidates += [f"{module}.{cls}.{target}" if cls else "", f"{module}.{target}"]
-    for name in filter(None, candidates):
-        if name.split(".")[0] == "csg" and _resolve(name) is not None:
-            return contnode
+    from sphinx.ext.autodoc.mock import mock
+
+    with mock(app.config.autodoc_mock_imports):  # a docs-only install: the training stack mocked, as for autodoc
+        for name in filter(None, candidates):
+            if name.split(".")[0] == "csg" and _resolve(name) is not None:
+                return contnode
     return None
 
 
