@@ -96,6 +96,12 @@ def problem(words: list[str]) -> str | None:
                 if found:
                     return f"{' '.join(words)} runs {line}: {found}"
         return None
+    installed = {"csg-train": "train.py", "csg-evaluate": "scripts/evaluate_run.py",
+                 "csg-compare": "scripts/compare_runs.py", "csg-reproduce": "scripts/reproduce.py"}
+    if words[0] in installed:  # the commands pip puts on PATH: what the clone's scripts are
+        return problem([PYTHON, installed[words[0]], *words[1:]])
+    if words[0] == "torchrun" and "-m" in words and words[words.index("-m") + 1:][:1] == ["csg"]:
+        return problem([PYTHON, "train.py", *words[words.index("-m") + 2:]])
     if "train.py" in words:
         args = words[words.index("train.py") + 1:]
         return check_group_choices(args, ROOT / "configs") or check_command(args, ROOT / "configs")
