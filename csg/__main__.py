@@ -13,12 +13,15 @@ command runs in; a ``_target_`` of yours imports from there too.
 Every job of the command is checked first (:func:`csg.checks.check_train_command`), then Hydra composes
 csg's configs (:data:`csg.paths.CONFIGS`) and runs :func:`task`. ``--config-dir DIR`` puts ``DIR`` ahead of
 csg's configs in Hydra's search path (Hydra itself puts it after them), so a file of yours replaces a
-built-in option of the same name; ``hydra.searchpath`` folders come after csg's (new names only).
+built-in option of the same name; ``hydra.searchpath`` folders come after csg's (new names only). The
+environment variable ``CSG_EXTRA_OVERRIDES`` holds overrides appended to every command (after its own: they win).
 The entry point sits above every room of the package (tests/test_layout.py): it is what ``train.py`` was.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +29,11 @@ from omegaconf import DictConfig
 
 from csg.launch.cli import check_or_exit, run_or_exit
 from csg.paths import CONFIGS
+
+
+# overrides appended to every command (``CSG_EXTRA_OVERRIDES="trainer.epochs=2 logger=none"``): small budgets
+# for documented commands run as written (tests/launch/test_docs_run.py), a scratch setting for a whole session
+EXTRA_OVERRIDES = "CSG_EXTRA_OVERRIDES"
 
 
 def task(cfg: DictConfig) -> float | None:
@@ -50,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from csg.studies import STUDY_CHECKS
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    argv += shlex.split(os.environ.get(EXTRA_OVERRIDES, ""))  # after the command's own: the last value wins
     # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
     check_or_exit(argv, CONFIGS, study_checks=STUDY_CHECKS)
     first, rest = split_config_dir(argv)

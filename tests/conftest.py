@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,42 @@ def doc_blocks(page: str, title: str) -> list[list[list[str]]]:
         blocks.append([shlex.split(line, comments=True) for line in joined.splitlines()
                        if line.strip() and not line.lstrip().startswith("#")])
     return blocks
+
+
+PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "csg", "configs", "hydra_plugins")  # what a wheel is built of
+
+
+def install_wheel(base: Path) -> Path:
+    """csg's wheel built from a copy of the repository's package files and installed, not editable, into
+    ``base/site`` (``pip install --target``; ``--no-deps``: this environment's torch, Hydra, timm are reused;
+    ``--no-build-isolation --no-index``: its setuptools, no network); the folder. The copy keeps the build's
+    ``build/`` and ``csg.egg-info/`` out of the repository."""
+    source, target = base / "csg", base / "site"
+    source.mkdir()
+    for name in PACKAGE_FILES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    process = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                              "--no-index", "--target", str(target), str(source)], capture_output=True, text=True,
+                             timeout=300, cwd=base)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return target
+
+
+def installed_env(target: Path) -> dict[str, str]:
+    """The environment of a user's shell with the installed wheel ``target``: only it on ``PYTHONPATH`` (the
+    environment's editable csg comes after it), its console scripts first on ``PATH``, SLURM's clients off it (this
+    host may have the tests' private SLURM), no GPU, one thread, no Hydra or W&B variables of the caller."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "PYTHON", "CSG_"))}
+    env["PYTHONPATH"] = str(target)
+    no_slurm = [p for p in env.get("PATH", "").split(os.pathsep)
+                if p and not any((Path(p) / client).exists() for client in ("sbatch", "srun"))]
+    env["PATH"] = os.pathsep.join([str(target / "bin"), str(Path(sys.executable).parent), *no_slurm])
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env["OMP_NUM_THREADS"] = "1"
+    return env
 
 
 def make_dry_run(*args: str) -> subprocess.CompletedProcess:

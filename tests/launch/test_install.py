@@ -21,42 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, doc_blocks
+from tests.conftest import ROOT, doc_blocks, install_wheel, installed_env as _env
 
 SECTION = "Install into your own project"
 SOURCE = "path/to/csg"  # what the page calls a clone of csg
-PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "csg", "configs", "hydra_plugins")
-
-
-def _env(target: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "PYTHON"))}
-    env["PYTHONPATH"] = str(target)
-    no_slurm = [p for p in env.get("PATH", "").split(os.pathsep)
-                if p and not any((Path(p) / client).exists() for client in ("sbatch", "srun"))]
-    env["PATH"] = os.pathsep.join([str(target / "bin"), str(Path(sys.executable).parent), *no_slurm])
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """The page's ``pip install path/to/csg`` into a target folder (see the module's docstring); the folder."""
-    base = tmp_path_factory.mktemp("install")
-    source, target = base / "csg", base / "site"
-    source.mkdir()
-    for name in PACKAGE_FILES:  # a copy: the build's build/ and csg.egg-info/ stay out of the repository
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, source / name)
     words = _commands()[0]
     assert words == ["pip", "install", SOURCE], words
-    process = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                              "--no-index", "--target", str(target), str(source)], capture_output=True, text=True,
-                             timeout=300, cwd=base)
-    assert process.returncode == 0, process.stderr[-3000:]
-    return target
+    return install_wheel(tmp_path_factory.mktemp("install"))
 
 
 def _commands() -> list[list[str]]:

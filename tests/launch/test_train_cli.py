@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
+
+from tests.conftest import ROOT
 
 
 def test_default_run_completes_and_the_ensemble_beats_its_samples(run_train):
@@ -202,3 +207,13 @@ def test_swag_needs_two_snapshots_per_cycle(run_train):
     process, _ = run_train("sampler=cycswag", "sampler.samples_per_cycle=1")
     assert process.returncode == 2 and process.stderr.strip().splitlines()[-1].startswith(
         "error: sampler.samples_per_cycle=1 is not allowed: >= 2 with sampler.swag")
+
+
+def test_csg_extra_overrides_are_appended_to_every_command(tmp_path):
+    # the docs' runnable blocks get small budgets this way (tests/launch/test_docs_run.py): the last value wins
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "HYDRA_"))}
+    env["CSG_EXTRA_OVERRIDES"] = "trainer.epochs=0"
+    process = subprocess.run([sys.executable, str(ROOT / "train.py"), "trainer.epochs=3"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    _assert_one_line_error(process, "trainer.epochs=0 is not allowed: a positive integer")
+    assert not any(tmp_path.iterdir())
