@@ -237,14 +237,14 @@ def _setting(run_dir: Path, metrics: dict) -> dict[str, str]:
     :data:`NOT_SETTING`), read as data and unresolved, and its budget from metrics.json's ``cost``."""
     from omegaconf import OmegaConf
 
-    from csg.io.trust import UntrustedFile, read_yaml
+    from csg.io.trust import read_yaml
 
     setting: dict[str, str] = {}
     path = run_dir / ".hydra" / "config.yaml"
     if path.is_file():
         try:
             cfg = read_yaml(path)
-        except (UntrustedFile, Exception) as error:  # noqa: BLE001 - yaml's errors, a file beyond the limits
+        except Exception as error:  # noqa: BLE001 - yaml's errors, a file beyond the limits (UntrustedFile)
             raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its .hydra/config.yaml "
                                    f"cannot be read ({describe(error, limit=120)})", path=path) from None
         if OmegaConf.is_dict(cfg):
