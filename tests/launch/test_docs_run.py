@@ -6,7 +6,9 @@ overrides that every ``csg-train`` of the block gets through ``CSG_EXTRA_OVERRID
 - a ``bash`` block runs as one bash script (``set -euo pipefail``), in a fresh folder, with the installed commands
   first on ``PATH`` (tests/conftest.py's ``installed_env``): every command must succeed;
 - a ``console`` block is a transcript: each ``$ command`` runs in a fresh folder, and what it prints (stdout, then
-  stderr) must be the lines shown under it, exactly; it changes no file there.
+  stderr) must be the lines shown under it, exactly; it changes no file there;
+- a ``python`` block runs as one script (``python -c``), in a fresh folder: it must succeed (its budget is its own:
+  ``csg.train`` takes the overrides the block gives it).
 
 A page whose block fails fails the suite, naming the page and the block.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,7 +45,7 @@ BASH = shutil.which("bash") or "/bin/bash"  # by its path: the user's PATH here 
 
 def test_the_marked_blocks_are_bash_scripts_or_transcripts():
     assert len(BLOCKS) >= 3, BLOCKS  # the marks are where the pages say they are
-    assert {kind for _, _, _, kind, _ in BLOCKS} <= {"bash", "console"}
+    assert {kind for _, _, _, kind, _ in BLOCKS} <= {"bash", "console", "python"}
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,11 @@ def _transcript(text: str) -> list[tuple[str, list[str]]]:
                          ids=[f"{page}#{number}" for page, number, *_ in BLOCKS])
 def test_a_runnable_block_runs_as_written(installed, tmp_path, page, number, overrides, kind, text):
     env = {**installed_env(installed), "CSG_EXTRA_OVERRIDES": overrides}
+    if kind == "python":
+        done = subprocess.run([sys.executable, "-c", text], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=580)
+        assert done.returncode == 0, f"{page} block {number}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return
     if kind == "bash":
         script = "set -euo pipefail\n" + text
         done = subprocess.run([BASH, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
