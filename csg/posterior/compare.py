@@ -238,6 +238,7 @@ def _setting(run_dir: Path, metrics: dict) -> dict[str, str]:
     from omegaconf import OmegaConf
 
     from csg.io.trust import read_yaml
+    from csg.posterior.store import flat_leaves
 
     setting: dict[str, str] = {}
     path = run_dir / ".hydra" / "config.yaml"
@@ -248,21 +249,13 @@ def _setting(run_dir: Path, metrics: dict) -> dict[str, str]:
             raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its .hydra/config.yaml "
                                    f"cannot be read ({describe(error, limit=120)})", path=path) from None
         if OmegaConf.is_dict(cfg):
-            for key, value in _leaves("", OmegaConf.to_container(cfg, resolve=False)):
+            for key, value in flat_leaves(cfg).items():
                 if key.startswith(SETTING) and not (key + ".").startswith(NOT_SETTING):
                     setting[key] = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
     cost = metrics.get("cost")
     if isinstance(cost, dict) and "epochs_all_chains" in cost:
         setting[BUDGET] = str(cost["epochs_all_chains"])
     return setting
-
-
-def _leaves(prefix: str, node):
-    if isinstance(node, dict):
-        for name, item in node.items():
-            yield from _leaves(f"{prefix}.{name}" if prefix else str(name), item)
-    else:
-        yield prefix, node
 
 
 def _label_settings(rows: list[dict], different_settings: bool) -> None:

@@ -31,8 +31,8 @@ from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmon
 from csg.evaluation.weights import importance_weights
 from csg.io.atomic import atomic_write_json
 from csg.components import label
-from csg.posterior.store import (SAVED_CONFIG, apply_overrides, check_recorded_members, finished_metrics,
-                                 load_run_config, manifest_hashes, sample_paths)
+from csg.posterior.store import (SAVED_CONFIG, apply_overrides, chain_stores, check_recorded_members,
+                                 finished_metrics, load_run_config, manifest_hashes, sample_paths)
 
 __all__ = ["EnsembleMembers", "ensemble_members", "evaluate_run", "evaluate_store", "format_metrics"]
 
@@ -276,7 +276,7 @@ def _check_finished(run_dir: Path, cfg: DictConfig, partial: bool) -> dict[str, 
 def _progress(store: SampleStore, chains: int, written: int, finished: bool) -> dict[str, Any] | None:
     """None for a finished run (``metrics.json``, every manifest complete); else ``{"samples", "planned",
     "finished": False}``: the samples recorded so far, and all chains' plan (None where no manifest says)."""
-    stores = [SampleStore(store.directory / f"chain{chain:02d}") for chain in range(chains)] if chains > 1 else [store]
+    stores = chain_stores(store, chains)
     planned = [manifest.get("planned") for manifest in (one.manifest() for one in stores) if manifest is not None]
     per_chain = max((count for count in planned if count is not None), default=None)  # one plan for every chain
     total = per_chain * chains if per_chain is not None else None

@@ -24,8 +24,9 @@ from csg.errors import ConfigError, DamagedFileError, describe
 from csg.io.trust import UntrustedFile, not_a_regular_file, read_bytes
 from csg.paths import CONFIGS
 
-__all__ = ["GROUPS", "MAX_METRICS_BYTES", "OVERRIDABLE", "SAVED_CONFIG", "apply_overrides", "check_recorded_members",
-           "check_saved_config", "finished_metrics", "load_run_config", "manifest_hashes", "sample_paths"]
+__all__ = ["GROUPS", "MAX_METRICS_BYTES", "OVERRIDABLE", "SAVED_CONFIG", "apply_overrides", "chain_stores",
+           "check_recorded_members", "check_saved_config", "finished_metrics", "flat_leaves", "load_run_config",
+           "manifest_hashes", "sample_paths"]
 
 # What a re-evaluation may change: how the samples are evaluated (evaluation.*), where and in which precision
 # (trainer.device, trainer.precision), how and from where the run's own data is read (data.eval_batch_size,
@@ -146,19 +147,24 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     return cfg
 
 
-def _leaf_keys(cfg: DictConfig) -> list[str]:
-    """The dotted keys of the config's values (a list is one value), unresolved."""
-    keys: list[str] = []
+def flat_leaves(cfg: DictConfig) -> dict[str, Any]:
+    """``{dotted key: value}`` of every value of ``cfg`` (a list is one value), interpolations unresolved."""
+    flat: dict[str, Any] = {}
 
     def walk(prefix: str, node: Any) -> None:
         if isinstance(node, dict):
             for name, item in node.items():
                 walk(f"{prefix}.{name}" if prefix else str(name), item)
         else:
-            keys.append(prefix)
+            flat[prefix] = node
 
     walk("", OmegaConf.to_container(cfg, resolve=False))
-    return keys
+    return flat
+
+
+def _leaf_keys(cfg: DictConfig) -> list[str]:
+    """The dotted keys of the config's values (a list is one value), unresolved."""
+    return list(flat_leaves(cfg))
 
 
 def _is_overridable(key: str) -> bool:
@@ -216,7 +222,7 @@ def finished_metrics(run_dir: Path, cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-def _stores(store: SampleStore, chains: int) -> list[SampleStore]:
+def chain_stores(store: SampleStore, chains: int) -> list[SampleStore]:
     """The sample store of each chain: ``samples/`` for one chain, ``samples/chainNN/`` for each of several."""
     if chains > 1:
         return [SampleStore(store.directory / f"chain{chain:02d}") for chain in range(chains)]
@@ -227,7 +233,7 @@ def manifest_hashes(store: SampleStore, chains: int = 1) -> dict[str, str]:
     """``{manifest: SHA-256}`` of each chain's manifest (its path relative to the run directory): what
     ``metrics.json`` records (``manifests``) of the samples it was computed from."""
     hashes = {}
-    for one in _stores(store, chains):
+    for one in chain_stores(store, chains):
         digest = one.manifest_sha256()
         if digest is not None:
             hashes[str(one.manifest_path.relative_to(store.directory.parent))] = digest
@@ -267,7 +273,7 @@ def sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False,
     if not directory.is_dir():
         raise ConfigError("samples", str(directory), "a folder holding the run's samples (sample_*.pt): it does not "
                           "exist")
-    stores = _stores(store, chains)
+    stores = chain_stores(store, chains)
     manifests = [one.manifest() for one in stores]
     if all(manifest is None for manifest in manifests):
         paths = _paths_from_metrics(store)
@@ -289,18 +295,12 @@ def sample_paths(store: SampleStore, chains: int = 1, *, partial: bool = False,
         raise ConfigError("samples", str(directory), "a folder holding the run's samples: its manifest records none")
     hashes = (recorded or {}).get("manifests")
     if isinstance(hashes, dict) and not partial:  # partial: the samples so far, not the finished run's
-        _check_manifest_hashes(store, stores, hashes)
+        for name, digest in manifest_hashes(store, chains).items():
+            if hashes.get(name) != digest:
+                raise DamagedFileError("samples", str(directory.parent / name), "the record of the samples the run's "
+                                       "metrics.json was computed from: its SHA-256 is not the one metrics.json "
+                                       "records (edited or replaced after the run)")
     return paths
-
-
-def _check_manifest_hashes(store: SampleStore, stores: list[SampleStore], hashes: dict[str, Any]) -> None:
-    for one in stores:
-        name = str(one.manifest_path.relative_to(store.directory.parent))
-        digest = one.manifest_sha256()
-        if digest is not None and hashes.get(name) != digest:
-            raise DamagedFileError("samples", str(one.manifest_path), "the record of the samples the run's "
-                                   "metrics.json was computed from: its SHA-256 is not the one metrics.json records "
-                                   "(edited or replaced after the run)")
 
 
 _RECORDED_NAME = re.compile(r"(chain\d{2,}/)?sample_\d{4,}_cycle\d{2,}_epoch\d{4,}\.pt")

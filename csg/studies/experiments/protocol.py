@@ -99,7 +99,9 @@ def leaves(cfg: DictConfig) -> dict[str, Any]:
     resolver the config names is one :data:`csg.io.trust.SAFE_RESOLVERS` allows, else left as written."""
     from csg.io.trust import SAFE_RESOLVERS
 
-    flat = _flatten("", OmegaConf.to_container(cfg, resolve=False))
+    from csg.posterior.store import flat_leaves
+
+    flat = flat_leaves(cfg)
     if not all(name in SAFE_RESOLVERS for value in flat.values() for name in _RESOLVER.findall(str(value))):
         return flat
     for key, value in flat.items():
@@ -111,15 +113,6 @@ def leaves(cfg: DictConfig) -> dict[str, Any]:
             except Exception:  # noqa: BLE001 - an interpolation to nothing, a resolver that needs a running Hydra app
                 pass
     return flat
-
-
-def _flatten(prefix: str, node: Any) -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for name, item in node.items():
-            out.update(_flatten(f"{prefix}.{name}" if prefix else str(name), item))
-        return out
-    return {prefix: node}
 
 
 def _text(value: Any) -> str:
