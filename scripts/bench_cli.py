@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     import csv
     import io
 
+    sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+    from bench_summary import cpu_name
     from csg.io.atomic import atomic_write_text
 
     table = io.StringIO()
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# How fast the command line answers (`make bench-cli`, scripts/bench_cli.py)",
         "",
-        f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, Python "
+        f"{time.strftime('%Y-%m-%d')}, {cpu_name()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {args.rounds} rounds of fresh processes (interleaved, order alternating), "
         f"medians; OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}. Goal: `--help` and a refusal under "
         f"{GOAL_S:g} s. Each refusal is one line, exit status 2, and writes nothing in the folder it runs in.",
