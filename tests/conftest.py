@@ -58,33 +58,52 @@ PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "csg", "configs", "h
 
 
 def install_wheel(base: Path) -> Path:
-    """csg's wheel built from a copy of the repository's package files and installed, not editable, into
-    ``base/site`` (``pip install --target``; ``--no-deps``: this environment's torch, Hydra, timm are reused;
-    ``--no-build-isolation --no-index``: its setuptools, no network); the folder. The copy keeps the build's
-    ``build/`` and ``csg.egg-info/`` out of the repository."""
-    source, target = base / "csg", base / "site"
+    """csg's wheel built from a copy of the repository's package files and installed, not editable, into a fresh
+    virtual environment ``base/venv`` (``python -m venv``; pip run for it with ``--python``); its site-packages
+    folder. ``--no-deps --no-build-isolation --no-index``: no network here, so the venv sees this environment's
+    packages (torch, Hydra, timm, setuptools) through one ``.pth`` line naming their folder, after its own - a path
+    line, so that folder's own ``.pth`` files (this checkout's editable csg) are not run - and ``bin/torchrun``, the
+    script torch's install would write there. The copy keeps the build's ``build/`` and ``csg.egg-info/`` out of
+    the repository."""
+    import sysconfig
+
+    source, venv = base / "csg", base / "venv"
     source.mkdir()
     for name in PACKAGE_FILES:
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(ROOT / name, source / name)
-    process = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                              "--no-index", "--target", str(target), str(source)], capture_output=True, text=True,
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    (site / "_csg_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    process = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                              "--no-build-isolation", "--no-index", str(source)], capture_output=True, text=True,
                              timeout=300, cwd=base)
     assert process.returncode == 0, process.stderr[-3000:]
-    return target
+    torchrun = venv / "bin" / "torchrun"  # the console script torch's own install would put there
+    torchrun.write_text(f"#!{python}\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n")
+    torchrun.chmod(0o755)
+    return site
 
 
-def installed_env(target: Path) -> dict[str, str]:
-    """The environment of a user's shell with the installed wheel ``target``: only it on ``PYTHONPATH`` (the
-    environment's editable csg comes after it), its console scripts first on ``PATH``, SLURM's clients off it (this
-    host may have the tests' private SLURM), no GPU, one thread, no Hydra or W&B variables of the caller."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "PYTHON", "CSG_"))}
-    env["PYTHONPATH"] = str(target)
+def installed_bin(site: Path) -> Path:
+    """The ``bin/`` folder of the venv whose site-packages ``install_wheel`` returned: its python and csg's
+    console scripts."""
+    return site.parents[2] / "bin"
+
+
+def installed_env(site: Path) -> dict[str, str]:
+    """The environment of a user's shell with the venv of ``install_wheel`` activated: its ``bin/`` first on ``PATH``
+    (its python, csg's console scripts), no ``PYTHONPATH``, SLURM's clients off ``PATH`` (this host may have the
+    tests' private SLURM), no GPU, one thread, no Hydra or W&B variables of the caller."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "PYTHON", "CSG_", "VIRTUAL_ENV"))}
     no_slurm = [p for p in env.get("PATH", "").split(os.pathsep)
                 if p and not any((Path(p) / client).exists() for client in ("sbatch", "srun"))]
-    env["PATH"] = os.pathsep.join([str(target / "bin"), str(Path(sys.executable).parent), *no_slurm])
+    env["PATH"] = os.pathsep.join([str(installed_bin(site)), *no_slurm])
+    env["VIRTUAL_ENV"] = str(site.parents[2])
     env["CUDA_VISIBLE_DEVICES"] = ""
     env["OMP_NUM_THREADS"] = "1"
     return env

@@ -65,3 +65,17 @@ def write_image_folder(root: Path, classes=("n01440764", "n01443537"), per_class
                 pixels = rng.integers(0, 256, (size, size + 8, 3), dtype=np.uint8)
                 Image.fromarray(pixels).save(root / split / label / f"{label}_{i}.JPEG", quality=90)
     return root
+
+
+def write_stand_ins(root: Path) -> Path:
+    """Small stand-ins, in their real formats, for every data set the docs' runnable blocks read from ``$CSG_DATA``
+    (which cannot be downloaded here): CIFAR-10 and CIFAR-100 pickles, MNIST idx files, a notMNIST PNG tree and an
+    ImageNet ImageFolder tree. Random pixels: the blocks check that the commands run, not what they learn."""
+    from csg.data.notmnist import render_letters
+
+    write_cifar(root, train_per_batch=4, test=8)  # a few images: the CIFAR ResNet-18 takes ~55 ms per image on a core
+    write_cifar(root, hundred=True, train_per_batch=8, test=8)
+    write_mnist(root / "MNIST" / "raw", train=100, test=20)
+    render_letters(root / "notMNIST_small", per_letter=3)
+    write_image_folder(root / "imagenet", per_class=2)
+    return root

@@ -2,12 +2,12 @@
 "Install into your own project", run line by line.
 
 ``pip install path/to/csg`` builds csg's wheel from a copy of the repository's package files and installs it, not
-editable, into a target folder (``--target``): ``--no-deps`` (this environment's torch, Hydra, timm are reused),
-``--no-build-isolation --no-index`` (its setuptools, no network). Every later command runs from a folder outside
-the repository with only that folder on ``PYTHONPATH`` (the environment's editable csg, a finder that maps ``csg``
-to another checkout, comes after it: each command's csg and ``hydra_plugins`` are asserted to be the target's),
-``csg-train``, ``csg-evaluate``, ``csg-compare`` and ``csg-reproduce`` are the console scripts pip wrote there, and
-SLURM's ``sbatch`` and ``srun`` are off ``PATH`` (this host may have them: the tests' private SLURM).
+editable, into a fresh venv (tests/conftest.py's ``install_wheel``): ``--no-deps`` (this environment's torch, Hydra,
+timm are reused, through a path line in the venv), ``--no-build-isolation --no-index`` (its setuptools, no network).
+Every later command runs from a folder outside the repository with the venv's ``bin/`` first on ``PATH`` (its
+``python``; ``csg-train``, ``csg-evaluate``, ``csg-compare`` and ``csg-reproduce``, the console scripts pip wrote
+there; each command's csg and ``hydra_plugins`` are asserted to be the venv's, not this checkout's editable one),
+and SLURM's ``sbatch`` and ``srun`` off ``PATH`` (this host may have them: the tests' private SLURM).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, doc_blocks, install_wheel, installed_env as _env
+from tests.conftest import ROOT, doc_blocks, install_wheel, installed_bin, installed_env as _env
 
 SECTION = "Install into your own project"
 SOURCE = "path/to/csg"  # what the page calls a clone of csg
@@ -53,7 +52,7 @@ def test_the_wheel_holds_the_configs_the_launcher_and_the_commands(installed):
     assert (installed / "hydra_plugins" / "csg_slurm_launcher.py").is_file()
     assert not (installed / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with submitit's
     for script in ("csg-train", "csg-reproduce", "csg-evaluate", "csg-compare"):
-        assert os.access(installed / "bin" / script, os.X_OK), script
+        assert os.access(installed_bin(installed) / script, os.X_OK), script
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +74,8 @@ def page_run(installed, tmp_path_factory) -> dict:
         while "=" in words[0] and words[0].partition("=")[0].isidentifier():  # NAME=value before the command
             name, _, value = words.pop(0).partition("=")
             assigned[name] = str(here) if value == "." and name == "PYTHONPATH" else value
-        program = [sys.executable] if words[0] == "python" else [str(installed / "bin" / words[0])]
+        program = [str(installed_bin(installed) / words[0])]  # python too: the venv's
         extra = {**env, **assigned}
-        if "PYTHONPATH" in assigned:  # the project's folder, before the installed csg
-            extra["PYTHONPATH"] = os.pathsep.join([assigned["PYTHONPATH"], env["PYTHONPATH"]])
         done[line] = subprocess.run([*program, *words[1:]], cwd=here, env=extra, capture_output=True, text=True,
                                     timeout=300)
     return {"processes": done, "project": here, "env": env}
@@ -117,27 +114,27 @@ def test_csg_train_runs_the_projects_own_data_model_and_sampler_from_its_folder(
 def test_every_command_used_the_installed_csg_and_its_launcher(page_run, installed):
     code = ("import csg, csg.paths, hydra_plugins.csg_slurm_launcher as launcher\n"
             "print(csg.__file__); print(csg.paths.CONFIGS); print(launcher.__file__)")
-    found = subprocess.run([sys.executable, "-c", code], cwd=page_run["project"], env=page_run["env"],
+    found = subprocess.run([str(installed_bin(installed) / "python"), "-c", code], cwd=page_run["project"], env=page_run["env"],
                            capture_output=True, text=True, timeout=120)
     assert found.returncode == 0, found.stderr[-2000:]
     assert all(Path(line).is_relative_to(installed) for line in found.stdout.split()), found.stdout
     assert Path(found.stdout.split()[1]) == installed / "csg" / "configs"
 
 
-def test_csg_train_from_python_in_the_users_folder(page_run):
+def test_csg_train_from_python_in_the_users_folder(page_run, installed):
     code = ("import csg\n"
             "posterior = csg.train(['hydra.searchpath=[file://configs]', 'data=spirals', 'model=spiral_net', "
             "'sampler=langevin', 'trainer.epochs=6', 'sampler.cycles=1', 'sampler.samples_per_cycle=2', "
             "'hydra.run.dir=runs/from_python'])\n"
             "print(len(posterior))")
-    process = subprocess.run([sys.executable, "-c", code], cwd=page_run["project"], env=page_run["env"],
-                             capture_output=True, text=True, timeout=120)
+    process = subprocess.run([str(installed_bin(installed) / "python"), "-c", code], cwd=page_run["project"],
+                             env=page_run["env"], capture_output=True, text=True, timeout=120)
     assert process.returncode == 0, process.stderr[-2000:]
     assert process.stdout.strip().splitlines()[-1] == "2"
     assert (page_run["project"] / "runs" / "from_python" / "metrics.json").is_file()
 
 
 def test_csg_reproduce_runs_from_the_install_in_the_users_folder(page_run, installed):
-    process = subprocess.run([str(installed / "bin" / "csg-reproduce"), "table1", "--report-only", "--runs", "none"],
+    process = subprocess.run([str(installed_bin(installed) / "csg-reproduce"), "table1", "--report-only", "--runs", "none"],
                              cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True, timeout=120)
     _one_line(process, f"error: --runs='{page_run['project'] / 'none'}' is not allowed")
