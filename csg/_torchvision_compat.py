@@ -7,7 +7,8 @@ torchvision's own fake-tensor registrations for them abort the import with
 ``RuntimeError: operator torchvision::nms does not exist`` (pytorch/vision
 issue 9085). ``timm`` and ``torchmetrics`` import torchvision, so they fail too.
 
-:func:`install` (called once by ``import csg``) puts a finder on
+:func:`install` (called by ``import csg``, and at interpreter start by the ``.pth`` line of csg's wheel,
+which carries this module as ``_csg_torchvision_guard``: setup.py) puts a finder on
 ``sys.meta_path`` that acts at the first ``import torchvision``, whoever
 imports it: it tries to load the extension exactly as torchvision does, and
 only if that fails does it define the two missing operator *schemas* (no
@@ -20,10 +21,7 @@ Nothing is imported until torchvision itself is.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
-from pathlib import Path
 
 _SCHEMAS = (
     "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
@@ -33,7 +31,7 @@ _library = None  # the torch.library.Library that holds the schemas; must stay r
 patched = False  # True once the schemas had to be defined
 
 
-def _extension_loads(package_dir: Path) -> bool:
+def _extension_loads(package_dir) -> bool:  # a pathlib.Path (imported where torchvision is)
     import torch
 
     for path in sorted(package_dir.glob("_C*.so")) + sorted(package_dir.glob("_C*.pyd")):
@@ -59,15 +57,23 @@ def _define_missing_schemas() -> None:
     patched = True
 
 
-class _Guard(importlib.abc.MetaPathFinder):
-    """Runs the check once, at the first import of torchvision, then steps aside."""
+class _Guard:
+    """Runs the check once, at the first import of torchvision, then steps aside. A finder needs only
+    ``find_spec``: no importlib.abc base class, whose import (with importlib.util's) costs ~40 ms at every
+    interpreter start of a wheel's environment."""
+
+    csg_torchvision_guard = True  # one guard, whichever copy armed it (the wheel's startup copy or csg's)
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "torchvision":
             return None
+        import importlib.util  # here, like every import of this module's: not at interpreter start
+
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec("torchvision")
         if spec is not None and spec.submodule_search_locations:
+            from pathlib import Path
+
             if not _extension_loads(Path(next(iter(spec.submodule_search_locations)))):
                 _define_missing_schemas()
         return spec
@@ -75,7 +81,7 @@ class _Guard(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Arm the guard (idempotent; a no-op once torchvision is imported)."""
-    if "torchvision" in sys.modules or any(isinstance(f, _Guard) for f in sys.meta_path):
+    if "torchvision" in sys.modules or any(getattr(f, "csg_torchvision_guard", False) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _Guard())
 

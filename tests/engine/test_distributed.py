@@ -262,8 +262,8 @@ def test_the_readme_s_cluster_command_lands_in_the_sbatch_script(tmp_path, monke
     from omegaconf import OmegaConf
 
     (words,) = doc_blocks("scale-out.md", "SLURM: your cluster, and one on this machine")[0]
-    assert words[1:3] == ["train.py", "-m"]
-    overrides = [w for w in words[3:] if w.startswith(("hydra/launcher=", "hydra.launcher."))]  # not the sweep's
+    assert words[:2] == ["csg-train", "-m"]
+    overrides = [w for w in words[2:] if w.startswith(("hydra/launcher=", "hydra.launcher."))]  # not the sweep's
     given = dict(w.split("=", 1) for w in overrides if w.startswith("hydra.launcher."))
     key = "hydra.launcher."
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):

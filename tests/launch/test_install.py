@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,47 @@ def test_csg_reproduce_runs_from_the_install_in_the_users_folder(page_run, insta
     process = subprocess.run([str(installed_bin(installed) / "csg-reproduce"), "table1", "--report-only", "--runs", "none"],
                              cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True, timeout=120)
     _one_line(process, f"error: --runs='{page_run['project'] / 'none'}' is not allowed")
+
+
+def test_timm_and_torchvision_import_before_csg_in_the_install(installed, tmp_path):
+    """The wheel's ``.pth`` line arms the torchvision guard at interpreter start (setup.py), so the import order is
+    the user's: in this environment (a CPU torch beside PyPI's CUDA torchvision) a bare ``import torchvision``
+    fails without it - the interpreter of the clone's editable install, which has no such line, is the control."""
+    env = _env(installed)
+    code = "import timm, torchvision, csg; print(timm.create_model('resnet10t', num_classes=3).num_classes)"
+    done = subprocess.run([str(installed_bin(installed) / "python"), "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["3"], done.stderr[-2000:]
+    start = subprocess.run([str(installed_bin(installed) / "python"), "-X", "importtime", "-c", "pass"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=60)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in start.stderr.splitlines() if "|" in line}
+    assert {"_csg_torchvision_guard", "_csg_shadow_check"} <= imported  # armed at start, importing nothing heavy:
+    assert not imported & {"torch", "csg", "pathlib", "importlib.util", "importlib.abc"}
+    control = subprocess.run([sys.executable, "-c", "import torchvision"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+    if control.returncode == 0:
+        pytest.skip("torch and torchvision match in this environment: the guard has nothing to do here")
+    assert "torchvision::nms does not exist" in control.stderr, control.stderr[-2000:]
+
+
+def test_a_package_named_csg_that_shadows_the_install_is_named_at_import(installed, tmp_path):
+    python, env = str(installed_bin(installed) / "python"), _env(installed)
+    (tmp_path / "csg").mkdir()  # a project's own package named csg: Python imports it before site-packages
+    (tmp_path / "csg" / "__init__.py").write_text("")
+    code = "import csg; print(csg.train)"
+    shadowed = subprocess.run([python, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert shadowed.returncode == 1 and "has no attribute 'train'" in shadowed.stderr
+    assert shadowed.stderr.splitlines()[0] == (
+        f"warning: import csg found {tmp_path / 'csg'}, not the installed csg ({installed / 'csg'}); rename it or run "
+        "Python elsewhere"), shadowed.stderr
+    shutil.rmtree(tmp_path / "csg")
+    (tmp_path / "csg.py").write_text("")  # a module does the same
+    shadowed = subprocess.run([python, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert shadowed.stderr.startswith(f"warning: import csg found {tmp_path / 'csg.py'}, not the installed csg")
+    (tmp_path / "csg.py").unlink()
+    (tmp_path / "csg").mkdir()  # a folder without __init__.py (data, say) does not shadow: a regular package wins
+    clean = subprocess.run([python, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0 and not clean.stderr, clean.stderr[-2000:]
+    clone = subprocess.run([python, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=120)  # a checkout of csg first: left alone
+    assert clone.returncode == 0 and "warning" not in clone.stderr, clone.stderr[-2000:]
