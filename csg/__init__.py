@@ -5,7 +5,9 @@ Rooms of the package:
 - :mod:`csg.samplers`: SGLD and SGHMC as ``torch.optim.Optimizer`` subclasses;
 - :mod:`csg.schedules`: cyclical (eq. 1 of Zhang et al. 2020), decreasing and constant step sizes;
 - :mod:`csg.engine.collection`: which epochs yield samples; :mod:`csg.engine.samples`: the sample files;
-- :mod:`csg.engine.loop`: the loop around a sampler; :mod:`csg.engine.step.single`: one iteration, eager, compiled or captured;
+- :mod:`csg.engine.sampling`: one chain's stage switch and collection (``csg.Chain``, for your own loop too);
+  :mod:`csg.engine.loop`: csg's loop around it; :mod:`csg.engine.step.single`: one iteration, eager, compiled or
+  captured;
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
 - :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models; :mod:`csg.components`: a user's own
   data set, model and sampler named by ``_target_`` (``data=custom``, ``model=custom``, ``sampler=custom``);
@@ -84,12 +86,15 @@ _STAMP: str | None = None
 
 
 _LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.launch.api", "train"),
-         "compare": ("csg.posterior.compare", "compare")}
+         "compare": ("csg.posterior.compare", "compare"), "Chain": ("csg.engine.sampling", "Chain"),
+         "seed_streams": ("csg.engine.build", "seed_streams")}
 
 
 def __getattr__(name: str):
-    """``csg.Posterior`` (:mod:`csg.posterior`), ``csg.train`` (:mod:`csg.launch.api`) and ``csg.compare``
-    (:mod:`csg.posterior.compare`), imported at first use: importing ``csg`` stays light (no Hydra, no models)."""
+    """``csg.Posterior`` (:mod:`csg.posterior`), ``csg.train`` (:mod:`csg.launch.api`), ``csg.compare``
+    (:mod:`csg.posterior.compare`), ``csg.Chain`` (:mod:`csg.engine.sampling`: a chain in your own loop) and
+    ``csg.seed_streams`` (:func:`csg.engine.build.seed_streams`: a run's init, data and noise seeds), imported at
+    first use: importing ``csg`` stays light (no Hydra, no models)."""
     if name in _LAZY:
         import importlib
 

@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 from csg.engine.checkpoint import LoopState
 from csg.engine.collection import CollectionPoint
 from csg.engine.samples import SampleStore
+from csg.engine.sampling import Chain
 from csg.engine.devices import Precision
 from csg.errors import DivergenceError
 from csg.schedules import Schedule
@@ -203,8 +205,9 @@ def train_chains(lanes: Sequence[Lane], schedule: Schedule, *, step: Callable, s
 class _LockStepLoop:
     """The loop of :func:`train_chains` in the phases of the algorithm: an epoch starts (:meth:`start_epoch`),
     steps its batches (:meth:`step_batch`), polled for a stop after each (:meth:`stop_if_asked`), and ends
-    (:meth:`end_epoch`). Its state beside each chain's :class:`LoopState`: the iteration ``k``, the step size
-    and stage of the last iteration, each chain's step size and temperature, the epoch's sums on the device."""
+    (:meth:`end_epoch`). Each lane's position, step size, temperature, stage and samples are its
+    :class:`~csg.engine.sampling.Chain`'s (the class a user's own loop steps a chain with: one stage switch and
+    one collection for both); beside them the loop keeps the epoch's sums on the device."""
 
     def __init__(self, lanes: Sequence[Lane], schedule: Schedule, step: Callable, settings: LoopSettings):
         from csg.engine.loggers import NullLogger
@@ -216,7 +219,6 @@ class _LockStepLoop:
         if self.hooks.on_step is not None or self.hooks.checkpoint is not None:
             raise ValueError("train_chains: on_step and checkpoint are each Lane's, not the shared Hooks'")
         self.several = len(lanes) > 1
-        self.collect_at = {point.epoch: point for point in settings.plan}
         self.states = [lane.state or LoopState() for lane in lanes]
         if len({(s.epoch, s.batch, s.iteration) for s in self.states}) > 1:
             raise ValueError("chains stepped together must start at the same epoch and batch")
@@ -224,12 +226,25 @@ class _LockStepLoop:
         self.loaders = [lane.loader for lane in lanes]
         self.batches = len(self.loaders[0])
         self.clock = _Clock([s.seconds for s in self.states])
-        self.k = self.started_at = self.first.iteration
-        self.lr, self.stage = schedule.lr(self.k), "exploration"
-        # each chain's step size and temperature: the schedule's, times its interaction's scales
-        self.chain_lr, self.chain_temperature = [self.lr] * len(lanes), [0.0] * len(lanes)
+        self.chains = [Chain(lane.sampler, schedule, epochs=settings.epochs, batches_per_epoch=self.batches,
+                             temperature=settings.temperature, plan=settings.plan, store=lane.store, state=state,
+                             keep=False)
+                       for lane, state in zip(self.lanes, self.states)]
+        self.started_at = self.first.iteration
         self.loss_sum: Tensor | None = None  # the epoch's loss and hit sums of every chain, on the device
         self.correct: Tensor | None = None
+
+    @property
+    def k(self) -> int:
+        return self.chains[0].k
+
+    @property
+    def lr(self) -> float:
+        return self.chains[0].lr
+
+    @property
+    def stage(self) -> str:
+        return self.chains[0].stage
 
     def run(self) -> list[TrainResult]:
         from tqdm.auto import tqdm
@@ -267,16 +282,11 @@ class _LockStepLoop:
         return start_batch
 
     def set_hyperparameters(self) -> float:
-        """Every chain's step size and temperature for iteration k; returns the schedule's temperature."""
-        self.lr = self.schedule.lr(self.k)
-        self.stage = "sampling" if self.schedule.sampling(self.k) else "exploration"
-        temperature = self.settings.temperature if self.stage == "sampling" else 0.0
-        for i, lane in enumerate(self.lanes):
-            lr_scale, temperature_scale = lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)
-            self.chain_lr[i], self.chain_temperature[i] = self.lr * lr_scale, temperature * temperature_scale
-            for group in lane.sampler.param_groups:
-                group["lr"], group["temperature"] = self.chain_lr[i], self.chain_temperature[i]
-        return temperature
+        """Every chain's step size and temperature for iteration k (its interaction's scales on the
+        schedule's); returns the schedule's temperature."""
+        for lane, chain in zip(self.lanes, self.chains):
+            chain.begin_step(*(lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)))
+        return self.chains[0].hyperparameters()[1]
 
     def step_batch(self, epoch: int, b: int, batch) -> None:
         """Iteration k: its hyper-parameters, the step of every chain, their callbacks, the epoch's sums; every
@@ -300,17 +310,18 @@ class _LockStepLoop:
         size = ys[0].shape[0]
         self.loss_sum += loss * size
         self.correct += hits
-        for state in self.states:
+        for state, chain in zip(self.states, self.chains):
             state.seen += size
-        self.k += 1
+            chain.end_step()
         self.bar.update()
         if self.k % self.settings.log_every_n_steps == 0:
             self.check_finite(epoch)
             losses = loss.reshape(-1).tolist()
             for i, lane in enumerate(self.lanes):
                 extra = lane.interaction.log_values() if lane.interaction is not None else {}
+                chain = self.chains[i]
                 self.logger.log_step(self.k, {**({"chain": lane.chain} if self.several else {}), "loss": losses[i],
-                                              "lr": self.chain_lr[i], "temperature": self.chain_temperature[i],
+                                              "lr": chain.chain_lr, "temperature": chain.chain_temperature,
                                               "stage": self.stage, **extra})
 
     def check_finite(self, epoch: int) -> None:
@@ -333,45 +344,34 @@ class _LockStepLoop:
         epochs, hooks = self.settings.epochs, self.hooks
         self.check_finite(epoch)
         _sync(self.states, epoch, self.batches, self.k, self.loss_sum, self.correct, self.clock)
-        for i, (lane, state) in enumerate(zip(self.lanes, self.states)):
+        for i, (lane, state, chain) in enumerate(zip(self.lanes, self.states, self.chains)):
             values = {
                 **({"chain": lane.chain} if self.several else {}),
-                "epoch": epoch, "cycle": self.schedule.cycle(self.k - 1), "stage": self.stage, "lr": self.chain_lr[i],
-                "temperature": self.chain_temperature[i], "train_loss": state.loss_sum / max(state.seen, 1),
+                "epoch": epoch, "cycle": self.schedule.cycle(self.k - 1), "stage": self.stage, "lr": chain.chain_lr,
+                "temperature": chain.chain_temperature, "train_loss": state.loss_sum / max(state.seen, 1),
                 "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
             }
             if (epoch + 1) % self.settings.log_every_n_epochs == 0 or epoch + 1 == epochs:
                 log.info(
                     "%sepoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%",
                     f"chain {lane.chain + 1}  " if self.several else "", epoch + 1, epochs, values["cycle"],
-                    self.stage, self.chain_lr[i], self.chain_temperature[i], values["train_loss"],
+                    self.stage, chain.chain_lr, chain.chain_temperature, values["train_loss"],
                     values["train_acc_pct"],
                 )
             if not self.bar.disable and i == 0:
                 self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))
             self.logger.log_epoch(epoch, values)
-            if epoch in self.collect_at:
-                _collect(lane, state, self.collect_at[epoch], epoch, values, self.chain_lr[i],
-                         self.chain_temperature[i], self.logger)
+            if epoch in chain.collect_at:
+                meta = lane.interaction.sample_metadata() if lane.interaction is not None else {}
+                record = chain.collect(lane.sample_model or lane.model, chain.collect_at[epoch],
+                                       train_loss=values["train_loss"], **meta)
+                if "path" in record:
+                    log.info("saved %s", Path(record["path"]).name)
+                self.logger.log_sample(record["index"], record)
             state.epoch, state.batch = epoch + 1, 0
             state.loss_sum, state.correct, state.seen = 0.0, 0, 0
             if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
                 lane.checkpoint(state)
-
-
-def _collect(lane: Lane, state: LoopState, point: CollectionPoint, epoch: int, values: dict[str, Any], lr: float,
-             temperature: float, logger: Logger) -> None:
-    """Save the lane's model as the next sample (when it has a store) and record it."""
-    meta = {"iteration": point.iteration, "lr": lr, "temperature": temperature, "train_loss": values["train_loss"],
-            **(lane.interaction.sample_metadata() if lane.interaction is not None else {})}
-    index = len(state.samples)
-    record = {"index": index, "cycle": point.cycle, "epoch": epoch, **meta}
-    if lane.store is not None:
-        path = lane.store.save(lane.sample_model or lane.model, index=index, cycle=point.cycle, epoch=epoch, **meta)
-        record["path"] = str(path)
-        log.info("saved %s", path.name)
-    state.samples.append(record)
-    logger.log_sample(index, record)
 
 
 class _Clock:

@@ -1,0 +1,144 @@
+"""One chain of cyclical SG-MCMC in any training loop: the step size and stage of every iteration, when to collect,
+the samples taken (:class:`Chain`, public as ``csg.Chain``).
+
+Zhang et al. (2020), Algorithm 1: at iteration k the step size is the schedule's alpha_k (eq. 1 for the cyclical
+one); while the cycle's proportion r(k) is below beta (exploration) the update runs without noise (T = 0: SGD or
+SGD with momentum), after it (sampling) with the temperature T, and samples are taken at the end of the sampling
+stage's last epochs (:mod:`csg.engine.collection`'s plan). csg's own loop (:mod:`csg.engine.loop`) steps each of
+its chains through this class, so your loop and ``csg-train`` share one implementation of the stage switch and of
+collection. Your loop::
+
+    chain = Chain(sampler, schedule, epochs=epochs, batches_per_epoch=len(loader), temperature=T,
+                  samples_per_cycle=3)
+    for epoch in range(epochs):
+        for x, y in loader:
+            chain.begin_step()                 # the sampler's lr and temperature for this iteration
+            sampler.zero_grad()
+            loss_fn(model(x), y).backward()    # the MEAN mini-batch loss
+            sampler.step()
+            chain.end_step()
+        chain.end_epoch(model)                 # a sample when the plan says so
+    states = chain.sample_states()             # CPU state dicts, in collection order
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from csg.engine.checkpoint import LoopState
+from csg.engine.collection import CollectionPoint, collection_points
+from csg.engine.samples import SampleStore
+from csg.schedules import Schedule
+
+__all__ = ["Chain"]
+
+
+class Chain:
+    """The schedule position, stage switch and collection of one chain of ``sampler`` (a csg sampler, or any
+    ``torch.optim.Optimizer`` whose param groups take ``lr`` and ``temperature``).
+
+    ``schedule`` (:mod:`csg.schedules`) spans ``epochs * batches_per_epoch`` iterations; ``temperature`` is T of
+    the sampling stages (0 while exploring). The collection ``plan`` is the last ``samples_per_cycle`` epochs
+    of each cycle that end in a sampling stage (or the given list of
+    :class:`~csg.engine.collection.CollectionPoint`). ``store``: a run's ``samples/`` folder (a path or a
+    :class:`~csg.engine.samples.SampleStore`: samples written atomically, with their manifest, in csg's format);
+    ``None`` keeps the samples in memory as CPU copies (``keep=False``: records only). ``state`` (a :class:`~csg.engine.checkpoint.LoopState`)
+    resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save and restore it as torch's modules do
+    (checkpoint the model and the sampler beside it: the sampler's state holds its noise generator).
+    """
+
+    def __init__(self, sampler: torch.optim.Optimizer, schedule: Schedule, *, epochs: int, batches_per_epoch: int,
+                 temperature: float, samples_per_cycle: int = 1, plan: Sequence[CollectionPoint] | None = None,
+                 store: SampleStore | str | Path | None = None, state: LoopState | None = None,
+                 keep: bool | None = None):
+        self.sampler, self.schedule, self.temperature = sampler, schedule, float(temperature)
+        self.epochs, self.batches_per_epoch = int(epochs), int(batches_per_epoch)
+        self.plan = list(plan) if plan is not None else collection_points(schedule, self.epochs,
+                                                                         self.batches_per_epoch, samples_per_cycle)
+        self.collect_at = {point.epoch: point for point in self.plan}
+        self.state = state or LoopState()
+        self.store = SampleStore(store, planned=len(self.plan)) if isinstance(store, (str, Path)) else store
+        self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
+        self.keep = self.store is None if keep is None else keep
+        self.kept: list[dict[str, torch.Tensor]] = []  # the samples' states, when kept in memory
+        self.lr, self.stage = schedule.lr(self.state.iteration), "exploration"
+        self.chain_lr, self.chain_temperature = self.lr, 0.0
+
+    @property
+    def k(self) -> int:
+        """The next iteration (0-based, over the whole run)."""
+        return self.state.iteration
+
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        """A record per sample taken, in order, each with its index, cycle, epoch, iteration, lr and temperature,
+        what :meth:`end_epoch` was given (such as ``train_loss``) and, with a store, its ``path``."""
+        return self.state.samples
+
+    def hyperparameters(self, k: int | None = None) -> tuple[float, float, str]:
+        """The schedule's step size, temperature and stage at iteration ``k`` (default: the next): alpha_k, and T
+        in a sampling stage, else 0."""
+        k = self.k if k is None else k
+        sampling = self.schedule.sampling(k)
+        return self.schedule.lr(k), self.temperature if sampling else 0.0, "sampling" if sampling else "exploration"
+
+    def begin_step(self, lr_scale: float = 1.0, temperature_scale: float = 1.0) -> tuple[float, float]:
+        """Set every param group's ``lr`` and ``temperature`` for the next iteration (the schedule's, times the
+        scales an interaction between chains gives); returns them."""
+        self.lr, temperature, self.stage = self.hyperparameters()
+        self.chain_lr, self.chain_temperature = self.lr * lr_scale, temperature * temperature_scale
+        for group in self.sampler.param_groups:
+            group["lr"], group["temperature"] = self.chain_lr, self.chain_temperature
+        return self.chain_lr, self.chain_temperature
+
+    def end_step(self) -> None:
+        """The iteration is done: the chain moves to the next."""
+        self.state.iteration += 1
+        self.state.batch += 1
+
+    def end_epoch(self, model: torch.nn.Module, **metadata: Any) -> dict[str, Any] | None:
+        """The epoch is done: ``model``'s state becomes the next sample when the plan says so (its record, with
+        ``metadata`` such as the epoch's ``train_loss``, is returned; else None), and the chain moves to the next
+        epoch."""
+        epoch = self.state.epoch
+        point = self.collect_at.get(epoch)
+        record = self.collect(model, point, **metadata) if point is not None else None
+        self.state.epoch, self.state.batch = epoch + 1, 0
+        return record
+
+    def collect(self, model: torch.nn.Module, point: CollectionPoint, **metadata: Any) -> dict[str, Any]:
+        """Take ``model``'s state as the next sample (at ``point`` of the plan), written to the store or kept."""
+        meta = {"iteration": point.iteration, "lr": self.chain_lr, "temperature": self.chain_temperature,
+                **metadata}
+        index = len(self.state.samples)
+        record = {"index": index, "cycle": point.cycle, "epoch": point.epoch, **meta}
+        if self.store is not None:
+            if self._adopt:  # the samples a restored state records must be this folder's, intact (checked once)
+                self.store.directory.mkdir(parents=True, exist_ok=True)
+                self.store.adopt([Path(r["path"]).name for r in self.state.samples])
+                self._adopt = False
+            record["path"] = str(self.store.save(model, index=index, cycle=point.cycle, epoch=point.epoch, **meta))
+        if self.keep:
+            self.kept.append({name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
+        self.state.samples.append(record)
+        return record
+
+    def sample_states(self) -> list[dict[str, torch.Tensor]]:
+        """The samples' state dicts in collection order (read back, weights only, from a store)."""
+        if self.keep or self.store is None:
+            return list(self.kept)
+        return [self.store.state_of(Path(record["path"])) for record in self.state.samples]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The chain's position and samples (with the kept states when there is no store)."""
+        return {"loop": asdict(self.state), "kept": list(self.kept)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the position and samples of :meth:`state_dict` (with a store, the samples it records must be
+        in the folder, intact: checked at the next sample, a one-line :class:`~csg.errors.DamagedFileError`)."""
+        self.state, self.kept = LoopState(**state["loop"]), list(state["kept"])

@@ -1,0 +1,134 @@
+"""csg.Chain in a loop of one's own (docs/own-loop.md): the page's loop gives csg-train's samples and metrics, and a
+chain stores, checkpoints and resumes as csg-train's does."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import csg
+from csg.engine.samples import SampleStore
+from csg.errors import DamagedFileError
+from csg.engine.sampling import Chain
+from csg.samplers import SGLD
+from csg.schedules import Cyclical
+from tests.conftest import ROOT, read_samples
+
+PAGE = ROOT / "docs" / "own-loop.md"
+
+
+def _page_loop() -> str:
+    (block,) = re.findall(r"<!-- runnable -->\n```python\n(.*?)^```", PAGE.read_text(), flags=re.S | re.M)
+    return block
+
+
+def test_the_pages_loop_gives_csg_trains_samples_and_ensemble_metrics(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    torch.set_num_threads(1)
+    scope: dict = {}
+    exec(compile(_page_loop(), str(PAGE), "exec"), scope)
+    command = re.search(r"It is `csg-train ([^`]*)`", PAGE.read_text())[1].split()  # the page's csg-train twin
+    posterior = csg.train([*command, "logger=none", "trainer.progress=false", "trainer.threads=1",
+                           "hydra.run.dir=twin"])
+    theirs = read_samples(tmp_path / "twin")
+    mine = scope["states"]
+    assert len(mine) == len(theirs) == len(scope["chain"].plan) == 2
+    for state, (name, sample) in zip(mine, theirs.items()):
+        assert state.keys() == sample["state_dict"].keys()
+        assert all(torch.equal(state[key], sample["state_dict"][key]) for key in state), name  # bit for bit
+    for record, sample in zip(scope["chain"].samples, theirs.values()):
+        assert (record["cycle"], record["epoch"], record["iteration"]) == \
+            (sample["cycle"], sample["epoch"], sample["iteration"])
+        assert record["lr"] == sample["lr"] and record["temperature"] == sample["temperature"] == 0.2
+    metrics = json.loads((tmp_path / "twin" / "metrics.json").read_text())["ensemble"]
+    for key in ("test_error_pct", "nll", "ece", "brier", "predictive_entropy", "mutual_information"):
+        assert scope["ensemble"].ensemble[key] == pytest.approx(metrics[key], rel=1e-9, abs=1e-12), key
+    assert len(posterior) == 2
+
+
+def _toy(seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(96, 5, generator=generator), torch.randint(0, 3, (96,), generator=generator)
+    batches = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 96, 32)]
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(5, 3)
+    sampler = SGLD(model.parameters(), lr=0.05, num_data=96, temperature=0.5,
+                   generator=torch.Generator().manual_seed(seed + 1))
+    return model, sampler, batches
+
+
+def _run(chain: Chain, model, sampler, batches, epochs: range) -> None:
+    for _ in epochs:
+        for x, y in batches:
+            chain.begin_step()
+            sampler.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            sampler.step()
+            chain.end_step()
+        chain.end_epoch(model, train_loss=1.0)
+
+
+def test_the_stage_switch_sets_the_schedules_step_and_zero_temperature_while_exploring():
+    model, sampler, batches = _toy()
+    schedule = Cyclical(lr0=0.05, total_steps=12, cycles=2, explore=0.5)
+    chain = Chain(sampler, schedule, epochs=4, batches_per_epoch=3, temperature=0.5, samples_per_cycle=1)
+    seen = []
+    for k in range(12):
+        lr, temperature = chain.begin_step()
+        assert all(g["lr"] == lr and g["temperature"] == temperature for g in sampler.param_groups)
+        seen.append((lr, temperature, chain.stage))
+        chain.end_step()
+    assert [t for _, t, _ in seen] == [0.0, 0.0, 0.0, 0.5, 0.5, 0.5] * 2  # beta = 1/2 of each 6-step cycle
+    assert [lr for lr, _, _ in seen] == [schedule.lr(k) for k in range(12)]
+    assert [s for *_, s in seen][2:4] == ["exploration", "sampling"]
+    assert [(p.epoch, p.cycle) for p in chain.plan] == [(1, 0), (3, 1)] and chain.k == 12
+
+
+def test_a_stored_chain_checkpointed_and_resumed_gives_the_uninterrupted_samples(tmp_path):
+    schedule = Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)
+    model, sampler, batches = _toy()
+    whole = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2)
+    _run(whole, model, sampler, batches, range(6))
+    expected = whole.sample_states()
+    assert len(expected) == 4 and len(whole.samples) == 4
+
+    model, sampler, batches = _toy()
+    chain = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                  store=tmp_path / "samples")
+    _run(chain, model, sampler, batches, range(3))  # then a checkpoint, as a preempted job would leave it
+    saved = {"model": model.state_dict(), "sampler": sampler.state_dict(), "chain": chain.state_dict()}
+    torch.save(saved, tmp_path / "checkpoint.pt")
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+
+    model, sampler, _ = _toy(seed=7)  # a fresh model and sampler (other weights, other noise): the checkpoint's
+    model.load_state_dict(saved["model"])
+    sampler.load_state_dict(saved["sampler"])
+    resumed = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                    store=tmp_path / "samples")
+    resumed.load_state_dict(saved["chain"])
+    _run(resumed, model, sampler, batches, range(resumed.state.epoch, 6))
+    got = resumed.sample_states()
+    assert len(got) == 4 and all(torch.equal(a[k], b[k]) for a, b in zip(expected, got) for k in a)
+    manifest = json.loads((tmp_path / "samples" / "manifest.json").read_text())
+    assert manifest["planned"] == 4 and [e["file"] for e in manifest["samples"]] == \
+        [f"sample_{i:04d}_cycle{p.cycle:02d}_epoch{p.epoch:04d}.pt" for i, p in enumerate(resumed.plan)]
+    SampleStore(tmp_path / "samples").verify()
+
+
+def test_a_restored_chain_refuses_a_samples_folder_that_lost_its_samples(tmp_path):
+    schedule = Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)
+    model, sampler, batches = _toy()
+    chain = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                  store=tmp_path / "samples")
+    _run(chain, model, sampler, batches, range(3))
+    state = chain.state_dict()
+    (tmp_path / "samples" / "sample_0001_cycle00_epoch0002.pt").unlink()
+    resumed = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                    store=tmp_path / "samples")
+    resumed.load_state_dict(state)
+    with pytest.raises(DamagedFileError, match="sample_0001_cycle00_epoch0002.pt"):
+        _run(resumed, model, sampler, batches, range(3, 6))
