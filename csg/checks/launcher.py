@@ -32,17 +32,31 @@ def no_controller(choice: str = "slurm", timeout_s: float = 30.0) -> str | None:
     folder is made. None where one answers (or ``scontrol`` is not installed: :func:`no_slurm` says so)."""
     import re
     import subprocess
+    import threading
 
     try:
-        done = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=timeout_s)
+        ping = subprocess.Popen(["scontrol", "ping"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except FileNotFoundError:
         return None
-    except subprocess.TimeoutExpired:
-        why = f"no answer in {timeout_s:g} s"
-    else:
-        lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
-        if any(re.search(r"\bis UP\b", line) for line in lines):
-            return None
-        why = lines[-1] if lines else f"exit status {done.returncode}"
+    timed_out = threading.Event()
+    timer = threading.Timer(timeout_s, lambda: (timed_out.set(), ping.kill()))
+    timer.start()
+    lines = []
+    try:
+        for line in ping.stdout:  # as scontrol prints them: a missing slurm.conf it retries for 60 s, said at once
+            lines.append(line.strip())
+            if re.search(r"cannot stat file .* retrying", line):
+                ping.kill()
+                lines[-1] = line.split("error: ", 1)[-1].split(", retrying")[0].strip()
+                break
+        ping.wait()
+    finally:
+        timer.cancel()
+        ping.stdout.close()
+    lines = [line for line in lines if line]
+    if any(re.search(r"\bis UP\b", line) for line in lines):
+        return None
+    why = f"no answer in {timeout_s:g} s" if timed_out.is_set() else lines[-1] if lines else \
+        f"exit status {ping.returncode}"
     return (f"hydra/launcher={choice} is not allowed: a machine whose SLURM controller answers (scontrol ping: {why}); "
             "submit from a node of the cluster, or leave hydra/launcher out to run the sweep's jobs here")

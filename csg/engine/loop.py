@@ -286,7 +286,7 @@ class _LockStepLoop:
         schedule's); returns the schedule's temperature."""
         for lane, chain in zip(self.lanes, self.chains):
             chain.begin_step(*(lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)))
-        return self.chains[0].hyperparameters()[1]
+        return self.chains[0].schedule_temperature
 
     def step_batch(self, epoch: int, b: int, batch) -> None:
         """Iteration k: its hyper-parameters, the step of every chain, their callbacks, the epoch's sums; every

@@ -67,7 +67,7 @@ class Chain:
         self.keep = self.store is None if keep is None else keep
         self.kept: list[dict[str, torch.Tensor]] = []  # the samples' states, when kept in memory
         self.lr, self.stage = schedule.lr(self.state.iteration), "exploration"
-        self.chain_lr, self.chain_temperature = self.lr, 0.0
+        self.chain_lr, self.chain_temperature, self.schedule_temperature = self.lr, 0.0, 0.0
 
     @property
     def k(self) -> int:
@@ -90,8 +90,8 @@ class Chain:
     def begin_step(self, lr_scale: float = 1.0, temperature_scale: float = 1.0) -> tuple[float, float]:
         """Set every param group's ``lr`` and ``temperature`` for the next iteration (the schedule's, times the
         scales an interaction between chains gives); returns them."""
-        self.lr, temperature, self.stage = self.hyperparameters()
-        self.chain_lr, self.chain_temperature = self.lr * lr_scale, temperature * temperature_scale
+        self.lr, self.schedule_temperature, self.stage = self.hyperparameters()
+        self.chain_lr, self.chain_temperature = self.lr * lr_scale, self.schedule_temperature * temperature_scale
         for group in self.sampler.param_groups:
             group["lr"], group["temperature"] = self.chain_lr, self.chain_temperature
         return self.chain_lr, self.chain_temperature

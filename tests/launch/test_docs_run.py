@@ -57,7 +57,8 @@ def runnable(page: str) -> list[tuple[int, str, str, str]]:
 
 
 RUN_PAGES = [page for page in PAGES if runnable(page)]
-
+GUIDE = "docs/getting-started.md"  # the longest page: its own file (test_docs_run_guide.py), so that pytest-xdist's
+# --dist loadfile can run it beside the others
 
 def test_every_code_block_of_the_docs_is_run_or_says_which_tests_run_it():
     unmarked, unnamed = [], []
@@ -115,9 +116,14 @@ def _run_block(folder: Path, env: dict, where: str, kind: str, text: str) -> Non
         assert _files(folder) == before, f"{where}: $ {command} changed files"
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("page", RUN_PAGES)
-def test_a_pages_runnable_blocks_run_as_written(installed, stand_ins, tmp_path, page):
+def run_page(installed: Path, stand_ins: Path, folder: Path, page: str) -> None:
+    """Every runnable block of ``page``, in order, in ``folder``."""
     for line, overrides, kind, text in runnable(page):
         env = {**installed_env(installed), "CSG_EXTRA_OVERRIDES": overrides, "CSG_DATA": str(stand_ins)}
-        _run_block(tmp_path, env, f"{page} block at line {line}", kind, text)
+        _run_block(folder, env, f"{page} block at line {line}", kind, text)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("page", [page for page in RUN_PAGES if page != GUIDE])
+def test_a_pages_runnable_blocks_run_as_written(installed, stand_ins, tmp_path, page):
+    run_page(installed, stand_ins, tmp_path, page)

@@ -508,3 +508,28 @@ def test_a_time_limited_job_is_signalled_requeued_and_resumed_bit_for_bit(requeu
     code, output = _finish(scenario.reference, scenario.folder / "reference.log", timeout=120)
     assert code == 0, output
     assert_same_samples(scenario.reference_dir, run_dir)  # bit for bit
+
+
+@pytest.mark.parametrize("prints, sleeps, why", [
+    ("Slurmctld(primary) at head is UP", 0, None),
+    ("scontrol: error: s_p_parse_file: cannot stat file /x/slurm.conf: No such file or directory, retrying in 1sec "
+     "up to 60sec", 60, "s_p_parse_file: cannot stat file /x/slurm.conf: No such file or directory"),
+    ("", 60, "no answer in 1 s"),
+    ("Slurmctld(primary) at head is DOWN", 0, "Slurmctld(primary) at head is DOWN"),
+])
+def test_the_controller_check_reads_scontrol_as_it_prints(tmp_path, monkeypatch, prints, sleeps, why):
+    """A missing slurm.conf (scontrol retries it for 60 s) is said at once; silence, after the time limit."""
+    from csg.checks.launcher import no_controller
+
+    fake = tmp_path / "scontrol"
+    fake.write_text(f"#!/bin/sh\n{'echo ' + repr(prints) if prints else ':'}\nexec sleep {sleeps}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    refusal = no_controller(timeout_s=1.0)
+    assert time.monotonic() - started < 10
+    if why is None:
+        assert refusal is None
+    else:
+        assert refusal.startswith(f"hydra/launcher=slurm is not allowed: a machine whose SLURM controller answers "
+                                  f"(scontrol ping: {why}); "), refusal
