@@ -18,10 +18,22 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+# The test files that take longest (minutes of subprocess runs), longest first: `make test` hands whole files to its
+# pytest-xdist workers (--dist loadfile) in collection order, so these go first and the short files fill the end
+# (longest-processing-time-first scheduling) instead of one long file running alone at the end.
+LONG_FILES = ("tests/studies/test_benchmark.py", "tests/launch/test_docs_run_guide.py", "tests/launch/test_own_project.py",
+              "tests/launch/test_slurm.py", "tests/launch/test_docs_run.py", "tests/test_demo.py",
+              "tests/studies/test_tables.py", "tests/studies/test_benchmark_cifar10.py", "tests/test_docs.py",
+              "tests/launch/test_install.py", "tests/engine/test_distributed.py", "tests/engine/test_long_budget.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests run where CUDA is visible and are skipped, with the reason, everywhere else."""
+    """The long files first (:data:`LONG_FILES`); ``gpu`` tests run where CUDA is visible and are skipped, with the
+    reason, everywhere else."""
     import torch
 
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible); run `pytest -m gpu` on a GPU machine")
