@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 REFERENCE_STAMP := $(VENV)/.reference-stamp
 PYTEST_ARGS ?=
-TEST_WORKERS ?= 2  # pytest-xdist workers of make test (one test file each at a time)
+TEST_WORKERS ?= 3  # pytest-xdist workers of make test (one test file each at a time): 3 on 2 cores, since much of
+# the suite waits on the processes it starts (measured: 11.4 min with 3 workers against 12.1 with 2)
 
 help:
 	@echo "make install  create $(VENV) and install csg with pinned versions (constraints.txt)"

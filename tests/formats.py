@@ -74,8 +74,8 @@ def write_stand_ins(root: Path) -> Path:
     from csg.data.notmnist import render_letters
 
     write_cifar(root, train_per_batch=4, test=8)  # a few images: the CIFAR ResNet-18 takes ~55 ms per image on a core
-    write_cifar(root, hundred=True, train_per_batch=8, test=8)
+    write_cifar(root, hundred=True, train_per_batch=4, test=4)
     write_mnist(root / "MNIST" / "raw", train=100, test=20)
     render_letters(root / "notMNIST_small", per_letter=3)
-    write_image_folder(root / "imagenet", per_class=2)
+    write_image_folder(root / "imagenet", per_class=1)
     return root
