@@ -21,8 +21,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # The test files that take longest (minutes of subprocess runs), longest first: `make test` hands whole files to its
 # pytest-xdist workers (--dist loadfile) in collection order, so these go first and the short files fill the end
 # (longest-processing-time-first scheduling) instead of one long file running alone at the end.
-LONG_FILES = ("tests/studies/test_benchmark.py", "tests/launch/test_docs_run_guide.py", "tests/launch/test_own_project.py",
-              "tests/launch/test_slurm.py", "tests/launch/test_docs_run.py", "tests/test_demo.py",
+LONG_FILES = ("tests/studies/test_benchmark.py", "tests/launch/test_docs_run_guide.py",
+              "tests/launch/test_own_project.py", "tests/launch/test_slurm.py", "tests/launch/test_docs_run.py", "tests/test_demo.py",
               "tests/studies/test_tables.py", "tests/studies/test_benchmark_cifar10.py", "tests/test_docs.py",
               "tests/launch/test_install.py", "tests/engine/test_distributed.py", "tests/engine/test_long_budget.py")
 
@@ -111,7 +111,8 @@ def installed_env(site: Path) -> dict[str, str]:
     """The environment of a user's shell with the venv of ``install_wheel`` activated: its ``bin/`` first on ``PATH``
     (its python, csg's console scripts), no ``PYTHONPATH``, SLURM's clients off ``PATH`` (this host may have the
     tests' private SLURM), no GPU, one thread, no Hydra or W&B variables of the caller."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRA_", "WANDB_", "PYTHON", "CSG_", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HYDRA_", "WANDB_", "PYTHON", "CSG_", "VIRTUAL_ENV"))}
     no_slurm = [p for p in env.get("PATH", "").split(os.pathsep)
                 if p and not any((Path(p) / client).exists() for client in ("sbatch", "srun"))]
     env["PATH"] = os.pathsep.join([str(installed_bin(site)), *no_slurm])

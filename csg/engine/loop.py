@@ -361,14 +361,14 @@ class _LockStepLoop:
             if not self.bar.disable and i == 0:
                 self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))
             self.logger.log_epoch(epoch, values)
-            if epoch in chain.collect_at:
-                meta = lane.interaction.sample_metadata() if lane.interaction is not None else {}
-                record = chain.collect(lane.sample_model or lane.model, chain.collect_at[epoch],
-                                       train_loss=values["train_loss"], **meta)
+            meta = {"train_loss": values["train_loss"]}
+            if epoch in chain.collect_at and lane.interaction is not None:
+                meta.update(lane.interaction.sample_metadata())
+            record = chain.end_epoch(lane.sample_model or lane.model, **meta)  # a sample; the next epoch's position
+            if record is not None:
                 if "path" in record:
                     log.info("saved %s", Path(record["path"]).name)
                 self.logger.log_sample(record["index"], record)
-            state.epoch, state.batch = epoch + 1, 0
             state.loss_sum, state.correct, state.seen = 0.0, 0, 0
             if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
                 lane.checkpoint(state)

@@ -28,13 +28,18 @@ import torch
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.errors import DamagedFileError, first_line
 
-__all__ = ["MANIFEST", "MANIFEST_MAX_BYTES", "SampleStore", "non_finite"]
+__all__ = ["MANIFEST", "MANIFEST_MAX_BYTES", "SampleStore", "cpu_state", "non_finite"]
 
 
 MANIFEST = "manifest.json"  # in each store's folder: the samples the run recorded (SampleStore)
 REST = "rest.pt"  # in each store's folder of a part-sampling run: the frozen rest of the model, once
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest entry is ~200 bytes
 _SAMPLE_NAME = re.compile(r"sample_(\d{4,})_cycle(\d{2,})_epoch(\d{4,})\.pt")
+
+
+def cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A sample's state: a detached CPU copy of ``model.state_dict()`` (the model trains on)."""
+    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
 
 
 class SampleStore:
@@ -69,7 +74,7 @@ class SampleStore:
     def save(self, model: torch.nn.Module, *, index: int, cycle: int, epoch: int, **metadata: Any) -> Path:
         """Write the ``index``-th sample atomically, then the manifest with it (and the samples before it).
         With ``part_keys``, the sample holds those keys, and the first save writes the rest to ``rest.pt``."""
-        state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+        state = cpu_state(model)
         if self._entries is None:
             manifest = self.manifest() or {}
             self._entries, self._rest_entry = list(manifest.get("samples", [])), manifest.get("rest")

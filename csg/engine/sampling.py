@@ -32,7 +32,7 @@ import torch
 
 from csg.engine.checkpoint import LoopState
 from csg.engine.collection import CollectionPoint, collection_points
-from csg.engine.samples import SampleStore
+from csg.engine.samples import SampleStore, cpu_state
 from csg.schedules import Schedule
 
 __all__ = ["Chain"]
@@ -47,8 +47,8 @@ class Chain:
     of each cycle that end in a sampling stage (or the given list of
     :class:`~csg.engine.collection.CollectionPoint`). ``store``: a run's ``samples/`` folder (a path or a
     :class:`~csg.engine.samples.SampleStore`: samples written atomically, with their manifest, in csg's format);
-    ``None`` keeps the samples in memory as CPU copies (``keep=False``: records only). ``state`` (a :class:`~csg.engine.checkpoint.LoopState`)
-    resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save and restore it as torch's modules do
+    ``None`` keeps the samples in memory as CPU copies (``keep=False``: records only). ``state`` (a
+    :class:`~csg.engine.checkpoint.LoopState`) resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save and restore it as torch's modules do
     (checkpoint the model and the sampler beside it: the sampler's state holds its noise generator).
     """
 
@@ -124,7 +124,7 @@ class Chain:
                 self._adopt = False
             record["path"] = str(self.store.save(model, index=index, cycle=point.cycle, epoch=point.epoch, **meta))
         if self.keep:
-            self.kept.append({name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
+            self.kept.append(cpu_state(model))
         self.state.samples.append(record)
         return record
 

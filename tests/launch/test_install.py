@@ -115,8 +115,8 @@ def test_csg_train_runs_the_projects_own_data_model_and_sampler_from_its_folder(
 def test_every_command_used_the_installed_csg_and_its_launcher(page_run, installed):
     code = ("import csg, csg.paths, hydra_plugins.csg_slurm_launcher as launcher\n"
             "print(csg.__file__); print(csg.paths.CONFIGS); print(launcher.__file__)")
-    found = subprocess.run([str(installed_bin(installed) / "python"), "-c", code], cwd=page_run["project"], env=page_run["env"],
-                           capture_output=True, text=True, timeout=120)
+    found = subprocess.run([str(installed_bin(installed) / "python"), "-c", code], cwd=page_run["project"],
+                           env=page_run["env"], capture_output=True, text=True, timeout=120)
     assert found.returncode == 0, found.stderr[-2000:]
     assert all(Path(line).is_relative_to(installed) for line in found.stdout.split()), found.stdout
     assert Path(found.stdout.split()[1]) == installed / "csg" / "configs"
