@@ -46,6 +46,7 @@ help:
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make bench-run   the embedded default end to end against a plain PyTorch loop of the same steps, 1 and 2 threads: results/bench/run.{md,csv} (~15 min)"
 	@echo "make bench-part  a sampled last layer evaluated with the trunk once, K = 1, 10, 100 against K whole passes: results/bench/part.md"
+	@echo "make bench-convergence  R-hat and ESS of many variables, ArviZ beside csg.evaluation.convergence: results/bench/convergence.md"
 	@echo "make bench-gpu  GPU speed of a CIFAR ResNet-18 chain (epochs, K chains, evaluation): results/bench/gpu.{md,csv}"
 	@echo "make docs     the documentation site (docs/, Sphinx) into site/: open site/index.html"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
@@ -102,7 +103,7 @@ ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10
 REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
-.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-convergence bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -148,6 +149,9 @@ bench-run: $(STAMP)
 
 bench-cli: $(STAMP)  # --help and refusals against the 2 s goal: results/bench/cli.{md,csv}
 	$(BIN)/python scripts/bench_cli.py --out results/bench
+
+bench-convergence: $(STAMP)  # R-hat and ESS of many variables, ArviZ beside csg: results/bench/convergence.{md,csv}
+	$(BIN)/python scripts/bench_convergence.py --out results/bench
 
 # the GPU machine has no .venv (no network there): its python3 has what the benchmark needs
 BENCH_GPU_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))

@@ -40,7 +40,7 @@ myst_url_schemes = ["http", "https", "mailto"]
 # every reference to csg's own objects must resolve; external types (torch, numpy, ...) are not linked
 nitpicky = True
 nitpick_ignore_regex = [
-    ("py:.*", r"(torch|numpy|np|pandas|pd|omegaconf|hydra|scipy|arviz|collections|typing|pathlib|os|"
+    ("py:.*", r"(torch|numpy|np|pandas|pd|omegaconf|hydra|scipy|arviz|lightning|collections|typing|pathlib|os|"
               r"concurrent|contextlib|enum|dataclasses|abc)(\..*)?"),
     ("py:.*", r"(nn\..*|Path|Tensor|DictConfig|Any|Callable|Iterable|Iterator|Sequence|Mapping|Generator|Optional|"
               r"Union|optional|T|Module|Optimizer|DataLoader|Dataset)"),
@@ -50,7 +50,7 @@ nitpick_ignore_regex = [
 # A docs-only install (docs/requirements.txt) has no training stack: autodoc reads csg's modules with these mocked
 # (Sphinx's autodoc_mock_imports); where they are installed, nothing is mocked.
 TRAINING_STACK = ("torch", "torchvision", "timm", "torchmetrics", "numpy", "pandas", "scipy", "sklearn", "arviz",
-                  "matplotlib", "tqdm", "mlxtend", "wandb", "submitit", "safetensors")
+                  "matplotlib", "tqdm", "mlxtend", "wandb", "submitit", "safetensors", "lightning")
 
 
 def _installed(name: str) -> bool:

@@ -17,6 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# csg first in every pytest process, xdist's controller too: it imports the module of each warning a worker
+# reports (Lightning's), and Lightning imports torchvision, which needs csg's guard in a clone's editable install
+import csg  # noqa: F401,E402
+
 
 # The test files that take longest (minutes of subprocess runs), longest first: `make test` hands whole files to its
 # pytest-xdist workers (--dist loadfile) in collection order, so these go first and the short files fill the end

@@ -1,7 +1,7 @@
 """The package's layout is its architecture (docs/architecture.md): layers, no import circles, short modules.
 
 Layers, low to high: the shared rooms (errors, paths, io, components, schedules, samplers, data, models,
-evaluation) < engine < checks < posterior < launch < studies < ``csg/__main__.py`` (the entry point: ``csg-train``,
+evaluation) < engine < checks < posterior < launch, integrations < studies < ``csg/__main__.py`` (the entry point: ``csg-train``,
 ``python -m csg``, what ``train.py`` runs). A module imports only from its own layer or lower
 ones, at module level or inside a function alike; ``csg/__init__.py`` (the facade: ``csg.train``,
 ``csg.Posterior``) is the one exemption. Checked on the source's syntax trees, so that the rules cover every
@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "studies": 5, "__main__": 6}  # others: layer 0
+LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "integrations": 4, "studies": 5, "__main__": 6}  # others: layer 0
 MAX_LINES = 400
 MAX_LOOSE_MODULES = 6
 
@@ -151,3 +151,66 @@ def test_each_rule_is_caught_on_a_constructed_package(tmp_path):
     assert "an import circle: pkg.launch.cli -> pkg.launch.run" in problems
     assert "pkg.launch.up imports pkg.__main__: a lower layer imports a higher one" in problems
     assert len(problems) == 6  # the facade's and the entry point's imports of launch, launch's of engine: allowed
+
+
+# The engine's boundary: the modules that turn a composed config into a run's objects (and read Hydra's run
+# directory). Every other engine module takes typed objects: no omegaconf or hydra import, no `cfg` argument.
+ENGINE_BOUNDARY = {"build", "chain", "limits", "job_checks", "rundir"}
+HYDRA_INTERNALS = "csg/checks/hydra_internals.py"  # the one module that may use Hydra's or OmegaConf's internals
+PRIVATE_NODE_METHODS = {"_get_node", "_is_none", "_value"}
+
+
+def config_problems(engine: Path) -> list[str]:
+    """Every engine module below the boundary that imports omegaconf or hydra, or takes a config."""
+    problems = []
+    for path in sorted(engine.rglob("*.py")):
+        if path.parent == engine and path.stem in ENGINE_BOUNDARY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            problems += [f"{path.name} imports {name}" for name in names if name.split(".")[0] in ("omegaconf", "hydra")]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                problems += [f"{path.name}: {node.name}({a.arg}) takes a config" for a in arguments
+                             if a.arg == "cfg" or (a.annotation is not None and "DictConfig" in ast.unparse(a.annotation))]
+    return problems
+
+
+def internals_problems(root: Path) -> list[str]:
+    """Every use of Hydra's internals (``hydra._internal``) or OmegaConf's private node methods outside the adapter."""
+    problems = []
+    for path in sorted((root / "csg").rglob("*.py")):
+        if path.relative_to(root).as_posix() == HYDRA_INTERNALS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            problems += [f"{path.name} imports {name}" for name in names if name.startswith("hydra._internal")]
+            if isinstance(node, ast.Attribute) and node.attr in PRIVATE_NODE_METHODS:
+                problems.append(f"{path.name}:{node.lineno} calls {node.attr}")
+    return problems
+
+
+def test_the_engine_takes_no_config_below_its_boundary():
+    assert config_problems(ROOT / "csg" / "engine") == []
+
+
+def test_hydras_internals_are_used_in_one_adapter_module():
+    assert internals_problems(ROOT) == []
+    assert (ROOT / HYDRA_INTERNALS).is_file()
+
+
+def test_the_boundary_and_adapter_rules_catch_a_constructed_breach(tmp_path):
+    engine = tmp_path / "csg" / "engine"
+    (engine / "step").mkdir(parents=True)
+    (engine / "build.py").write_text("from omegaconf import DictConfig\ndef f(cfg): ...\n")  # the boundary: allowed
+    (engine / "loop.py").write_text("def run(settings, cfg=None):\n    from hydra.utils import instantiate\n")
+    (engine / "step" / "single.py").write_text("def make(node: 'DictConfig'): ...\n")
+    (tmp_path / "csg" / "checks").mkdir()
+    (tmp_path / "csg" / "checks" / "groups.py").write_text("from hydra._internal.utils import get_args_parser\n"
+                                                           "def f(cfg):\n    return cfg._get_node('data')\n")
+    (tmp_path / "csg" / "checks" / "hydra_internals.py").write_text("import hydra._internal.utils\n")
+    assert config_problems(engine) == ["loop.py: run(cfg) takes a config", "loop.py imports hydra.utils",
+                                       "single.py: make(node) takes a config"]
+    assert internals_problems(tmp_path) == ["groups.py imports hydra._internal.utils", "groups.py:3 calls _get_node"]

@@ -258,6 +258,24 @@ def check_evaluation(cfg: DictConfig) -> None:
         load_reference(reference)
 
 
+def check_callbacks(cfg: DictConfig) -> None:
+    """``callbacks``: each a mapping with an importable ``_target_``; a class among them defines a phase method
+    (:mod:`csg.engine.callbacks`). They are built, and a factory's result checked, before the first step."""
+    from csg.engine.callbacks import PHASES, check_spec
+
+    specs = cfg.get("callbacks")
+    if specs is None:
+        return
+    if not isinstance(specs, DictConfig):
+        raise ConfigError("callbacks", specs, "a mapping of names to callbacks ({_target_: ..., keyword arguments})")
+    for name, spec in OmegaConf.to_container(specs, resolve=True).items():
+        check_spec(f"callbacks.{name}", spec)
+        target = locate(spec["_target_"], f"callbacks.{name}._target_")
+        if isinstance(target, type) and not any(callable(getattr(target, phase, None)) for phase in PHASES):
+            raise ConfigError(f"callbacks.{name}._target_", spec["_target_"], f"a class with one of the methods "
+                              f"{', '.join(PHASES)}")
+
+
 def check_trace(cfg: DictConfig) -> None:
     """``trace``: whether to record a trace, its burn-in and its length."""
     if not isinstance(_get(cfg, "trace.enabled"), bool):
@@ -271,7 +289,7 @@ def check_trace(cfg: DictConfig) -> None:
 def check_part(cfg: DictConfig) -> None:
     """What is sampled (``sampler.params``, ``sampler.rest``), the weights it starts from (``model.weights``) and
     the adapters (``adapter``): their forms here; whether they fit the model, once it is built
-    (:func:`csg.engine.build.check_job`)."""
+    (:func:`csg.engine.job_checks.check_job`)."""
     params = _get(cfg, "sampler.params")
     if params is not None and (isinstance(params, (str, bytes)) or not OmegaConf.is_list(params)
                                or not all(isinstance(p, (str, int)) and str(p) for p in params)):
@@ -292,7 +310,7 @@ def check_part(cfg: DictConfig) -> None:
 
 
 CHECKS = (check_data, check_model, check_ood, check_sampler, check_seed, check_trainer, check_logger,
-          check_evaluation, check_trace, check_part)
+          check_evaluation, check_trace, check_part, check_callbacks)
 
 
 def _validate_custom_data(cfg: DictConfig) -> None:

@@ -22,14 +22,14 @@ def parse_command_line(argv: list[str]):
     """``(args, overrides)``: Hydra's reading of a ``train.py`` command line (its flags: ``args.multirun``,
     ``args.config_name``, ...) and its parsed overrides (:class:`hydra.core.override_parser.types.Override`).
 
-    Hydra's argument parser is ``hydra._internal.utils.get_args_parser``: Hydra 1.3 has no public API for the
-    command line ``@hydra.main`` reads (its flags and their spellings), so it is used here, and only here. The
-    overrides are parsed with Hydra's public :class:`~hydra.core.override_parser.overrides_parser.OverridesParser`.
+    Hydra's argument parser has no public API (:func:`csg.checks.hydra_internals.args_parser`). The overrides
+    are parsed with Hydra's public :class:`~hydra.core.override_parser.overrides_parser.OverridesParser`.
     Raises Hydra's ``HydraException`` (or ``SystemExit``, argparse's) for a malformed command line."""
-    from hydra._internal.utils import get_args_parser  # no public API: see above
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    args = get_args_parser().parse_args(argv)
+    from csg.checks.hydra_internals import args_parser
+
+    args = args_parser().parse_args(argv)
     return args, OverridesParser.create().parse_overrides(args.overrides)
 
 
@@ -154,15 +154,16 @@ def check_user_yaml(first: Path | None, overrides) -> str | None:
 def check_sections(cfg) -> str | None:
     """The one-line error for a composed config whose chosen option of a group (``data=mine``) is not a mapping of
     keys (a YAML list, a number), else None."""
-    from omegaconf import DictConfig, OmegaConf
+    from omegaconf import OmegaConf
+
+    from csg.checks.hydra_internals import raw_section
 
     choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None) or {}
     for section in SECTIONS:
-        node = cfg._get_node(section) if isinstance(cfg, DictConfig) and section in cfg else None
-        if node is not None and not isinstance(node, DictConfig) and not node._is_none():
+        kind = raw_section(cfg, section)
+        if kind is not None:
             chosen = choices.get(section)
             what = f"{section}={chosen}" if chosen is not None else section
-            kind = "a list" if OmegaConf.is_list(node) else f"the value {node._value()!r}"
             return (f"{what} is not allowed: a {section} option is a mapping of keys (name: ..., as csg's "
                     f"configs/{section}/*.yaml); it is {kind}")
     return None

@@ -8,7 +8,7 @@ each as the run will (:func:`csg.checks.config.validate`, or for ``synthetic=`` 
 passes), before the first job starts. It returns the first problem as a one-line message.
 
 A sweep whose jobs run here one after another (Hydra's basic launcher) is also checked as each job checks
-itself once its data are built (:func:`csg.engine.build.check_job`: the model against the data, memory, the
+itself once its data are built (:func:`csg.engine.job_checks.check_job`: the model against the data, memory, the
 schedule and collection plan, the step's values), every job before the first trains: each data set is built
 once for the whole sweep, on the CPU, and built again by the job that uses it (a single run checks all this
 itself before training, and is not built twice). ``hydra/launcher=slurm`` on a machine without SLURM is
@@ -40,7 +40,7 @@ __all__ = ["STUDY_KEYS", "StudyChecks", "check_command", "check_train_command"]
 StudyChecks = Mapping[str, Callable[[DictConfig], None]] | None
 STUDY_KEYS = ("synthetic",)  # the config keys that make a command a study, whose values its own checks read
 
-FREE_KEYS = ("model.", "hydra.")  # groups whose keys are keyword arguments: `+key` may add to them
+FREE_KEYS = ("model.", "hydra.", "callbacks.")  # groups whose keys are keyword arguments: `+key` may add to them
 # ... and, where the group names a user's callable, its keyword arguments
 FREE_UNDER_TARGET = {"data.": "data", "sampler.optimizer.": "sampler.optimizer"}
 _HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion",
@@ -104,32 +104,17 @@ def _compose_once(config_dirs: tuple[Path, ...], config_name: str, overrides: li
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from csg.checks.hydra_internals import search_also
+
     first, *after = (str(Path(folder).resolve()) for folder in config_dirs)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=first, version_base="1.3"):
             if after:
-                _search_also(first, after)
+                search_also(first, after)  # Hydra's internals: csg.checks.hydra_internals
             return compose(config_name, overrides=overrides, return_hydra_config=True)
     finally:
         GlobalHydra.instance().clear()
-
-
-def _search_also(first: str, after: list[str]) -> None:
-    """Hydra (GlobalHydra) searching ``first`` then ``after``: as ``@hydra.main(config_path=first)`` with
-    ``--config-dir`` (Hydra's own ``_run_hydra`` prepends that folder before the ``schema`` entry). Hydra's
-    compose API takes one folder, and a primary config (``config.yaml``) found only in a ``hydra.searchpath``
-    folder is not found, so the search path is made with Hydra's internal constructor: here, and only here."""
-    from hydra._internal.hydra import Hydra  # no public API: see above
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.config_search_path import SearchPathQuery
-    from hydra.core.global_hydra import GlobalHydra
-
-    search_path = create_config_search_path(first)
-    for folder in after:
-        search_path.prepend(provider="command-line", path=f"file://{folder}", anchor=SearchPathQuery(provider="schema"))
-    GlobalHydra.instance().clear()
-    Hydra.create_main_hydra2(task_name="app", config_search_path=search_path)
 
 
 def _check_job(config_dirs: tuple[Path, ...], config_name: str, job: list[str], groups: set[str], multirun: bool,
@@ -355,7 +340,7 @@ def _runs_here(cfg: DictConfig) -> bool:
 
 
 def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | None:
-    """The checks a job makes once its data are built (:func:`csg.engine.build.check_job`): its data, its model against
+    """The checks a job makes once its data are built (:func:`csg.engine.job_checks.check_job`): its data, its model against
     them, memory, the schedule and collection plan, the step's values; and, without a launcher, that its chains
     need none (interacting chains). Each data set is built once for the whole sweep (``data_cache``); jobs that
     differ only in their seed are checked once (``checked``). An error other than a one-line refusal is left to
@@ -363,7 +348,8 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
     import json
 
     from csg.engine import distributed
-    from csg.engine.build import check_job, data_facts
+    from csg.engine.build import interaction_kind
+    from csg.engine.job_checks import check_job, data_facts
     from csg.engine.devices import resolve_device
     from csg.errors import CsgError
     from csg.engine.distributed import check_interacting_layout
@@ -381,7 +367,8 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
         # under torchrun or SLURM tasks each process group trains one chain; else this process trains them all
         launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 or distributed.launched_by_slurm_tasks()
         if not launched:  # chains that step together need a launcher: the run's own refusal, for every job
-            check_interacting_layout(cfg, distributed.Layout(chains=int(cfg.sampler.chains)))
+            check_interacting_layout(interaction_kind(cfg), int(cfg.sampler.chains),
+                                     distributed.Layout(chains=int(cfg.sampler.chains)))
         check_job(cfg, data_facts(cfg, data_cache), device, 1 if launched else int(cfg.sampler.chains))
         checked.add(key)
     except CsgError as error:

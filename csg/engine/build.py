@@ -4,14 +4,14 @@ Every function takes the run's ``DictConfig`` (see ``configs/``) and returns one
 one-line :class:`~csg.errors.ConfigError` when the setting cannot work (a collection plan or a trace
 that does not fit the schedule), before any training; the checks of memory, the model against the data and
 the step's values are :mod:`csg.engine.limits`'. :mod:`csg.engine.chain` calls them for each chain;
-:mod:`csg.posterior` and the studies call them to rebuild a run's data and model. :func:`check_job` makes
-every check of a run once its data are known, for a sweep's jobs before the first trains.
+:mod:`csg.posterior` and the studies call them to rebuild a run's data and model; :mod:`csg.engine.job_checks`
+makes every check of a run once its data are known, for a sweep's jobs before the first trains. With
+:mod:`csg.engine.chain`, :mod:`csg.engine.limits` and :mod:`csg.engine.job_checks` this is the engine's
+boundary: the modules below it take typed objects, no config (tests/test_layout.py).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,10 +28,9 @@ from csg.engine.step.single import prepare_model
 from csg.components import has_target, keyword_arguments, target_of
 from csg.models.custom import KEYS as MODEL_KEYS  # the model group's keys that are csg's, not the factory's
 
-__all__ = ["DataFacts", "MAX_STEPS", "MODEL_KEYS", "REAL_CHECK_BYTES", "build_data_and_model", "build_interaction",
-           "build_model", "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_job", "check_trace",
-           "data_facts", "load_model_weights", "node_options", "optimise_rest", "plan_collection", "plan_trace",
-           "seed_streams"]
+__all__ = ["MAX_STEPS", "MODEL_KEYS", "build_data_and_model", "build_interaction", "build_model", "build_ood_loader",
+           "build_part", "build_sampler", "build_schedule", "check_trace", "interaction_kind", "load_model_weights",
+           "node_options", "optimise_rest", "part_of", "plan_collection", "plan_trace", "seed_streams"]
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -138,11 +137,25 @@ def load_model_weights(cfg: DictConfig, model: torch.nn.Module) -> None:
         load_weights(model, str(cfg.model.weights))
 
 
+def part_of(cfg: DictConfig, model: torch.nn.Module):
+    """The :class:`csg.engine.part.SampledPart` a run's config (``sampler.params``, ``sampler.rest``) chooses."""
+    from csg.engine.part import select_part
+
+    return select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
+
+
+def interaction_kind(cfg: DictConfig) -> str | None:
+    """:func:`csg.engine.distributed.interaction_kind` of a run's ``sampler`` keys."""
+    contour = cfg.sampler.get("contour")
+    return distributed.interaction_kind(int(cfg.sampler.get("chains", 1)), cfg.sampler.get("replica") is not None,
+                                        contour is not None and bool(contour.interacting))
+
+
 def build_part(cfg: DictConfig, model: torch.nn.Module):
     """The :class:`csg.engine.part.SampledPart` of ``sampler.params`` / ``sampler.rest`` for ``model``; a
     one-line ConfigError for patterns that match nothing or a parameter the model freezes, or for a part sampled
     by stacked chains."""
-    from csg.engine.part import check_trainable, part_of
+    from csg.engine.part import check_trainable
 
     part = part_of(cfg, model)
     check_trainable(model, part, cfg.sampler.get("params"))
@@ -231,7 +244,7 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
                                 zeta=float(contour.zeta), sa_step=sa_step,
                                 multiplier_clip=tuple(float(v) for v in contour.multiplier_clip),
                                 difference=str(contour.get("difference", "backward")), device=device)
-    gather = ChainCollectives(layout, device).gather_chains if distributed.interacts(cfg) == "contour" else None
+    gather = ChainCollectives(layout, device).gather_chains if interaction_kind(cfg) == "contour" else None
     if cfg.sampler.update_rule == "sghmc":
         return ContourSGHMC(params, partition=partition, momentum=cfg.sampler.momentum, gather=gather, **options)
     return ContourSGLD(params, partition=partition, gather=gather, **options)
@@ -314,81 +327,3 @@ def check_trace(cfg: DictConfig, schedule, total_steps: int) -> int:
             f"in {total_steps} iterations; raise trainer.epochs",
         )
     return available
-
-
-@dataclass(frozen=True)
-class DataFacts:
-    """What the checks before training need of a data set (:func:`check_job`): its sizes, classes, input shape."""
-
-    name: str
-    num_train: int
-    num_test: int
-    num_classes: int
-    input_shape: tuple[int, ...]
-    batch_size: int
-
-    @property
-    def batches_per_epoch(self) -> int:
-        return -(-self.num_train // self.batch_size)
-
-
-_BATCHING = ("batch_size", "eval_batch_size", "num_workers", "device_resident")  # build_data's, not the data set's
-
-
-def data_facts(cfg: DictConfig, cache: dict | None = None) -> DataFacts:
-    """The :class:`DataFacts` of ``cfg.data``, from the data built once on the CPU (every check of
-    :mod:`csg.data` and :mod:`csg.data.custom` included). ``cache`` keeps them per data set and options, so a
-    sweep over other keys (or over the batch size) builds each data set once."""
-    from csg.data import build_data
-
-    options = node_options(cfg.data, drop=("name", "recipe"))
-    key = json.dumps([str(cfg.data.name), {k: v for k, v in options.items() if k not in _BATCHING}],
-                     sort_keys=True, default=str)
-    cache = {} if cache is None else cache
-    if key not in cache:
-        built = build_data(cfg.data.name, device="cpu", **{**options, "device_resident": False, "num_workers": 0})
-        cache[key] = (built.num_train, built.num_test, built.num_classes, tuple(built.input_shape))
-    num_train, num_test, num_classes, input_shape = cache[key]
-    return DataFacts(str(cfg.data.name), num_train, num_test, num_classes, input_shape, int(cfg.data.batch_size))
-
-
-REAL_CHECK_BYTES = 2**30  # check_job builds models up to this size on the CPU, larger ones on the meta device
-
-
-def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: int) -> None:
-    """Every check a run makes once its data are known, without training and without building the data:
-    what :mod:`csg.launch.run` checks while it prepares its chains, for a sweep to check each job before the first
-    trains (:mod:`csg.checks.preflight`). In order: memory for ``chains`` chains on ``device`` (0: not checked), the
-    model against the data (:func:`check_model_fits`: on the CPU, or on the meta device for a model of more
-    than :data:`REAL_CHECK_BYTES` that runs there), the schedule, the collection plan, the trace, the step's
-    values and a user's sampler. Raises the run's one-line :class:`ConfigError`."""
-    from csg.engine.memory import meta_model
-
-    model = meta_model(lambda: build_model(cfg, data))
-    if model is not None and chains:
-        check_memory(cfg, model, device, chains)
-    if model is None or sum(p.numel() * p.element_size() for p in model.parameters()) <= REAL_CHECK_BYTES:
-        model = build_model(cfg, data)  # a real forward pass is faster than the meta device's first (2-4 s)
-    sync = bool(cfg.trainer.get("sync_batchnorm", False))
-    try:
-        check_model_fits(model, data, cfg, sync_batchnorm=sync)
-    except Exception:  # noqa: BLE001 - not every model runs on the meta device: the CPU model's answer counts
-        if not any(p.is_meta for p in model.parameters()):
-            raise
-        model = build_model(cfg, data)
-        check_model_fits(model, data, cfg, sync_batchnorm=sync)
-    total_steps = int(cfg.trainer.epochs) * data.batches_per_epoch
-    schedule = build_schedule(cfg, total_steps)
-    plan_collection(cfg, schedule, data.batches_per_epoch)
-    if cfg.trace.enabled:
-        check_trace(cfg, schedule, total_steps)
-    check_step_values(cfg, model, data.num_train)
-    if cfg.model.get("weights"):
-        from csg.models.weights import check_weights
-
-        check_weights(model, str(cfg.model.weights))
-    part = build_part(cfg, model)
-    if has_target(cfg.sampler.get("optimizer")):
-        if any(p.is_meta for p in model.parameters()):
-            model = build_model(cfg, data)  # a user's optimizer may read its parameters' values
-        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator(), part)

@@ -44,7 +44,7 @@ __all__ = ["FittedChain", "PreparedChain", "RESOLVED_DEVICE", "check_samples_on_
 log = logging.getLogger(__name__)
 
 _NOT_IN_FINGERPRINT = {"trainer.progress", "trainer.log_every_n_steps", "trainer.log_every_n_epochs",
-                       "trainer.checkpoint", "trainer.threads", "logger", "hydra"}
+                       "trainer.checkpoint", "trainer.threads", "logger", "hydra", "callbacks"}
 
 
 def config_fingerprint(cfg: DictConfig) -> dict[str, Any]:

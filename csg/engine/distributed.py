@@ -117,22 +117,20 @@ def check_one_gpu_per_process(device_name: str, local_rank: int, local_world_siz
     raise ConfigError("trainer.device", device_name, problem)
 
 
-def interacts(cfg) -> str | None:
-    """"contour" (ICSGHMC: chains share theta), "replica" (reSGHMC), or None: chains that must step together
-    (``cfg``: the run's config)."""
-    chains = int(cfg.sampler.get("chains", 1))
-    if cfg.sampler.get("replica") is not None:
+def interaction_kind(chains: int, replica: bool, contour_interacting: bool) -> str | None:
+    """"contour" (ICSGHMC: ``chains`` > 1 that share theta), "replica" (reSGHMC: replica exchange), or None: chains
+    that must step together."""
+    if replica:
         return "replica"
-    if cfg.sampler.get("contour") is not None and bool(cfg.sampler.contour.interacting) and chains > 1:
+    if contour_interacting and chains > 1:
         return "contour"
     return None
 
 
-def check_interacting_layout(cfg, layout: Layout) -> None:
-    """Chains that step together (:func:`interacts`) need a process (group) each: refused without a launcher."""
-    kind = interacts(cfg)
+def check_interacting_layout(kind: str | None, chains: int, layout: Layout) -> None:
+    """Chains that step together (``kind``: :func:`interaction_kind`) need a process (group) each: refused without
+    a launcher."""
     if kind is not None and not layout.distributed:
-        chains = int(cfg.sampler.chains)
         what = "share one theta" if kind == "contour" else "exchange replicas"
         raise ConfigError(
             "sampler.chains", chains,

@@ -13,7 +13,6 @@ for a stop), and ends (the epoch's numbers, a sample at a collection point, a ch
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,12 +22,13 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
+from csg.engine.accounting import Clock, check_finite, sync
+from csg.engine.callbacks import LoopCallbacks, LoopEvent
 from csg.engine.checkpoint import LoopState
 from csg.engine.collection import CollectionPoint
 from csg.engine.samples import SampleStore
 from csg.engine.sampling import Chain
 from csg.engine.devices import Precision
-from csg.errors import DivergenceError
 from csg.schedules import Schedule
 from csg.engine.step.single import Step
 
@@ -101,24 +101,6 @@ class Lane:
     check_state: Callable[[], None] | None = None
 
 
-def _check_finite(loss_sums: list[float], epoch: int, epochs: int, iteration: int, lr: float,
-                  states: Sequence[LoopState], lanes: Sequence[Lane]) -> None:
-    for loss_sum, state, lane in zip(loss_sums, states, lanes):
-        if not math.isfinite(loss_sum):
-            which = f"chain {lane.chain + 1}: " if len(lanes) > 1 else ""
-            if state.samples:
-                where = f" in {lane.store.directory}" if lane.store is not None else ""
-                kept = f"the {len(state.samples)} samples already written{where} are kept"
-            else:
-                kept = "no sample had been written yet"
-            raise DivergenceError(
-                f"{which}training loss became {loss_sum} in epoch {epoch + 1}/{epochs} (by iteration {iteration}, "
-                f"lr={lr:.4g}); stopped; {kept}; a smaller sampler.lr0 (or, diverging at a warm restart after a long "
-                "sampling stage, a lower sampler.temperature) may help",
-                loss=loss_sum, epoch=epoch + 1, iteration=iteration, lr=lr, chain=lane.chain,
-            )
-
-
 @dataclass
 class LoopSettings:
     """What the loop is told beside its chains, schedule and step (the keywords of :func:`train_chain` and
@@ -127,7 +109,8 @@ class LoopSettings:
     ``precision`` (``None``: "32"); the ``logger`` (``None``: none); ``log_every_n_steps`` (the logged rows
     and the NaN check) and ``log_every_n_epochs`` (the log's epoch lines); the ``progress`` bar (``None``,
     ``True``: on a terminal, ``False``: never); the shared ``hooks`` (:class:`Hooks`); ``world_size``: the
-    processes of one chain (DDP), each weighting its shard's loss."""
+    processes of one chain (DDP), each weighting its shard's loss; ``callbacks``: your objects called at the
+    loop's phases (:mod:`csg.engine.callbacks`)."""
 
     epochs: int
     temperature: float
@@ -140,6 +123,7 @@ class LoopSettings:
     progress: bool | None = None
     hooks: Hooks | None = None
     world_size: int = 1
+    callbacks: Sequence[Any] = ()
 
 
 def _settings_of(settings: LoopSettings | None, keywords: dict[str, Any]) -> LoopSettings:
@@ -225,12 +209,13 @@ class _LockStepLoop:
         self.first = self.states[0]
         self.loaders = [lane.loader for lane in lanes]
         self.batches = len(self.loaders[0])
-        self.clock = _Clock([s.seconds for s in self.states])
+        self.clock = Clock([s.seconds for s in self.states])
         self.chains = [Chain(lane.sampler, schedule, epochs=settings.epochs, batches_per_epoch=self.batches,
                              temperature=settings.temperature, plan=settings.plan, store=lane.store, state=state,
                              keep=False)
                        for lane, state in zip(self.lanes, self.states)]
         self.started_at = self.first.iteration
+        self.callbacks = LoopCallbacks(settings.callbacks)
         self.loss_sum: Tensor | None = None  # the epoch's loss and hit sums of every chain, on the device
         self.correct: Tensor | None = None
 
@@ -279,13 +264,26 @@ class _LockStepLoop:
             lane.model.train()
         self.loss_sum = torch.tensor([s.loss_sum for s in self.states], device=self.settings.device)
         self.correct = torch.tensor([s.correct for s in self.states], device=self.settings.device)
+        self.call("on_epoch_start", epoch, self.k)
         return start_batch
 
-    def set_hyperparameters(self) -> float:
+    def call(self, phase: str, epoch: int, k: int, lanes: Sequence[int] | None = None, **more: Any) -> None:
+        """Each chain's (of ``lanes``, default all) :class:`~csg.engine.callbacks.LoopEvent` to the callbacks of
+        ``phase``."""
+        for i in range(len(self.lanes)) if lanes is None else lanes:
+            if self.callbacks:
+                lane, chain = self.lanes[i], self.chains[i]
+                self.callbacks(phase, LoopEvent(lane.chain, epoch, k, chain.stage, chain.chain_lr,
+                                                chain.chain_temperature, lane.model, lane.sampler, **more))
+
+    def set_hyperparameters(self, epoch: int) -> float:
         """Every chain's step size and temperature for iteration k (its interaction's scales on the
         schedule's); returns the schedule's temperature."""
+        before = self.stage
         for lane, chain in zip(self.lanes, self.chains):
             chain.begin_step(*(lane.interaction.scales() if lane.interaction is not None else (1.0, 1.0)))
+        if self.stage != before:
+            self.call("on_stage_change", epoch, self.k, previous=before)
         return self.chains[0].schedule_temperature
 
     def step_batch(self, epoch: int, b: int, batch) -> None:
@@ -294,7 +292,7 @@ class _LockStepLoop:
         device, world_size = self.settings.device, self.settings.world_size
         xs = [x.to(device, non_blocking=True) for x, _ in batch]
         ys = [y.to(device, non_blocking=True) for _, y in batch]
-        temperature = self.set_hyperparameters()
+        temperature = self.set_hyperparameters(epoch)
         if self.several:
             loss, hits = self.step(xs, ys)
         else:
@@ -325,14 +323,14 @@ class _LockStepLoop:
                                               "stage": self.stage, **extra})
 
     def check_finite(self, epoch: int) -> None:
-        _check_finite(self.loss_sum.tolist(), epoch, self.settings.epochs, self.k - 1, self.lr, self.states,
+        check_finite(self.loss_sum.tolist(), epoch, self.settings.epochs, self.k - 1, self.lr, self.states,
                       self.lanes)
 
     def stop_if_asked(self, epoch: int, b: int) -> None:
         """A stop asked for (``hooks.should_stop``): every chain's checkpoint after batch ``b``, then the stop
         error."""
         if self.hooks.should_stop is not None and self.hooks.should_stop():
-            _sync(self.states, epoch, b + 1, self.k, self.loss_sum, self.correct, self.clock)
+            sync(self.states, epoch, b + 1, self.k, self.loss_sum, self.correct, self.clock)
             for lane, state in zip(self.lanes, self.states):
                 if lane.checkpoint is not None:
                     lane.checkpoint(state)
@@ -343,7 +341,7 @@ class _LockStepLoop:
         collection point; its position moved to the next epoch; its checkpoint every ``checkpoint_every``."""
         epochs, hooks = self.settings.epochs, self.hooks
         self.check_finite(epoch)
-        _sync(self.states, epoch, self.batches, self.k, self.loss_sum, self.correct, self.clock)
+        sync(self.states, epoch, self.batches, self.k, self.loss_sum, self.correct, self.clock)
         for i, (lane, state, chain) in enumerate(zip(self.lanes, self.states, self.chains)):
             values = {
                 **({"chain": lane.chain} if self.several else {}),
@@ -369,25 +367,8 @@ class _LockStepLoop:
                 if "path" in record:
                     log.info("saved %s", Path(record["path"]).name)
                 self.logger.log_sample(record["index"], record)
+                self.call("on_sample", epoch, self.k - 1, [i], record=dict(record))
+            self.call("on_epoch_end", epoch, self.k - 1, [i], values=dict(values))
             state.loss_sum, state.correct, state.seen = 0.0, 0, 0
             if lane.checkpoint is not None and hooks.checkpoint_every and (epoch + 1) % hooks.checkpoint_every == 0:
                 lane.checkpoint(state)
-
-
-class _Clock:
-    """Each chain's training seconds: what it had when the loop started plus its share of the loop's wall time."""
-
-    def __init__(self, seconds: list[float]):
-        self.before, self.started = seconds, time.perf_counter()
-
-    def shares(self) -> list[float]:
-        share = (time.perf_counter() - self.started) / len(self.before)
-        return [before + share for before in self.before]
-
-
-def _sync(states: Sequence[LoopState], epoch: int, batch: int, k: int, loss_sum: Tensor, correct: Tensor,
-          clock: _Clock) -> None:
-    for state, loss, hits, seconds in zip(states, loss_sum.tolist(), correct.tolist(), clock.shares()):
-        state.epoch, state.batch, state.iteration = epoch, batch, k
-        state.loss_sum, state.correct = loss, int(hits)
-        state.seconds = seconds

@@ -29,7 +29,7 @@ from torch import nn
 
 from csg.errors import ConfigError
 
-__all__ = ["REST_MODES", "SampledPart", "freeze_rest", "head_of", "part_of", "select_part"]
+__all__ = ["REST_MODES", "SampledPart", "freeze_rest", "head_of", "select_part"]
 
 REST_MODES = ("frozen", "sgd")
 
@@ -97,11 +97,6 @@ def check_trainable(model: nn.Module, part: SampledPart, patterns) -> None:
         raise ConfigError("sampler.params", list(patterns), f"patterns that match parameters that train; "
                           f"{_some(fixed)} {'is' if len(fixed) == 1 else 'are'} frozen by the model itself "
                           "(requires_grad=False)")
-
-
-def part_of(cfg, model: nn.Module) -> SampledPart:
-    """The :class:`SampledPart` a run's config (``sampler.params``, ``sampler.rest``) chooses of ``model``."""
-    return select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
 
 
 def _matches(name: str, pattern: str) -> bool:

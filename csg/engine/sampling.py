@@ -19,6 +19,7 @@ collection. Your loop::
             chain.end_step()
         chain.end_epoch(model)                 # a sample when the plan says so
     states = chain.sample_states()             # CPU state dicts, in collection order
+    posterior = csg.Posterior.from_states(model, states, input_shape=(1, 28, 28), names=chain.sample_names())
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Chain:
         self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
         self.keep = self.store is None if keep is None else keep
         self.kept: list[dict[str, torch.Tensor]] = []  # the samples' states, when kept in memory
-        self.lr, self.stage = schedule.lr(self.state.iteration), "exploration"
+        self.lr, _, self.stage = self.hyperparameters()  # the stage of the next iteration (a resumed chain's too)
         self.chain_lr, self.chain_temperature, self.schedule_temperature = self.lr, 0.0, 0.0
 
     @property
@@ -133,6 +134,11 @@ class Chain:
         if self.keep or self.store is None:
             return list(self.kept)
         return [self.store.state_of(Path(record["path"])) for record in self.state.samples]
+
+    def sample_names(self) -> list[str]:
+        """Each sample's file name in csg's format (``sample_0000_cycle00_epoch0003.pt``), in collection order:
+        the names a :class:`csg.Posterior` of :meth:`sample_states` gives its members."""
+        return [SampleStore.file_name(r["index"], r["cycle"], r["epoch"]) for r in self.state.samples]
 
     def state_dict(self) -> dict[str, Any]:
         """The chain's position and samples (with the kept states when there is no store)."""

@@ -98,7 +98,7 @@ def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) ->
                  for r in rows]
     shortest = min(draws)
     stacked = np.stack([values[r[:shortest]] for r in rows])  # (chains, draws, examples)
-    ess = _finite(_arviz("ess", stacked, method="bulk")) if shortest >= MIN_DRAWS else np.array([])
+    ess = _finite(_diagnostic("ess", stacked, method="bulk")) if shortest >= MIN_DRAWS else np.array([])
     common = dict(quantity=QUANTITY, examples=values.shape[1], chains=len(order), draws_per_chain=draws,
                   ess_bulk_median=_stat(np.median, ess), ess_bulk_min=_stat(np.min, ess),
                   lag1_autocorrelation=lag1, consecutive_agreement=agreement)
@@ -113,7 +113,7 @@ def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) ->
         return ChainDiagnostics(**common, rhat_median=None, rhat_max=None, rhat_share_above=None, rhat_reference=None,
                                 verdict="too few draws", reading=f"{len(order)} chains, the shortest of {shortest} "
                                 f"draws: too few for split-R-hat (at least {MIN_DRAWS} draws per chain){within}")
-    rhat = _finite(_arviz("rhat", stacked, method="rank"))
+    rhat = _finite(_diagnostic("rhat", stacked, method="rank"))
     reference = exchangeable_rhat(len(order), shortest)
     if not rhat.size:
         return ChainDiagnostics(**common, rhat_median=None, rhat_max=None, rhat_share_above=None,
@@ -141,18 +141,18 @@ def exchangeable_rhat(chains: int, draws: int, variables: int = 2000, seed: int 
     independent draws come from one distribution: simulated (standard normal draws of ``variables`` examples,
     seeded), as rank normalisation makes it (nearly) the same for any continuous distribution."""
     generator = np.random.default_rng(seed)
-    rhat = _finite(_arviz("rhat", generator.standard_normal((chains, draws, variables)), method="rank"))
+    rhat = _finite(_diagnostic("rhat", generator.standard_normal((chains, draws, variables)), method="rank"))
     return float(np.quantile(rhat, REFERENCE_QUANTILE))
 
 
-def _arviz(function: str, draws: np.ndarray, **options) -> np.ndarray:
-    """ArviZ's ``rhat`` or ``ess`` of every example of ``draws`` ``(chains, draws, examples)``."""
-    import arviz as az
+def _diagnostic(function: str, draws: np.ndarray, **options) -> np.ndarray:
+    """ArviZ's ``rhat`` (rank) or ``ess`` of every example of ``draws`` ``(chains, draws, examples)``, all examples at
+    once (:mod:`csg.evaluation.convergence`)."""
+    from csg.evaluation.convergence import ess, rank_rhat
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # FutureWarnings of ArviZ's next major version, constant examples' nan
-        dataset = az.convert_to_dataset(draws)
-        return np.asarray(getattr(az, function)(dataset, **options)["x"].values, dtype=np.float64).reshape(-1)
+    if function == "rhat":
+        return rank_rhat(draws).reshape(-1)
+    return ess(draws, options.get("method", "bulk")).reshape(-1)
 
 
 def _lag1(series: np.ndarray) -> float | None:

@@ -8,7 +8,6 @@ truncation, the estimator the SG-MCMC literature's tables use.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -39,15 +38,11 @@ class ParameterTrace:
 
 
 def effective_sample_size(draws: np.ndarray) -> np.ndarray:
-    """ESS of every column of ``draws`` (shape draws x coordinates), one chain."""
-    import arviz as az
+    """ESS of every column of ``draws`` (shape draws x coordinates), one chain: ArviZ's ``ess(method="mean")``,
+    every column at once (:mod:`csg.evaluation.convergence`)."""
+    from csg.evaluation.convergence import ess
 
-    draws = np.asarray(draws, dtype=np.float64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        dataset = az.convert_to_dataset(draws[None, :, :])
-        ess = az.ess(dataset, method="mean")
-    return np.asarray(ess["x"].values, dtype=np.float64).reshape(-1)
+    return ess(np.asarray(draws, dtype=np.float64)[None, :, :], "mean").reshape(-1)
 
 
 def ess_summary(draws: np.ndarray, seconds: float, gradient_evaluations: int) -> dict[str, float]:

@@ -22,7 +22,8 @@ from csg.checks import config as checks
 from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
-from csg.engine.build import build_ood_loader, node_options
+from csg.engine.build import build_ood_loader, interaction_kind, node_options
+from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
 from csg.engine.samples import SampleStore
@@ -66,7 +67,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
             try:
                 directory.lock(layout)  # one writer per run directory: a second command here is refused, naming the first
-                distributed.check_interacting_layout(cfg, layout)
+                distributed.check_interacting_layout(interaction_kind(cfg), int(cfg.sampler.get("chains", 1)), layout)
                 metrics = _run(cfg, directory, layout, started, signals)
             except BaseException as error:
                 distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
@@ -151,6 +152,9 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
 
         check_run_reference(str(cfg.evaluation.reference), prepared[0].data.test, prepared[0].data.num_train)
     method = _stack_chains(cfg, prepared, layout, precision)
+    specs = cfg.get("callbacks")  # the user's, built (and checked) before training, where the run logs
+    callbacks = build_callbacks(OmegaConf.to_container(specs, resolve=True) if specs else None
+                                ) if layout.is_global_zero else []
     if layout.is_global_zero and cfg.logger.name == "wandb":  # again where the run is: a SLURM node may lack network
         check_wandb_online(cfg.logger)
     directory.accept(move_earlier=move_aside)  # every check passed: from here on the run writes
@@ -165,7 +169,8 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     chains: list[FittedChain] = []
     try:
         for group in [prepared] if method else [[chain] for chain in prepared]:
-            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, signals, method))
+            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, signals, method,
+                                      callbacks))
         signals.phase = EVALUATING
         signals.raise_if_received()  # a signal after the loop's last poll
         distributed.barrier(layout)
@@ -257,7 +262,7 @@ def _stack_chains(cfg: DictConfig, prepared: list[PreparedChain], layout: distri
 
 def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed.Layout, device: torch.device,
                 precision: Precision, run_dir: Path, logger, signals: PreemptionSignals,
-                method: str | None = None) -> list[FittedChain]:
+                method: str | None = None, callbacks: list | None = None) -> list[FittedChain]:
     """Train the prepared chains of ``group`` together (one chain, or several by ``method``: "vmap" or
     "streams", see :func:`_stack_chains`); a preemption signal (``signals``) saves every chain's checkpoint after
     the step it came in and raises Preempted."""
@@ -306,6 +311,7 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
             progress=cfg.trainer.progress and layout.is_global_zero,
             hooks=hooks,
             world_size=layout.chain_size,
+            callbacks=callbacks or (),
         )
         results = train_chains(lanes, first.schedule, step=step, settings=settings)
     for prepared, trained in zip(group, results):

@@ -103,7 +103,8 @@ def evaluate_store(
     one chain, ``diagnostics``: do the chains agree (:func:`csg.evaluation.diagnostics.chain_diagnostics` of the
     members' test log-likelihoods).
     """
-    from csg.engine.part import head_of, part_of
+    from csg.engine.build import part_of
+    from csg.engine.part import head_of
 
     layout = layout or distributed.Layout()
     members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)

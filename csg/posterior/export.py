@@ -288,26 +288,37 @@ def check_members(saved: PosteriorFile, reference: dict[str, Tensor]) -> None:
                                        path=saved.path)
 
 
-def posterior_from_file(path: Path, device: torch.device, trust_code: bool) -> dict[str, Any]:
+def posterior_from_file(path: Path, device: torch.device, trust_code: bool, model=None) -> dict[str, Any]:
     """What :class:`~csg.posterior.posterior.Posterior` is made of, from the posterior file ``path``: its config
-    (:func:`loaded_config`), the model it builds on ``device`` (from a forked random state, without the data), the
+    (:func:`loaded_config`), the model it builds on ``device`` (from a forked random state, without the data) or
+    the caller's ``model`` (a module or factory: a file of :meth:`csg.Posterior.from_states` has no config), the
     members (each checked against the model: :func:`check_members`) and the run's metrics."""
     from types import SimpleNamespace
 
     from csg.engine.devices import Precision
     from csg.posterior.evaluate import EnsembleMembers
     from csg.posterior.inputs import build_run, own_random_state
+    from csg.posterior.sources import own_model
 
     saved = read_posterior(path)
-    cfg = loaded_config(saved, trust_code)
+    if model is None and not saved.config:
+        raise ConfigError("model", "None", "the module (or a factory of it) whose state dicts the file holds: "
+                          f"{path} was saved from Posterior.from_states, without a config")
+    cfg = loaded_config(saved, trust_code) if saved.config else None
     shape = SimpleNamespace(num_classes=int(saved.metrics["num_classes"]),
                             input_shape=tuple(int(size) for size in saved.metrics["input_shape"]))
-    with own_random_state(device):
-        _, model = build_run(cfg, device, path, trust_code, shape=shape, key="path", config=f"{WHAT}: its config")
+    if model is not None:
+        model = own_model(model, device)
+    else:
+        with own_random_state(device):
+            _, model = build_run(cfg, device, path, trust_code, shape=shape, key="path",
+                                 config=f"{WHAT}: its config")
     check_members(saved, model.state_dict())
     model.eval()
     members = EnsembleMembers(list(saved.names), list(saved.chains), [float(w) for w in saved.weights],
                               saved.weighting, saved.states)
+    precision = str(cfg.trainer.precision) if cfg is not None else str(saved.metrics.get("precision", "32"))
     return dict(run_dir=None, source=path, cfg=cfg, metrics=saved.metrics, model=model, members=members,
-                device=device, precision=Precision(str(cfg.trainer.precision), device),
-                num_classes=shape.num_classes, input_shape=shape.input_shape, trust_code=trust_code)
+                device=device, precision=Precision(precision, device), num_classes=shape.num_classes,
+                input_shape=shape.input_shape, trust_code=trust_code,
+                ece_bins=None if cfg is not None else int(saved.metrics.get("ece_bins", 15)))

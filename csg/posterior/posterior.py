@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -33,7 +32,8 @@ class Posterior:
     """The samples of a finished run and their weights: ``len``, iteration, ``predict``, ``predict_members``,
     ``uncertainty``, ``evaluate``, ``diagnostics``, ``save``, ``to_inference_data``.
 
-    Build one with :meth:`load` (or :func:`csg.train`). Its members: :attr:`names` (each member's sample file, or
+    Build one with :meth:`load` (or :func:`csg.train`), or of your own model and state dicts with
+    :meth:`from_states` (say of :meth:`csg.Chain.sample_states`). Its members: :attr:`names` (each member's sample file, or
     SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
     ``importance``).
 
@@ -45,21 +45,24 @@ class Posterior:
     Attributes:
         model: the one module every sample is loaded into.
         device: where the model (and, with ``keep_on_device``, every sample) lives.
-        cfg: the run's saved config (``.hydra/config.yaml``).
+        cfg: the run's saved config (``.hydra/config.yaml``); None for :meth:`from_states`.
         metrics: the run's ``metrics.json``.
-        run_dir: the run directory (None for a posterior loaded from a file).
-        source: where it was loaded from: the run directory, or the posterior file.
+        run_dir: the run directory (None for a posterior loaded from a file, or made from state dicts).
+        source: where it was loaded from: the run directory, or the posterior file (None: from state dicts).
         num_classes: the number of classes (from ``metrics.json``).
         input_shape: the shape of one input (from ``metrics.json``).
         keep_on_device: whether every sample's state dict is held on the device.
         precision: the run's ``trainer.precision``, under which :meth:`predict` runs.
     """
 
-    def __init__(self, *, run_dir: Path | None, cfg: DictConfig, metrics: dict[str, Any], model: nn.Module, members,
-                 device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
-                 keep_on_device: bool = False, trust_code: bool = False, source: Path | None = None):
+    def __init__(self, *, run_dir: Path | None, cfg: DictConfig | None, metrics: dict[str, Any], model: nn.Module,
+                 members, device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
+                 keep_on_device: bool = False, trust_code: bool = False, source: Path | None = None,
+                 ece_bins: int | None = None):
         self.run_dir, self.cfg, self.metrics, self.model, self.device = run_dir, cfg, metrics, model, device
-        self.source = Path(source if source is not None else run_dir)
+        where = source if source is not None else run_dir
+        self.source = Path(where) if where is not None else None
+        self.ece_bins = int(cfg.evaluation.ece_bins) if ece_bins is None else int(ece_bins)
         self.trust_code = bool(trust_code)
         self.precision, self.num_classes, self.input_shape = precision, int(num_classes), tuple(input_shape)
         self._members, self._data = members, data
@@ -70,8 +73,8 @@ class Posterior:
 
     # ------------------------------------------------------------------------------------------------- loading
     @classmethod
-    def load(cls, run_dir: str | Path, device: str | torch.device = "auto",
-             keep_on_device: bool = False, trust_code: bool = False) -> "Posterior":
+    def load(cls, run_dir: str | Path, device: str | torch.device = "auto", keep_on_device: bool = False,
+             trust_code: bool = False, model=None) -> "Posterior":
         """The posterior of the finished run in ``run_dir`` (a directory with ``metrics.json``), or of the posterior
         file ``run_dir`` (``.safetensors`` or ``.pt``, written by :meth:`save`), on ``device``.
 
@@ -84,7 +87,9 @@ class Posterior:
         directory, a run that has not finished, a study on analytic targets, a damaged sample) is a one-line
         :class:`~csg.errors.ConfigError` naming ``run_dir`` (or the sample file) and what is allowed. A posterior
         file is checked the same way (:func:`csg.posterior.export.read_posterior`: its config, and every member
-        a state dict of its model), refusals naming ``path``; it needs nothing else of the run.
+        a state dict of its model), refusals naming ``path``; it needs nothing else of the run. ``model`` (a module
+        or a factory; for a posterior file only): the module its members are states of, instead of the one its
+        config names: needed for a file that :meth:`save` wrote of a :meth:`from_states` posterior.
 
         The run directory (or file) is read as data (:mod:`csg.io.trust`): weights-only tensors, YAML within
         limits, and only csg's own components; a config naming a ``_target_`` (a custom model, data set or
@@ -98,51 +103,37 @@ class Posterior:
         loader, harmonic weights, or a run whose metrics.json predates those keys). The model's initial weights are
         drawn from a forked random state: torch's global random state stays as the caller had it.
         """
-        from csg.engine.devices import Precision
-        from csg.engine.samples import SampleStore
-        from csg.posterior.evaluate import ensemble_members
         from csg.posterior.export import SUFFIXES
-        from csg.posterior.store import check_recorded_members, finished_metrics, load_run_config, sample_paths
+        from csg.posterior.sources import posterior_from_run
 
         run_dir = Path(run_dir)
         if run_dir.suffix in SUFFIXES and not run_dir.is_dir():
-            return cls._load_file(run_dir, device, keep_on_device, trust_code)
-        cfg = load_run_config(run_dir, trust_code=trust_code)
-        metrics = finished_metrics(run_dir, cfg)
-        device = device_of(device)
-        store = SampleStore(run_dir / "samples")
-        # the samples the run recorded (its manifests), each checked, before the model or the data is built
-        store.verify(sample_paths(store, int(cfg.sampler.get("chains", 1)), recorded=metrics))
-        precision = Precision(str(cfg.trainer.precision), device)
-        recorded = metrics.get("num_classes"), metrics.get("input_shape")
-        with own_random_state(device):
-            if None in recorded:  # a run from before metrics.json recorded them: the data tell
-                data, model = build_run(cfg, device, run_dir, trust_code)
-                recorded = data.num_classes, tuple(data.input_shape)
-            else:
-                data = None
-                _, model = build_run(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
-                    num_classes=int(recorded[0]), input_shape=tuple(recorded[1])))
-            holder: dict[str, Any] = {"data": data}
-
-            def training_data():
-                if holder["data"] is None:
-                    holder["data"], _ = build_run(cfg, device, run_dir, trust_code)
-                return holder["data"]
-
-            members = ensemble_members(cfg, model, store, training_data, device, precision)
-        check_recorded_members(run_dir, members.names, metrics)
-        model.eval()
-        return cls(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model, members=members, device=device,
-                   precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],
-                   keep_on_device=keep_on_device, trust_code=trust_code)
+            return cls._load_file(run_dir, device, keep_on_device, trust_code, model)
+        return cls(**posterior_from_run(run_dir, device_of(device), trust_code), keep_on_device=keep_on_device,
+                   trust_code=trust_code)
 
     @classmethod
-    def _load_file(cls, path: Path, device, keep_on_device: bool, trust_code: bool) -> "Posterior":
+    def _load_file(cls, path: Path, device, keep_on_device: bool, trust_code: bool, model) -> "Posterior":
         """:meth:`load` of a posterior file (:func:`csg.posterior.export.posterior_from_file`)."""
         from csg.posterior.export import posterior_from_file
 
-        return cls(**posterior_from_file(path, device_of(device), trust_code), keep_on_device=keep_on_device)
+        return cls(**posterior_from_file(path, device_of(device), trust_code, model), keep_on_device=keep_on_device)
+
+    @classmethod
+    def from_states(cls, model, states, *, input_shape, weights=None, chains=None, names=None, num_classes=None,
+                    device="cpu", precision: str = "32", ece_bins: int = 15, keep_on_device: bool = False
+                    ) -> "Posterior":
+        """The posterior of your own ``model`` (a module, or a factory that builds one) and ``states`` (its state
+        dicts theta_i, say :meth:`csg.Chain.sample_states`), with ``weights`` w_i (default equal; normalised),
+        each member's chain (default 0) and name; ``input_shape``: one input's shape. ``num_classes`` defaults to
+        what the model outputs. Everything but a run's own data works as for a run: :meth:`predict`,
+        :meth:`uncertainty`, :meth:`evaluate` and :meth:`diagnostics` of your loaders, :meth:`save` (read back by
+        ``Posterior.load(path, model=...)``). Bad arguments are one line each (:mod:`csg.posterior.sources`)."""
+        from csg.posterior.sources import posterior_parts
+
+        return cls(**posterior_parts(model, states, input_shape=input_shape, weights=weights, chains=chains,
+                                     names=names, num_classes=num_classes, device=device, precision=precision,
+                                     ece_bins=ece_bins), keep_on_device=keep_on_device)
 
     def save(self, path: str | Path) -> Path:
         """Write the posterior to the one file ``path``, which :meth:`load` reads back without the run directory:
@@ -155,9 +146,10 @@ class Posterior:
         one-line :class:`~csg.errors.ConfigError`."""
         from csg.posterior.export import write_posterior
 
-        return write_posterior(path, config=OmegaConf.to_yaml(self.cfg), metrics=self.metrics, names=self.names,
+        config = OmegaConf.to_yaml(self.cfg) if self.cfg is not None else ""
+        return write_posterior(path, config=config, metrics=self.metrics, names=self.names,
                                chains=self.chains, weights=self.weights, weighting=self.weighting,
-                               states=self._state_dicts(), source=str(self.source))
+                               states=self._state_dicts(), source=str(self.source or "state dicts"))
 
     # ------------------------------------------------------------------------------------------------ members
     def __len__(self) -> int:
@@ -321,7 +313,8 @@ class Posterior:
         evaluate as well; ``False``: none, not even the run's. Computed by :func:`csg.evaluation.evaluate_samples`,
         one member at a time (a sampled last layer on a frozen trunk: the trunk once, :mod:`csg.evaluation.heads`).
         """
-        from csg.engine.part import head_of, part_of
+        from csg.engine.build import part_of
+        from csg.engine.part import head_of
         from csg.evaluation import evaluate_samples
 
         if ood_loader is None and loader is None:
@@ -332,8 +325,8 @@ class Posterior:
             ood = CheckedInputs(repeatable(ood_loader), self._inputs, type(ood_loader).__name__)
         data = self.data.test if loader is None else self._pairs(loader)
         result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, data, self.device,
-                                  n_bins=int(self.cfg.evaluation.ece_bins), autocast=self.precision.autocast,
-                                  ood_loader=ood, head=head_of(self.model, part_of(self.cfg, self.model)))
+                                  n_bins=self.ece_bins, autocast=self.precision.autocast, ood_loader=ood,
+                                  head=head_of(self.model, part_of(self.cfg, self.model)) if self.cfg else None)
         metrics = dict(result.ensemble)
         if result.ood is not None:
             metrics.update(ood_auroc=result.ood["auroc"], ood_entropy_mean=result.ood["entropy_mean"],
@@ -348,7 +341,7 @@ class Posterior:
         from csg.engine.build import build_ood_loader
         from csg.io.trust import check_run_data
 
-        if str(OmegaConf.select(self.cfg, "ood.name", default="none")) == "none":
+        if self.cfg is None or str(OmegaConf.select(self.cfg, "ood.name", default="none")) == "none":
             return None
         check_run_data(self.cfg, self.source, trust_code=self.trust_code, ood=True)
         return build_ood_loader(self.cfg, self.data)[0]
@@ -382,12 +375,15 @@ class Posterior:
         ``log_likelihood["y"]`` (chain, draw, example), ``posterior_predictive["label"]`` and (with
         ``probabilities``) ``["probs"]`` (chain, draw, example, class), ``observed_data["y"]`` and
         ``sample_stats["weight"]`` (:meth:`csg.posterior.draws.FunctionDraws.to_inference_data`)."""
-        attrs = {"source": str(self.source), "method": str(self.cfg.sampler.name), "weighting": self.weighting}
+        attrs = {"source": str(self.source), "method": str(self.cfg.sampler.name if self.cfg else "own"),
+                 "weighting": self.weighting}
         return self.function_draws(loader, probabilities).to_inference_data(attrs)
 
     @property
     def data(self):
         """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use."""
+        if self._data is None and self.cfg is None:
+            raise ConfigError("loader", "None", "a loader of (x, y) batches: a posterior of state dicts has no run data")
         if self._data is None:
             where = {} if self.run_dir is not None else {
                 "key": "path", "config": "a posterior file written by Posterior.save: its config"}
@@ -396,5 +392,5 @@ class Posterior:
         return self._data
 
     def __repr__(self) -> str:
-        return (f"Posterior({str(self.source)!r}: {len(self)} members, {self.weighting} weights, "
-                f"{self.cfg.sampler.name} on {self.cfg.data.name}, device {self.device})")
+        what = f"{self.cfg.sampler.name} on {self.cfg.data.name}" if self.cfg else "from state dicts"
+        return f"Posterior({str(self.source or 'state dicts')!r}: {len(self)} members, {self.weighting} weights, {what}, {self.device})"

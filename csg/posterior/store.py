@@ -86,6 +86,10 @@ def check_saved_config(cfg: Any, refuse: Callable[[str], ConfigError], *, trust_
     absent = [key for key in ("data", "model", "sampler", "trainer", "evaluation", "ood", "seed") if key not in cfg]
     if absent:
         raise refuse(f"is not a train.py config (no {', '.join(absent)})")
+    if "callbacks" in cfg:  # the loop's callbacks made no sample: a posterior neither imports nor needs them
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):
+            del cfg["callbacks"]
     check_no_code(cfg, trust_code)  # before train.py's checks, which import the targets they are given
     try:
         with run_directory_targets():

@@ -234,7 +234,7 @@ def test_a_last_batch_of_one_that_batch_norm_cannot_take_is_refused(tmp_path):
 
 
 def test_batch_norm_is_checked_where_a_batch_of_one_would_reach_it():
-    from csg.engine.build import DataFacts
+    from csg.engine.job_checks import DataFacts
     from csg.engine.limits import check_model_fits, smallest_batch
     from tests.checks_components import batchnorm_net, conv_batchnorm_net
 

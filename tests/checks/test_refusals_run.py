@@ -159,7 +159,7 @@ def test_values_that_reach_a_constructor_are_checked_before_training(tmp_path, o
 
 
 @pytest.mark.parametrize("argv, fragments", [
-    (["foo=1"], ["foo=1", "the config has adapter, data, evaluation"]),
+    (["foo=1"], ["foo=1", "the config has adapter, callbacks, data, evaluation"]),
     (["sampler.lrr=0.1"], ["sampler.lrr", "sampler has chains, cycles"]),
     (["+sampler.lr=0.1"], ["+sampler.lr=0.1", "`+` adds keys only under model.", "lr0"]),
     (["sampler.lr0=inf"], ["sampler.lr0=inf", "finite"]),

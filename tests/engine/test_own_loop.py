@@ -1,10 +1,12 @@
-"""csg.Chain in a loop of one's own (docs/own-loop.md): the page's loop gives csg-train's samples and metrics, and a
-chain stores, checkpoints and resumes as csg-train's does."""
+"""csg.Chain in a loop of one's own (docs/own-loop.md) and in Lightning's (docs/lightning.md): each page's loop gives
+csg-train's samples and metrics; a chain stores, checkpoints and resumes as csg-train's does, in a loop of one's own
+and through Lightning's checkpoints; csg.Posterior of one's own model and state dicts."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,35 +21,65 @@ from csg.schedules import Cyclical
 from tests.conftest import ROOT, read_samples
 
 PAGE = ROOT / "docs" / "own-loop.md"
+LIGHTNING_PAGE = ROOT / "docs" / "lightning.md"
 
 
-def _page_loop() -> str:
-    (block,) = re.findall(r"<!-- runnable -->\n```python\n(.*?)^```", PAGE.read_text(), flags=re.S | re.M)
+def _page_block(page) -> str:
+    (block,) = re.findall(r"<!-- (?:runnable|not-run: tests/engine/test_own_loop.py[^>]*) -->\n```python\n(.*?)^```",
+                          page.read_text(), flags=re.S | re.M)
     return block
 
 
-def test_the_pages_loop_gives_csg_trains_samples_and_ensemble_metrics(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    """The run of ``csg-train`` that both pages name (its folder, its Posterior)."""
+    folder = tmp_path_factory.mktemp("twin")
+    command = re.search(r"It is `csg-train ([^`]*)`", PAGE.read_text())[1].split()
+    assert command == re.search(r"It is `csg-train ([^`]*)`", LIGHTNING_PAGE.read_text())[1].split()
     torch.set_num_threads(1)
-    scope: dict = {}
-    exec(compile(_page_loop(), str(PAGE), "exec"), scope)
-    command = re.search(r"It is `csg-train ([^`]*)`", PAGE.read_text())[1].split()  # the page's csg-train twin
     posterior = csg.train([*command, "logger=none", "trainer.progress=false", "trainer.threads=1",
-                           "hydra.run.dir=twin"])
-    theirs = read_samples(tmp_path / "twin")
-    mine = scope["states"]
-    assert len(mine) == len(theirs) == len(scope["chain"].plan) == 2
-    for state, (name, sample) in zip(mine, theirs.items()):
+                           f"hydra.run.dir={folder / 'run'}"])
+    return folder / "run", posterior
+
+
+def _same_as_twin(twin, states, records, posterior, data) -> None:
+    run, theirs_posterior = twin
+    theirs = read_samples(run)
+    assert len(states) == len(theirs) == 2
+    for state, (name, sample) in zip(states, theirs.items()):
         assert state.keys() == sample["state_dict"].keys()
         assert all(torch.equal(state[key], sample["state_dict"][key]) for key in state), name  # bit for bit
-    for record, sample in zip(scope["chain"].samples, theirs.values()):
+    for record, sample in zip(records, theirs.values()):
         assert (record["cycle"], record["epoch"], record["iteration"]) == \
             (sample["cycle"], sample["epoch"], sample["iteration"])
         assert record["lr"] == sample["lr"] and record["temperature"] == sample["temperature"] == 0.2
-    metrics = json.loads((tmp_path / "twin" / "metrics.json").read_text())["ensemble"]
+    metrics = json.loads((run / "metrics.json").read_text())["ensemble"]
+    mine = posterior.evaluate(data.test)
     for key in ("test_error_pct", "nll", "ece", "brier", "predictive_entropy", "mutual_information"):
-        assert scope["ensemble"].ensemble[key] == pytest.approx(metrics[key], rel=1e-9, abs=1e-12), key
-    assert len(posterior) == 2
+        assert mine[key] == pytest.approx(metrics[key], rel=1e-9, abs=1e-12), key
+    assert posterior.names == [Path(name).name for name in theirs] == theirs_posterior.names
+    x = next(iter(data.test))[0]
+    assert torch.allclose(posterior.predict(x), theirs_posterior.predict(x), rtol=0, atol=1e-6)
+
+
+def test_the_pages_loop_gives_csg_trains_samples_and_ensemble_metrics(twin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    torch.set_num_threads(1)
+    scope: dict = {}
+    exec(compile(_page_block(PAGE), str(PAGE), "exec"), scope)
+    assert len(scope["chain"].plan) == 2
+    _same_as_twin(twin, scope["states"], scope["chain"].samples, scope["posterior"], scope["data"])
+
+
+def test_the_lightning_pages_run_gives_csg_trains_samples_and_ensemble_metrics(twin, tmp_path, monkeypatch):
+    pytest.importorskip("lightning")
+    monkeypatch.chdir(tmp_path)
+    torch.set_num_threads(1)
+    scope: dict = {}
+    exec(compile(_page_block(LIGHTNING_PAGE), str(LIGHTNING_PAGE), "exec"), scope)
+    callback = scope["sgmcmc"]
+    assert [r["train_loss"] > 0 for r in callback.samples] == [True, True]  # the epoch's mean loss, logged
+    _same_as_twin(twin, callback.sample_states(), callback.samples, scope["posterior"], scope["data"])
 
 
 def _toy(seed: int = 0):

@@ -80,6 +80,23 @@ def test_convergence_accepts_agreeing_chains_and_names_what_fails():
     assert not stuck["accepted"] and "rhat_ood" not in stuck
     assert any(reason.startswith("rhat_test") for reason in stuck["failed"])
     assert max(stuck["chains_tv_to_pooled"]) > 0.1
+    frozen = reference.convergence(np.broadcast_to(_draws(rng, 1, 1), (2, 20, 50, 3)), None)  # chains that never move
+    assert not frozen["accepted"] and frozen["rhat_test"]["count"] == 0
+    assert frozen["failed"][0] == "rhat_test: no probability moved across the draws (no R-hat to compute)"
+
+
+@pytest.mark.parametrize("option, allowed", [("chains=1", "a whole number >= 2"), ("samples=5", "a whole number >= 20"),
+                                             ("temperatures=0", "comma-separated numbers > 0")])
+def test_a_nuts_setting_too_small_for_the_checks_is_one_line_before_sampling(tmp_path, option, allowed):
+    from csg.errors import ConfigError
+    from csg.studies.benchmark.run import run_reference_network
+    from csg.studies.experiments.job import Job
+
+    job = Job(target="reference-network", out=tmp_path / "out", out_given=True, scale="full", launcher="local",
+              seeds=None, report_only=False, runs=None, preset=None, add=(), stamp="now", overrides=(option,))
+    with pytest.raises(ConfigError, match=f"^{option.split('=')[0]}='{option.split('=')[1]}' is not allowed: {allowed}"):
+        run_reference_network(job)
+    assert not (tmp_path / "out").exists()
 
 
 def _reproduce(out: Path, *options: str):
@@ -96,8 +113,8 @@ def test_a_reference_that_fails_its_checks_writes_nothing(tmp_path, fashion_root
     lines = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert done.returncode == 1 and len(lines) == 1 and "not accepted: rhat_test" in lines[0], done.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists()  # no draws either
-    bad = _reproduce(tmp_path / "out", "chains=1")
-    assert bad.returncode == 2 and "chains" in bad.stderr and "'1'" in bad.stderr
+    bad = _reproduce(tmp_path / "out", "samples=5")  # the command's exit status and line (the checks: below)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: samples='5' is not allowed: a whole number >= 20")
 
 
 def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root, monkeypatch):

@@ -132,14 +132,12 @@ def run_nuts(model, settings: NutsSettings, *args, **kwargs) -> tuple[dict[str, 
 
 
 def diagnostics(draws: np.ndarray) -> dict[str, float]:
-    """Worst rank-normalised R-hat and smallest bulk and tail ESS (ArviZ) over the columns of
-    ``draws`` (chains, samples, columns)."""
-    import arviz as az
+    """Worst rank-normalised R-hat and smallest bulk and tail ESS (ArviZ's, every column at once:
+    :mod:`csg.evaluation.convergence`) over the columns of ``draws`` (chains, samples, columns)."""
+    from csg.evaluation.convergence import ess, rank_rhat
 
-    dataset = az.convert_to_dataset(np.asarray(draws, dtype=np.float64))
-    rhat = np.asarray(az.rhat(dataset)["x"].values)
-    bulk = np.asarray(az.ess(dataset, method="bulk")["x"].values)
-    tail = np.asarray(az.ess(dataset, method="tail")["x"].values)
+    draws = np.asarray(draws, dtype=np.float64)
+    rhat, bulk, tail = rank_rhat(draws), ess(draws, "bulk"), ess(draws, "tail")
     return {"rhat_max": float(rhat.max()), "ess_bulk_min": float(bulk.min()), "ess_tail_min": float(tail.min())}
 
 

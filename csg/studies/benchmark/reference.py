@@ -25,6 +25,7 @@ Otherwise a :class:`~csg.studies.accuracy.reference.ReferenceRejected` names wha
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -117,24 +118,26 @@ def predictive(draws: np.ndarray, x: np.ndarray, layers, chunk: int = 64) -> np.
 
 
 def _rhat(probs: np.ndarray) -> np.ndarray:
-    """Rank-normalised split R-hat (ArviZ) of each (input, class) probability: ``probs`` is (chains, draws, n, c)."""
-    import arviz as az
+    """Rank-normalised split R-hat (ArviZ's, :mod:`csg.evaluation.convergence`) of each (input, class) probability:
+    ``probs`` is (chains, draws, n, c)."""
+    from csg.evaluation.convergence import rank_rhat
 
-    values = np.asarray(az.rhat(az.convert_to_dataset(probs.astype(np.float64)))["x"].values).ravel()
+    values = rank_rhat(probs).ravel()
     return values[np.isfinite(values)]  # a probability that never moves (0 or 1 to float precision) has none
 
 
 def _ess(probs: np.ndarray) -> dict:
-    """Bulk and tail ESS (ArviZ) of each (input, class) probability of (chains, draws, n, c): their quantiles."""
-    import arviz as az
+    """Bulk and tail ESS (ArviZ's, :mod:`csg.evaluation.convergence`) of each (input, class) probability of (chains,
+    draws, n, c): their quantiles."""
+    from csg.evaluation.convergence import ess
 
-    dataset = az.convert_to_dataset(probs.astype(np.float64))
     found = {}
     for method in ("bulk", "tail"):
-        values = np.asarray(az.ess(dataset, method=method)["x"].values).ravel()
+        values = ess(probs, method).ravel()
         values = values[np.isfinite(values)]
         found[method] = {"min": float(values.min()), "q01": float(np.quantile(values, 0.01)),
-                         "median": float(np.median(values))}
+                         "median": float(np.median(values))} if values.size else dict.fromkeys(
+                             ("min", "q01", "median"), math.nan)
     return found
 
 
@@ -167,6 +170,9 @@ def floors(probs: np.ndarray, sizes=(1, 5, 12, 20, 40), repeats: int = 50, seed:
 
 
 def _quantiles(values: np.ndarray) -> dict:
+    if not values.size:  # no probability moved across the draws: no R-hat at all (refused by convergence)
+        return {"median": math.nan, "q90": math.nan, "q99": math.nan, "max": math.nan, "share_at_most_1.01": 0.0,
+                "count": 0}
     return {"median": float(np.median(values)), "q90": float(np.quantile(values, 0.9)),
             "q99": float(np.quantile(values, 0.99)), "max": float(values.max()),
             "share_at_most_1.01": float(np.mean(values <= RHAT_MAX)), "count": int(values.size)}
@@ -185,7 +191,9 @@ def convergence(test_probs: np.ndarray, ood_probs: np.ndarray | None) -> dict:
     for name in ("rhat_test", "rhat_ood"):
         if name in checks:
             q = checks[name]
-            if q["share_at_most_1.01"] < RHAT_SHARE or q["max"] > RHAT_WORST:
+            if not q["count"]:
+                failed.append(f"{name}: no probability moved across the draws (no R-hat to compute)")
+            elif q["share_at_most_1.01"] < RHAT_SHARE or q["max"] > RHAT_WORST:
                 failed.append(f"{name}: {q['share_at_most_1.01']:.3f} of the probabilities at R-hat <= {RHAT_MAX} "
                               f"(needs >= {RHAT_SHARE}), worst {q['max']:.3f} (needs <= {RHAT_WORST})")
     if checks["halves"]["total_variation"] > HALVES_TV_MAX:

@@ -34,10 +34,12 @@ def _options(job) -> dict:
                                     "workers": "processes running chains", "ood.root": "Fashion-MNIST's folder",
                                     "draws_dir": "where the draws are saved (default data/reference-network)"})
     numbers = {}
-    for key, low in (("chains", 2), ("warmup", 1), ("samples", 4), ("max_tree_depth", 1), ("workers", 1)):
+    # samples: the floors average up to 40 draws of 2 chains (reference.floors), R-hat splits each chain in two
+    for key, low in (("chains", 2), ("warmup", 1), ("samples", 20), ("max_tree_depth", 1), ("workers", 1)):
         if key in options:
             if not options[key].isdigit() or int(options[key]) < low:
-                raise ConfigError(key, options[key], f"a whole number >= {low}")
+                why = " (the floors of 1 to 40 members need 40 draws of 2 chains)" if key == "samples" else ""
+                raise ConfigError(key, options[key], f"a whole number >= {low}{why}")
             numbers[key] = int(options[key])
     try:
         temperatures = tuple(float(t) for t in options.get("temperatures", ",".join(map(str, TEMPERATURES))).split(","))

@@ -1,0 +1,97 @@
+"""Every check a run makes once its data are known, without training (:func:`check_job`), for a sweep to check each
+job before the first trains (:mod:`csg.checks.preflight`), from the data's facts (:func:`data_facts`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import torch
+from omegaconf import DictConfig
+
+from csg.components import has_target
+from csg.engine import distributed
+from csg.engine.build import (build_model, build_part, build_sampler, build_schedule, check_trace, node_options,
+                              plan_collection)
+from csg.engine.limits import check_memory, check_model_fits, check_step_values
+
+__all__ = ["DataFacts", "REAL_CHECK_BYTES", "check_job", "data_facts"]
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What the checks before training need of a data set (:func:`check_job`): its sizes, classes, input shape."""
+
+    name: str
+    num_train: int
+    num_test: int
+    num_classes: int
+    input_shape: tuple[int, ...]
+    batch_size: int
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return -(-self.num_train // self.batch_size)
+
+
+_BATCHING = ("batch_size", "eval_batch_size", "num_workers", "device_resident")  # build_data's, not the data set's
+
+
+def data_facts(cfg: DictConfig, cache: dict | None = None) -> DataFacts:
+    """The :class:`DataFacts` of ``cfg.data``, from the data built once on the CPU (every check of
+    :mod:`csg.data` and :mod:`csg.data.custom` included). ``cache`` keeps them per data set and options, so a
+    sweep over other keys (or over the batch size) builds each data set once."""
+    from csg.data import build_data
+
+    options = node_options(cfg.data, drop=("name", "recipe"))
+    key = json.dumps([str(cfg.data.name), {k: v for k, v in options.items() if k not in _BATCHING}],
+                     sort_keys=True, default=str)
+    cache = {} if cache is None else cache
+    if key not in cache:
+        built = build_data(cfg.data.name, device="cpu", **{**options, "device_resident": False, "num_workers": 0})
+        cache[key] = (built.num_train, built.num_test, built.num_classes, tuple(built.input_shape))
+    num_train, num_test, num_classes, input_shape = cache[key]
+    return DataFacts(str(cfg.data.name), num_train, num_test, num_classes, input_shape, int(cfg.data.batch_size))
+
+
+REAL_CHECK_BYTES = 2**30  # check_job builds models up to this size on the CPU, larger ones on the meta device
+
+
+def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: int) -> None:
+    """Every check a run makes once its data are known, without training and without building the data:
+    what :mod:`csg.launch.run` checks while it prepares its chains, for a sweep to check each job before the first
+    trains (:mod:`csg.checks.preflight`). In order: memory for ``chains`` chains on ``device`` (0: not checked), the
+    model against the data (:func:`check_model_fits`: on the CPU, or on the meta device for a model of more
+    than :data:`REAL_CHECK_BYTES` that runs there), the schedule, the collection plan, the trace, the step's
+    values and a user's sampler. Raises the run's one-line :class:`ConfigError`."""
+    from csg.engine.memory import meta_model
+
+    model = meta_model(lambda: build_model(cfg, data))
+    if model is not None and chains:
+        check_memory(cfg, model, device, chains)
+    if model is None or sum(p.numel() * p.element_size() for p in model.parameters()) <= REAL_CHECK_BYTES:
+        model = build_model(cfg, data)  # a real forward pass is faster than the meta device's first (2-4 s)
+    sync = bool(cfg.trainer.get("sync_batchnorm", False))
+    try:
+        check_model_fits(model, data, cfg, sync_batchnorm=sync)
+    except Exception:  # noqa: BLE001 - not every model runs on the meta device: the CPU model's answer counts
+        if not any(p.is_meta for p in model.parameters()):
+            raise
+        model = build_model(cfg, data)
+        check_model_fits(model, data, cfg, sync_batchnorm=sync)
+    total_steps = int(cfg.trainer.epochs) * data.batches_per_epoch
+    schedule = build_schedule(cfg, total_steps)
+    plan_collection(cfg, schedule, data.batches_per_epoch)
+    if cfg.trace.enabled:
+        check_trace(cfg, schedule, total_steps)
+    check_step_values(cfg, model, data.num_train)
+    if cfg.model.get("weights"):
+        from csg.models.weights import check_weights
+
+        check_weights(model, str(cfg.model.weights))
+    part = build_part(cfg, model)
+    if has_target(cfg.sampler.get("optimizer")):
+        if any(p.is_meta for p in model.parameters()):
+            model = build_model(cfg, data)  # a user's optimizer may read its parameters' values
+        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator(), part)

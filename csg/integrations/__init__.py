@@ -1,0 +1,1 @@
+"""csg inside other frameworks' loops: :mod:`csg.integrations.lightning` (the ``lightning`` extra)."""

@@ -1,0 +1,134 @@
+"""Cyclical SG-MCMC in a Lightning run: :class:`CyclicalSGMCMC`, a ``lightning.pytorch`` callback (``pip install
+"csg[lightning]"``).
+
+Any LightningModule whose ``configure_optimizers`` returns a csg sampler (:mod:`csg.samplers`: SGLD, SGHMC, ...,
+or any optimizer whose param groups take ``lr`` and ``temperature``) becomes a cyclical SG-MCMC run: the callback
+steps one :class:`csg.Chain` (Zhang et al. 2020, Algorithm 1: the step size alpha_k of the schedule, eq. 1, and
+the temperature T while sampling, 0 while exploring, set before every training batch; a sample at the end of the
+epochs the collection plan names), and :meth:`CyclicalSGMCMC.posterior` gives the :class:`csg.Posterior` of the
+samples. It is csg's own stage switch and collection (the class ``csg-train``'s loop steps its chains through).
+
+Resume: the chain's position and samples are the callback's state, saved in Lightning's checkpoints and restored
+by ``trainer.fit(..., ckpt_path=...)`` (the sampler's state, with its noise generator, is the optimizer's: Lightning
+saves it too). Several processes (Lightning's DDP strategy): the gradients are averaged by Lightning, each
+process draws its own sampler's noise (give every process the same generator seed so that the replicas stay
+equal), and only global rank 0 writes samples to ``store``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import csg  # noqa: F401  (csg first: its torchvision guard, before lightning imports torchvision)
+from csg.engine.sampling import Chain
+from csg.errors import ConfigError
+from csg.schedules import Schedule
+
+try:
+    from lightning.pytorch.callbacks import Callback
+except ImportError as error:  # pragma: no cover - the extra is not installed
+    raise ImportError("csg.integrations.lightning needs Lightning: pip install 'csg[lightning]'") from error
+
+__all__ = ["CyclicalSGMCMC"]
+
+
+class CyclicalSGMCMC(Callback):
+    """One chain of cyclical SG-MCMC over a Lightning ``fit``.
+
+    ``schedule``: a :class:`csg.schedules.Schedule` over the run's ``max_epochs * num_training_batches``
+    iterations, or a callable that makes one from that number (``lambda steps: Cyclical(lr0=0.1,
+    total_steps=steps, cycles=4, explore=0.8)``). ``temperature``: T of the sampling stages. The plan takes the
+    last ``samples_per_cycle`` epochs of each cycle that end in a sampling stage. ``store``: a folder to write the
+    samples to in csg's format (atomic files and a manifest), else they are kept in memory as CPU copies.
+    ``module``: the attribute of the LightningModule whose state is a sample (``"net"``; default: the whole
+    module). ``set_epoch``: call the training loader's ``set_epoch(epoch)`` at each epoch's start (csg's loaders:
+    their order is a function of the seed and the epoch), where it has one.
+    """
+
+    def __init__(self, schedule: Schedule | Callable[[int], Schedule], *, temperature: float,
+                 samples_per_cycle: int = 1, store: str | Path | None = None, module: str | None = None,
+                 set_epoch: bool = True):
+        self.schedule, self.temperature, self.samples_per_cycle = schedule, float(temperature), int(samples_per_cycle)
+        self.store, self.module, self.set_epoch = store, module, set_epoch
+        self.chain: Chain | None = None
+        self._restored: dict[str, Any] | None = None
+
+    def _target(self, pl_module) -> torch.nn.Module:
+        if self.module is None:
+            return pl_module
+        target = getattr(pl_module, self.module, None)
+        if not isinstance(target, torch.nn.Module):
+            raise ConfigError("module", self.module, f"an attribute of {type(pl_module).__name__} that is a module")
+        return target
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        """Make the chain: the sampler, the schedule over the run's iterations, the plan (and a restored state)."""
+        if len(trainer.optimizers) != 1 or not all("temperature" in g for g in trainer.optimizers[0].param_groups):
+            have = ", ".join(type(o).__name__ for o in trainer.optimizers) or "no optimizer"
+            raise ConfigError("configure_optimizers", have, "one csg sampler (csg.samplers: its param groups "
+                              "take lr and temperature)")
+        batches, epochs = trainer.num_training_batches, trainer.max_epochs
+        if not isinstance(batches, int) or epochs is None or epochs < 1:
+            raise ConfigError("max_epochs", str(epochs), "a number of epochs, over a loader with a length: the "
+                              "schedule spans max_epochs x batches per epoch")
+        schedule = self.schedule if isinstance(self.schedule, Schedule) else self.schedule(epochs * batches)
+        if schedule.total_steps not in (None, epochs * batches):
+            raise ConfigError("schedule", f"{schedule.total_steps} iterations", f"a schedule over the run's "
+                              f"max_epochs x batches per epoch = {epochs * batches} iterations")
+        rank_zero = trainer.global_rank == 0
+        self.chain = Chain(trainer.optimizers[0], schedule, epochs=epochs, batches_per_epoch=batches,
+                           temperature=self.temperature, samples_per_cycle=self.samples_per_cycle,
+                           store=self.store if rank_zero else None, keep=None if rank_zero else False)
+        if self._restored is not None:
+            self.chain.load_state_dict(self._restored)
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        """The training loader's epoch order (``set_epoch(epoch)``, where it has one and ``set_epoch`` is on)."""
+        loader = trainer.train_dataloader
+        if self.set_epoch and hasattr(loader, "set_epoch"):
+            loader.set_epoch(trainer.current_epoch)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        """The sampler's ``lr`` (alpha_k) and ``temperature`` (T while sampling, else 0) for this iteration."""
+        self.chain.begin_step()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        """The iteration is done: the chain moves to the next."""
+        self.chain.end_step()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        """A sample (the module's state, or its ``module`` attribute's) when the plan names this epoch, with the
+        epoch's ``train_loss`` where the module logs one."""
+        loss = trainer.callback_metrics.get("train_loss")
+        metadata = {"train_loss": float(loss)} if isinstance(loss, torch.Tensor) and loss.numel() == 1 else {}
+        self.chain.end_epoch(self._target(pl_module), **metadata)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The chain's position and samples (Lightning saves it in its checkpoints)."""
+        return self.chain.state_dict() if self.chain is not None else (self._restored or {})
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The state of :meth:`state_dict` (from a Lightning checkpoint), applied when training starts."""
+        self._restored = dict(state_dict) if state_dict else None
+
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        """A record per sample taken (:attr:`csg.Chain.samples`)."""
+        return self.chain.samples if self.chain is not None else []
+
+    def sample_states(self) -> list[dict[str, torch.Tensor]]:
+        """The samples' state dicts (CPU), in collection order."""
+        return self.chain.sample_states() if self.chain is not None else []
+
+    def posterior(self, model: torch.nn.Module | Callable[[], torch.nn.Module], *, input_shape, **options: Any):
+        """The :class:`csg.Posterior` of the samples (:meth:`csg.Posterior.from_states`): ``model`` the module
+        they are states of (the LightningModule, or its ``module`` attribute), ``input_shape`` one input's shape;
+        ``options`` as ``from_states`` takes them (``device``, ``precision``, ...)."""
+        from csg.posterior.posterior import Posterior
+
+        return Posterior.from_states(model, self.sample_states(), input_shape=input_shape,
+                                     names=self.chain.sample_names(), **options)

@@ -1,0 +1,134 @@
+"""Where a :class:`~csg.posterior.posterior.Posterior` comes from: a finished run directory
+(:func:`posterior_from_run`, :meth:`csg.Posterior.load`), or your own model and state dicts, without a run directory or
+a config (:func:`posterior_parts`, :meth:`csg.Posterior.from_states`); a posterior file
+is :mod:`csg.posterior.export`'s.
+
+Of your own states: the members are the given state dicts theta_i, each a state of ``model`` (checked: the same keys and shapes
+before anything is computed), with weights w_i (equal by default, normalised to sum to 1), and the model average
+is p(y | x) = sum_i w_i softmax(f(x; theta_i)), as for a run. ``model`` is a module or a callable that builds one
+(your model factory); it is moved to ``device`` and put in eval mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from csg.errors import ConfigError
+
+__all__ = ["checked_states", "own_model", "posterior_from_run", "posterior_parts"]
+
+
+def own_model(model: nn.Module | Callable[[], nn.Module], device: torch.device) -> nn.Module:
+    """``model`` (a module, or a factory called once) on ``device``, in eval mode; a one-line ConfigError (key
+    ``model``) for anything else."""
+    if not isinstance(model, nn.Module):
+        if not callable(model):
+            raise ConfigError("model", type(model).__name__, "a torch.nn.Module or a callable that returns one")
+        model = model()
+        if not isinstance(model, nn.Module):
+            raise ConfigError("model", f"a factory that returned {type(model).__name__}", "a torch.nn.Module")
+    return model.to(device).eval()
+
+
+def checked_states(states: Sequence[dict[str, Tensor]], reference: dict[str, Tensor], key: str = "states"
+                   ) -> list[dict[str, Tensor]]:
+    """``states`` as a list of CPU state dicts, each with ``reference``'s keys and shapes (a one-line ConfigError
+    naming ``key`` and the first member that differs)."""
+    states = list(states)
+    if not states:
+        raise ConfigError(key, "[]", "at least one state dict of the model")
+    for index, state in enumerate(states):
+        if not isinstance(state, dict) or set(state) != set(reference):
+            have = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ConfigError(f"{key}[{index}]", str(have)[:120], f"a state dict of the model, with its keys "
+                              f"{sorted(reference)[:6]}{' ...' if len(reference) > 6 else ''}")
+        for name, tensor in state.items():
+            if not isinstance(tensor, Tensor) or tuple(tensor.shape) != tuple(reference[name].shape):
+                shape = list(tensor.shape) if isinstance(tensor, Tensor) else type(tensor).__name__
+                raise ConfigError(f"{key}[{index}]", f"{name} of shape {shape}",
+                                  f"the model's shape {list(reference[name].shape)}")
+    return [{name: tensor.detach().to("cpu") for name, tensor in state.items()} for state in states]
+
+
+def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence[dict[str, Tensor]], *,
+                    input_shape: Sequence[int], weights: Sequence[float] | None = None,
+                    chains: Sequence[int] | None = None, names: Sequence[str] | None = None,
+                    num_classes: int | None = None, device: str | torch.device = "cpu", precision: str = "32",
+                    ece_bins: int = 15, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The keyword arguments of :class:`~csg.posterior.posterior.Posterior` for ``model`` and ``states``
+    (see :meth:`~csg.posterior.posterior.Posterior.from_states`), each argument checked in one line."""
+    from csg.engine.devices import Precision
+    from csg.posterior.evaluate import EnsembleMembers
+    from csg.posterior.inputs import device_of
+
+    device = device_of(device)
+    model = own_model(model, device)
+    states = checked_states(states, model.state_dict())
+    count = len(states)
+    input_shape = tuple(int(size) for size in input_shape)
+    weights = [1.0] * count if weights is None else [float(w) for w in weights]
+    if len(weights) != count or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+        raise ConfigError("weights", str(weights)[:120], f"{count} finite non-negative numbers, not all 0")
+    weights = [w / sum(weights) for w in weights]
+    chains = [0] * count if chains is None else [int(c) for c in chains]
+    names = [f"sample_{index:04d}" for index in range(count)] if names is None else [str(n) for n in names]
+    for key, values in (("chains", chains), ("names", names)):
+        if len(values) != count:
+            raise ConfigError(key, f"{len(values)} values", f"one per state dict ({count})")
+    if precision not in ("32", "bf16-mixed", "16-mixed"):
+        raise ConfigError("precision", str(precision), "32, bf16-mixed or 16-mixed")
+    if num_classes is None:  # what the model says: one forward pass of zeros
+        with torch.no_grad():
+            model.load_state_dict(states[0])
+            num_classes = int(model(torch.zeros(1, *input_shape, device=device)).shape[-1])
+    members = EnsembleMembers(names, chains, weights, "equal" if len(set(weights)) == 1 else "given",
+                              lambda: iter(states))
+    facts = {"num_classes": int(num_classes), "input_shape": list(input_shape), "num_samples": count,
+             "precision": str(precision), "ece_bins": int(ece_bins)}
+    return dict(run_dir=None, source=None, cfg=None, metrics={**facts, **(metrics or {})}, model=model,
+                members=members, device=device, precision=Precision(str(precision), device),
+                num_classes=int(num_classes), input_shape=input_shape, ece_bins=int(ece_bins))
+
+
+def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) -> dict[str, Any]:
+    """The keyword arguments of :class:`~csg.posterior.posterior.Posterior` for the finished run ``run_dir`` (see
+    :meth:`~csg.posterior.posterior.Posterior.load`): its saved config and metrics, the samples its manifests
+    record (each checked before the model or the data is built), the model (built from a forked random state,
+    without the data where metrics.json records the classes and input shape) and the ensemble's members."""
+    from csg.engine.devices import Precision
+    from csg.engine.samples import SampleStore
+    from csg.posterior.evaluate import ensemble_members
+    from csg.posterior.inputs import build_run, own_random_state
+    from csg.posterior.store import check_recorded_members, finished_metrics, load_run_config, sample_paths
+
+    cfg = load_run_config(run_dir, trust_code=trust_code)
+    metrics = finished_metrics(run_dir, cfg)
+    store = SampleStore(run_dir / "samples")
+    store.verify(sample_paths(store, int(cfg.sampler.get("chains", 1)), recorded=metrics))
+    precision = Precision(str(cfg.trainer.precision), device)
+    recorded = metrics.get("num_classes"), metrics.get("input_shape")
+    holder: dict[str, Any] = {"data": None}
+    with own_random_state(device):
+        if None in recorded:  # a run from before metrics.json recorded them: the data tell
+            holder["data"], model = build_run(cfg, device, run_dir, trust_code)
+            recorded = holder["data"].num_classes, tuple(holder["data"].input_shape)
+        else:
+            _, model = build_run(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
+                num_classes=int(recorded[0]), input_shape=tuple(recorded[1])))
+
+        def training_data():
+            if holder["data"] is None:
+                holder["data"], _ = build_run(cfg, device, run_dir, trust_code)
+            return holder["data"]
+
+        members = ensemble_members(cfg, model, store, training_data, device, precision)
+    check_recorded_members(run_dir, members.names, metrics)
+    return dict(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model.eval(), members=members, device=device,
+                precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"])

@@ -1,0 +1,125 @@
+"""csg.integrations.lightning.CyclicalSGMCMC on a toy LightningModule: the stage switch it sets, a run stopped and
+resumed from Lightning's checkpoint takes the uninterrupted run's samples, one line for a module without a csg
+sampler. (The docs page's run against csg-train: tests/engine/test_own_loop.py.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import csg
+from csg.errors import ConfigError
+from csg.samplers import SGLD
+from csg.schedules import Cyclical
+
+pl = pytest.importorskip("lightning.pytorch")
+from csg.integrations.lightning import CyclicalSGMCMC  # noqa: E402
+
+SCHEDULE = Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)
+
+
+class _Batches:
+    """Three fixed batches (a list would be read by Lightning as a list of loaders)."""
+
+    def __init__(self):
+        generator = torch.Generator().manual_seed(0)
+        x, y = torch.randn(96, 5, generator=generator), torch.randint(0, 3, (96,), generator=generator)
+        self.batches = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 96, 32)]
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self):
+        return len(self.batches)
+
+
+def _batches():
+    return _Batches()
+
+
+class Toy(pl.LightningModule):
+    def __init__(self, sampler=True):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net, self.sampler = torch.nn.Linear(5, 3), sampler
+        self.seen: list[tuple[float, float]] = []
+
+    def training_step(self, batch, batch_idx):
+        group = self.trainer.optimizers[0].param_groups[0]
+        self.seen.append((group["lr"], group["temperature"]))
+        return F.cross_entropy(self.net(batch[0]), batch[1])
+
+    def configure_optimizers(self):
+        if not self.sampler:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+        return SGLD(self.parameters(), lr=0.05, num_data=96, temperature=0.5,
+                    generator=torch.Generator().manual_seed(1))
+
+
+class StopAfter(pl.Callback):
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        if trainer.current_epoch == self.epoch:
+            trainer.should_stop = True
+
+
+def _trainer(tmp_path, *callbacks, checkpoints=False):
+    more = [pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_top_k=-1, every_n_epochs=1)] if checkpoints else []
+    return pl.Trainer(max_epochs=6, callbacks=[*callbacks, *more], accelerator="cpu", devices=1, logger=False,
+                      enable_checkpointing=checkpoints, enable_progress_bar=False, enable_model_summary=False,
+                      default_root_dir=tmp_path)
+
+
+def test_the_callback_sets_the_schedules_step_and_temperature_and_collects_by_the_plan(tmp_path):
+    torch.set_num_threads(1)
+    sgmcmc = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=2, module="net")
+    module = Toy()
+    _trainer(tmp_path, sgmcmc).fit(module, train_dataloaders=_batches())
+    assert module.seen == [(SCHEDULE.lr(k), 0.5 if SCHEDULE.sampling(k) else 0.0) for k in range(18)]
+    assert [(r["cycle"], r["epoch"]) for r in sgmcmc.samples] == [(0, 1), (0, 2), (1, 4), (1, 5)]
+    assert sgmcmc.sample_states()[-1].keys() == module.net.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(sgmcmc.sample_states()[-1].values(),
+                                                  module.net.state_dict().values()))
+    posterior = sgmcmc.posterior(module.net, input_shape=(5,))
+    assert isinstance(posterior, csg.Posterior) and len(posterior) == 4 and posterior.num_classes == 3
+
+
+def test_a_run_resumed_from_lightnings_checkpoint_takes_the_uninterrupted_runs_samples(tmp_path):
+    torch.set_num_threads(1)
+    whole = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=2, module="net")
+    _trainer(tmp_path / "whole", whole).fit(Toy(), train_dataloaders=_batches())
+
+    first = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=2, module="net",
+                           store=tmp_path / "samples")
+    _trainer(tmp_path / "ckpt", first, StopAfter(2), checkpoints=True).fit(Toy(), train_dataloaders=_batches())
+    assert len(first.samples) == 2  # stopped after epoch 2, as a preempted job
+    resumed = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=2, module="net",
+                             store=tmp_path / "samples")
+    module = Toy()
+    torch.manual_seed(123)  # nothing of the resumed run may come from the global random state
+    _trainer(tmp_path / "ckpt2", resumed).fit(module, train_dataloaders=_batches(),
+                                              ckpt_path=str(tmp_path / "ckpt" / "epoch=2-step=9.ckpt"))
+    assert [r["epoch"] for r in resumed.samples] == [1, 2, 4, 5]
+    assert all(torch.equal(a[key], b[key]) for a, b in zip(whole.sample_states(), resumed.sample_states())
+               for key in a)
+    assert sorted(p.name for p in (tmp_path / "samples").glob("sample_*.pt")) == resumed.chain.sample_names()
+
+
+def test_a_schedule_of_another_length_is_one_line_before_the_first_step(tmp_path):
+    sgmcmc = CyclicalSGMCMC(Cyclical(lr0=0.05, total_steps=20, cycles=2, explore=0.5), temperature=0.5)
+    module = Toy()
+    with pytest.raises(ConfigError, match="schedule='20 iterations'.*max_epochs x batches per epoch = 18"):
+        _trainer(tmp_path, sgmcmc).fit(module, train_dataloaders=_batches())
+    assert module.seen == []
+
+
+def test_a_module_without_a_csg_sampler_is_one_line_before_the_first_step(tmp_path):
+    sgmcmc = CyclicalSGMCMC(SCHEDULE, temperature=0.5)
+    module = Toy(sampler=False)
+    before = [p.detach().clone() for p in module.parameters()]
+    with pytest.raises(ConfigError, match="configure_optimizers='SGD' is not allowed: one csg sampler"):
+        _trainer(tmp_path, sgmcmc).fit(module, train_dataloaders=_batches())
+    assert module.seen == [] and all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
