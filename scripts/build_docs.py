@@ -34,8 +34,9 @@ def stage(into: Path) -> Path:
     return source
 
 
-def build(out: Path, strict: bool) -> int:
-    """Sphinx's exit status of an HTML build into ``out`` (quiet: Sphinx prints only warnings and errors)."""
+def build(out: Path, strict: bool, jobs: str = "auto") -> int:
+    """Sphinx's exit status of an HTML build into ``out`` (quiet: Sphinx prints only warnings and errors), in
+    ``jobs`` processes (Sphinx's ``-j``)."""
     import os
 
     from sphinx.cmd.build import build_main
@@ -45,7 +46,7 @@ def build(out: Path, strict: bool) -> int:
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="docs-") as folder:
         source = stage(Path(folder))
-        args = ["-q", "-b", "html", "-j", "auto", "-d", str(Path(folder) / "doctrees"), str(source), str(out)]
+        args = ["-q", "-b", "html", "-j", jobs, "-d", str(Path(folder) / "doctrees"), str(source), str(out)]
         if strict:
             args[:0] = ["-W", "--keep-going", "-n"]
         return build_main(args)
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "site", help="the HTML site (default: site/)")
     parser.add_argument("--strict", action="store_true", help="every warning is an error")
+    parser.add_argument("--jobs", default="auto", help="Sphinx's processes (-j): auto (one per core) or a number; "
+                        "1 where the cores are busy (the test suite: it saves the processes' pickling)")
     args = parser.parse_args(argv)
     try:
         import myst_parser  # noqa: F401
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the docs extra is not installed: pip install -e '.[docs]' (make docs installs it)",
               file=sys.stderr)
         return 2
-    status = build(args.out, args.strict)
+    status = build(args.out, args.strict, args.jobs)
     if status == 0:
         print(f"docs: wrote {args.out / 'index.html'}")
     return status

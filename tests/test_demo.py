@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from csg.errors import ConfigError
 
@@ -38,6 +40,22 @@ def test_the_default_run_is_a_sampling_ensemble_and_is_printed_beside_the_commit
     assert [line.split(":")[0].strip() for line in lines[2:5]] == ["pass"] * 3
     written = (run_dir / "demo.md").read_text()
     assert "| 200 epochs / 4 cycles | 0 | 12 |" in written
+    # what the run wrote: metrics.json, the samples and their manifest, the saved config, the log, the epochs' rows
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["method"], metrics["data"], metrics["model"]) == ("csghmc", "mnist5k", "mlp")
+    for key in ("test_error_pct", "nll", "ece", "brier"):
+        assert key in metrics["ensemble"] and all(key in sample for sample in metrics["per_sample"])
+    assert metrics["ensemble"]["num_samples"] == len(metrics["per_sample"]) == 12
+    assert metrics["temperature"] == 0.2 and metrics["gradient_evaluations"] == 200 * 63  # the recipe's tempered T
+    # the process's start to its first update: the interpreter, the imports and the checks, before all the training
+    assert 0 < metrics["wall_time_s"]["to_first_step"] < metrics["wall_time_s"]["total"]
+    samples = sorted(p.name for p in (run_dir / "samples").iterdir())
+    assert samples == ["manifest.json", *[f"sample_{3 * c + i:04d}_cycle{c:02d}_epoch{50 * c + 47 + i:04d}.pt"
+                                          for c in range(4) for i in range(3)]]
+    assert yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())["sampler"]["name"] == "csghmc"
+    assert "epoch 200/200" in (run_dir / "train.log").read_text()
+    assert (run_dir / "epochs.csv").read_text().count("\n") == 201
+    assert "ensemble of 12" in process.stdout and "best single sample" in process.stdout
 
 
 def test_the_committed_numbers_show_the_three_checks_on_ten_seeds_of_the_default():

@@ -1,8 +1,8 @@
 """The package's layout is its architecture (docs/architecture.md): layers, no import circles, short modules.
 
 Layers, low to high: the shared rooms (errors, paths, io, components, schedules, samplers, data, models,
-evaluation) < engine < checks < posterior < launch, integrations < studies < ``csg/__main__.py`` (the entry point: ``csg-train``,
-``python -m csg``, what ``train.py`` runs). A module imports only from its own layer or lower
+evaluation) < engine < checks < posterior < launch, integrations < studies < ``csg/__main__.py`` (the entry point:
+``csg-train``, ``python -m csg``, what ``train.py`` runs). A module imports only from its own layer or lower
 ones, at module level or inside a function alike; ``csg/__init__.py`` (the facade: ``csg.train``,
 ``csg.Posterior``) is the one exemption. Checked on the source's syntax trees, so that the rules cover every
 import, not only those a test happens to run (import-linter would check the layers only; the sizes, the
@@ -16,7 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "integrations": 4, "studies": 5, "__main__": 6}  # others: layer 0
+LAYERS = {"engine": 1, "checks": 2, "posterior": 3, "launch": 4, "integrations": 4, "studies": 5,
+          "__main__": 6}  # others: layer 0
 MAX_LINES = 400
 MAX_LOOSE_MODULES = 6
 
@@ -169,11 +170,12 @@ def config_problems(engine: Path) -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            problems += [f"{path.name} imports {name}" for name in names if name.split(".")[0] in ("omegaconf", "hydra")]
+            problems += [f"{path.name} imports {name}" for name in names
+                         if name.split(".")[0] in ("omegaconf", "hydra")]
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
-                problems += [f"{path.name}: {node.name}({a.arg}) takes a config" for a in arguments
-                             if a.arg == "cfg" or (a.annotation is not None and "DictConfig" in ast.unparse(a.annotation))]
+                problems += [f"{path.name}: {node.name}({a.arg}) takes a config" for a in arguments if a.arg == "cfg"
+                             or (a.annotation is not None and "DictConfig" in ast.unparse(a.annotation))]
     return problems
 
 

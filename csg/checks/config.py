@@ -261,11 +261,11 @@ def check_evaluation(cfg: DictConfig) -> None:
 def check_callbacks(cfg: DictConfig) -> None:
     """``callbacks``: each a mapping with an importable ``_target_``; a class among them defines a phase method
     (:mod:`csg.engine.callbacks`). They are built, and a factory's result checked, before the first step."""
+    specs = cfg.get("callbacks")
+    if not specs:  # none (an empty mapping, or null)
+        return
     from csg.engine.callbacks import PHASES, check_spec
 
-    specs = cfg.get("callbacks")
-    if specs is None:
-        return
     if not isinstance(specs, DictConfig):
         raise ConfigError("callbacks", specs, "a mapping of names to callbacks ({_target_: ..., keyword arguments})")
     for name, spec in OmegaConf.to_container(specs, resolve=True).items():

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # the checks before training read PHASES without importing torch
+    import torch
 
 __all__ = ["PHASES", "LoopCallbacks", "LoopEvent", "build_callbacks", "check_spec"]
 

@@ -10,7 +10,7 @@ loops over lags stay, vectorised over the variables); tests/evaluation/test_conv
 ArviZ on draws built to reach every branch (ties, constants, NaN, too few draws, the sequences' stops).
 
 - R-hat: each chain split in halves; ranks of all draws of a variable (ties averaged), z = Phi^{-1}((r - 3/8) /
-  (S + 1/4)); the classic R-hat of z (bulk) and of the folded draws |theta - median| so transformed (tail); their
+  (S + 1/4)); the classic R-hat of z (bulk) and of the folded draws ``|theta - median|`` so transformed (tail); their
   maximum. NaN with fewer than 2 chains or 4 draws, or a NaN draw.
 - ESS: Geyer's initial positive then monotone sequence of the chains' mean autocorrelation (FFT autocovariance),
   tau = -1 + 2 sum rho_t, ESS = chains x draws / max(tau, 1 / log10(chains x draws)); ``bulk`` on the rank-normalised

@@ -33,8 +33,8 @@ class Posterior:
     ``uncertainty``, ``evaluate``, ``diagnostics``, ``save``, ``to_inference_data``.
 
     Build one with :meth:`load` (or :func:`csg.train`), or of your own model and state dicts with
-    :meth:`from_states` (say of :meth:`csg.Chain.sample_states`). Its members: :attr:`names` (each member's sample file, or
-    SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
+    :meth:`from_states` (say of :meth:`csg.Chain.sample_states`). Its members: :attr:`names` (each member's sample
+    file, or SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
     ``importance``).
 
     Memory: by default one model is held, and the samples are read from the run directory (or posterior file) one
@@ -109,6 +109,8 @@ class Posterior:
         run_dir = Path(run_dir)
         if run_dir.suffix in SUFFIXES and not run_dir.is_dir():
             return cls._load_file(run_dir, device, keep_on_device, trust_code, model)
+        if model is not None:  # a run directory's config builds its model
+            raise ConfigError("model", type(model).__name__, "None for a run directory (its config builds the model)")
         return cls(**posterior_from_run(run_dir, device_of(device), trust_code), keep_on_device=keep_on_device,
                    trust_code=trust_code)
 
@@ -383,7 +385,8 @@ class Posterior:
     def data(self):
         """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use."""
         if self._data is None and self.cfg is None:
-            raise ConfigError("loader", "None", "a loader of (x, y) batches: a posterior of state dicts has no run data")
+            raise ConfigError("loader", "None", "a loader of (x, y) batches: a posterior of state dicts has no run "
+                              "data")
         if self._data is None:
             where = {} if self.run_dir is not None else {
                 "key": "path", "config": "a posterior file written by Posterior.save: its config"}
@@ -393,4 +396,5 @@ class Posterior:
 
     def __repr__(self) -> str:
         what = f"{self.cfg.sampler.name} on {self.cfg.data.name}" if self.cfg else "from state dicts"
-        return f"Posterior({str(self.source or 'state dicts')!r}: {len(self)} members, {self.weighting} weights, {what}, {self.device})"
+        return (f"Posterior({str(self.source or 'state dicts')!r}: {len(self)} members, {self.weighting} weights, "
+                f"{what}, {self.device})")

@@ -3,8 +3,8 @@
 a config (:func:`posterior_parts`, :meth:`csg.Posterior.from_states`); a posterior file
 is :mod:`csg.posterior.export`'s.
 
-Of your own states: the members are the given state dicts theta_i, each a state of ``model`` (checked: the same keys and shapes
-before anything is computed), with weights w_i (equal by default, normalised to sum to 1), and the model average
+Of your own states: the members are the given state dicts theta_i, each a state of ``model`` (checked: the same keys
+and shapes before anything is computed), with weights w_i (equal by default, normalised to sum to 1), and the model average
 is p(y | x) = sum_i w_i softmax(f(x; theta_i)), as for a run. ``model`` is a module or a callable that builds one
 (your model factory); it is moved to ``device`` and put in eval mode.
 """

@@ -130,6 +130,8 @@ def test_the_posterior_of_a_users_run_evaluates_to_its_metrics(readme_runs, proj
 
 
 def test_the_users_sampler_is_a_row_of_table_1_equal_to_csgld(readme_runs, project):
+    """make table1 SCALE=smoke end to end through the driver (every method, then the table), with the user's
+    sampler added."""
     import pandas as pd
 
     table = pd.read_csv(project / "results" / "table1.csv")
@@ -137,6 +139,8 @@ def test_the_users_sampler_is_a_row_of_table_1_equal_to_csgld(readme_runs, proje
     error = table[table.metric == "test_error_pct"].set_index("method")
     nll = table[table.metric == "test_nll"].set_index("method")
     assert list(error.index)[-1] == "langevin" and len(error) == 11 and pd.isna(error.loc["langevin", "paper"])
+    assert (error["mean"] < 50).all()  # every method (the table's ten and the user's) learned the digits
+    assert "Missing runs" not in (project / "results" / "table1.md").read_text()
     # the project's sampler is SGLD: under Table 1's schedule and seed its run is cSGLD's, bit for bit
     assert error.loc["langevin", "mean"] == error.loc["cSGLD", "mean"]
     assert nll.loc["langevin", "mean"] == nll.loc["cSGLD", "mean"]

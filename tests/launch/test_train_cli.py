@@ -8,35 +8,11 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT
 
 
-def test_default_run_completes_and_the_ensemble_beats_its_samples(run_train):
-    # The embedded default (cSGHMC, MLP, mnist5k) with 40 epochs instead of 200: 4 cycles of 10 epochs,
-    # one sample at the end of each cycle (tests/test_demo.py runs the 200 epochs).
-    process, run_dir = run_train("trainer.epochs=40", "sampler.samples_per_cycle=1")
-    assert process.returncode == 0, process.stderr
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["method"] == "csghmc" and metrics["data"] == "mnist5k" and metrics["model"] == "mlp"
-    for key in ("test_error_pct", "nll", "ece", "brier"):
-        assert key in metrics["ensemble"]
-        assert all(key in sample for sample in metrics["per_sample"])
-    assert metrics["ensemble"]["num_samples"] == len(metrics["per_sample"]) == 4
-    assert metrics["ensemble"]["nll"] <= min(sample["nll"] for sample in metrics["per_sample"])
-    assert metrics["ensemble"]["test_error_pct"] < 15.0
-    assert metrics["temperature"] == 0.2 and metrics["gradient_evaluations"] == 40 * 63  # the recipe's tempered T
-    assert metrics["wall_time_s"]["total"] > 0
-    # the process's start to its first update: the interpreter, the imports and the checks, before all the training
-    assert 0 < metrics["wall_time_s"]["to_first_step"] < metrics["wall_time_s"]["total"] + 60
-    samples = sorted(p.name for p in (run_dir / "samples").iterdir())
-    assert samples == ["manifest.json", *[f"sample_{i:04d}_cycle{i:02d}_epoch{10 * i + 9:04d}.pt" for i in range(4)]]
-    config = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
-    assert config["sampler"]["name"] == "csghmc"
-    assert "epoch 40/40" in (run_dir / "train.log").read_text()
-    assert (run_dir / "epochs.csv").read_text().count("\n") == 41
-    assert "ensemble of 4" in process.stdout and "best single sample" in process.stdout
+# The embedded default's run, its files and metrics: tests/test_demo.py (the 200 epochs of `make demo`).
 
 
 def _assert_one_line_error(process, *fragments):

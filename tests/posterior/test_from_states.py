@@ -83,3 +83,8 @@ def test_a_posterior_of_state_dicts_has_no_run_data_to_evaluate_on():
     with pytest.raises(ConfigError, match="^loader='None' is not allowed: a loader of"):
         posterior.evaluate()
     assert repr(posterior).startswith("Posterior('state dicts': 2 members, equal weights, from state dicts")
+
+
+def test_a_model_given_for_a_run_directory_is_refused_before_anything_is_read(tmp_path):
+    with pytest.raises(ConfigError, match="^model='function' is not allowed: None for a run directory"):
+        csg.Posterior.load(tmp_path, model=_factory)

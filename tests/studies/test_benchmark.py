@@ -94,7 +94,8 @@ def test_a_nuts_setting_too_small_for_the_checks_is_one_line_before_sampling(tmp
 
     job = Job(target="reference-network", out=tmp_path / "out", out_given=True, scale="full", launcher="local",
               seeds=None, report_only=False, runs=None, preset=None, add=(), stamp="now", overrides=(option,))
-    with pytest.raises(ConfigError, match=f"^{option.split('=')[0]}='{option.split('=')[1]}' is not allowed: {allowed}"):
+    key, value = option.split("=")
+    with pytest.raises(ConfigError, match=f"^{key}='{value}' is not allowed: {allowed}"):
         run_reference_network(job)
     assert not (tmp_path / "out").exists()
 
