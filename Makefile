@@ -48,6 +48,7 @@ help:
 	@echo "make bench-part  a sampled last layer evaluated with the trunk once, K = 1, 10, 100 against K whole passes: results/bench/part.md"
 	@echo "make bench-convergence  R-hat and ESS of many variables, ArviZ beside csg.evaluation.convergence: results/bench/convergence.md"
 	@echo "make bench-gpu  GPU speed of a CIFAR ResNet-18 chain (epochs, K chains, evaluation): results/bench/gpu.{md,csv}"
+	@echo "make gpu-check  every part that touches a GPU, in one command of at most 8 minutes: results/bench/gpu-check.md (DRY=1: on the CPU)"
 	@echo "make docs     the documentation site (docs/, Sphinx) into site/: open site/index.html"
 	@echo "make clean    remove run directories (runs/, multirun/) and caches"
 
@@ -103,7 +104,7 @@ ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10
 REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
-.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-convergence bench-part bench-gpu fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-convergence bench-part bench-gpu gpu-check fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -158,6 +159,16 @@ BENCH_GPU_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 
 bench-gpu:
 	$(BENCH_GPU_PYTHON) scripts/bench_gpu.py --out results/bench
+
+# The GPU path in one command (scripts/gpu_check.py: at most 8 minutes, results/bench/gpu-check.{md,csv}). On the GPU
+# machine (no network, no .venv) the wheels of ../shared/gpu/wheels.sh, carried in .whl/, are installed first into
+# a folder of their own; without CUDA it stops in one line (DRY=1: every part on the CPU, as make test runs it).
+GPU_SITE := /tmp/csg-gpu-site
+gpu-check:
+	@if [ -d .whl ] && ! [ -x $(BIN)/python ]; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile \
+	  --no-cache-dir --target $(GPU_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(GPU_SITE)$${PYTHONPATH:+:$$PYTHONPATH} WANDB_MODE=disabled PYTHONUNBUFFERED=1 \
+	  $(BENCH_GPU_PYTHON) scripts/gpu_check.py $(if $(DRY),--dry-run --out build/gpu-check,--out results/bench)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[bench]"

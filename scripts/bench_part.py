@@ -10,9 +10,10 @@ and one whole sample beside them for its size. Then, for K = 1, 10, 100, interle
 - ``whole passes``: the same call without ``head``: each member loaded whole and the whole model run.
 
 Models: the CIFAR ResNet-18 (csg's ``resnet18``, head ``linear``) on 64 CIFAR-shaped inputs, and the MLP of the
-embedded default (head ``7``) on the 1000 test digits of mnist5k. Writes results/bench/part.{csv,md}.
+embedded default (head ``7``) on the 1000 test digits of mnist5k. Writes results/bench/part.{csv,md}. ``--device cuda``
+evaluates on the GPU (``make gpu-check``); ``--smoke`` the MLP alone (a check that it runs).
 
-    python scripts/bench_part.py [--rounds 3]
+    python scripts/bench_part.py [--rounds 3] [--device cpu] [--smoke]
 """
 
 import argparse
@@ -40,8 +41,13 @@ MEMBERS = (1, 10, 100)
 GOAL = 1.5  # evaluating 100 last-layer members at most 1.5x evaluating one (issue 48)
 
 
-def setups():
+def setups(smoke: bool = False):
     torch.manual_seed(0)
+    if smoke:
+        digits = build_data("mnist5k", seed=0, device="cpu", batch_size=64, eval_batch_size=1000)
+        yield "MLP, the 1000 mnist5k test digits", create_model("mlp", num_classes=10, input_shape=(1, 28, 28)), "7", \
+            digits.test
+        return
     cifar = DataLoader(TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))), batch_size=64)
     yield "CIFAR ResNet-18, 64 CIFAR-shaped inputs", create_model("resnet18", num_classes=10,
                                                                    input_shape=(3, 32, 32)), "linear", cifar
@@ -65,10 +71,11 @@ def write_members(model: torch.nn.Module, head: str, folder: Path) -> tuple[Samp
     return store, paths, paths[0].stat().st_size, whole.stat().st_size
 
 
-def seconds(model, store: SampleStore, paths, loader, head: str | None) -> float:
+def seconds(model, store: SampleStore, paths, loader, head: str | None, device: torch.device) -> float:
     start = time.perf_counter()
-    evaluate_samples(model, (store.state_of(p) for p in paths), equal_weights(len(paths)), loader,
-                     torch.device("cpu"), head=head)
+    evaluate_samples(model, (store.state_of(p) for p in paths), equal_weights(len(paths)), loader, device, head=head)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start
 
 
@@ -76,25 +83,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench")
+    parser.add_argument("--device", default="cpu", help="where the members are evaluated (cpu, cuda)")
+    parser.add_argument("--smoke", action="store_true", help="the MLP alone: a check that it runs, not a measure")
     args = parser.parse_args()
-    rows = []
-    for name, model, head, loader in setups():
-        model.eval()
+    device, rows = torch.device(args.device), []
+    for name, model, head, loader in setups(args.smoke):
+        model.to(device).eval()
         with tempfile.TemporaryDirectory() as tmp:
             store, paths, part_bytes, whole_bytes = write_members(model, head, Path(tmp))
             rest_bytes = (store.directory / REST).stat().st_size
-            seconds(model, store, paths[:1], loader, head)  # warm-up
+            seconds(model, store, paths[:1], loader, head, device)  # warm-up
             times = {(k, way): [] for k in MEMBERS for way in ("trunk once", "whole passes")}
             for _ in range(args.rounds):
                 for k in MEMBERS:
-                    times[k, "trunk once"].append(seconds(model, store, paths[:k], loader, head))
-                    times[k, "whole passes"].append(seconds(model, store, paths[:k], loader, None))
+                    times[k, "trunk once"].append(seconds(model, store, paths[:k], loader, head, device))
+                    times[k, "whole passes"].append(seconds(model, store, paths[:k], loader, None, device))
         one = statistics.median(times[1, "trunk once"])
         for (k, way), values in times.items():
             rows.append({"model": name, "members": k, "evaluation": way, "median_s": statistics.median(values),
                          "over_one_member": statistics.median(values) / one, "rounds": args.rounds,
                          "sample_bytes": part_bytes if way == "trunk once" else whole_bytes,
-                         "rest_bytes_once": rest_bytes if way == "trunk once" else 0})
+                         "rest_bytes_once": rest_bytes if way == "trunk once" else 0, "device": str(device)})
     frame = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "part.csv", frame.to_csv(index=False))
@@ -104,7 +113,7 @@ def main() -> None:
 
 def report(frame: pd.DataFrame) -> str:
     lines = ["# A sampled last layer: evaluation at the cost of the layer (`scripts/bench_part.py`)", "",
-             f"CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}; medians of "
+             f"{_where(frame.device.iloc[0])}, torch {torch.__version__}; medians of "
              f"{int(frame.rounds.iloc[0])} interleaved rounds. Members share a frozen trunk and differ in the last "
              "layer, stored as a part-sampling run stores them (the head per sample, the rest once). Each time "
              "includes reading the members' files, every member's metrics and the average.", "",
@@ -132,6 +141,12 @@ def report(frame: pd.DataFrame) -> str:
                      f"One member (the trunk's pass included) takes {1000 * once[1]:.1f} ms, each further member "
                      f"{1000 * each:.2f} ms (its file read, its head, its metrics and its share of the average).")
     return "\n".join(lines) + "\n"
+
+
+def _where(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(torch.device(device))} (CUDA {torch.version.cuda})"
+    return f"CPU, {torch.get_num_threads()} torch threads"
 
 
 if __name__ == "__main__":

@@ -188,8 +188,9 @@ def test_two_processes_under_lightnings_ddp_take_the_one_process_samples_written
     one = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=2, module="net", store=tmp_path / "one")
     _trainer(tmp_path / "single", one).fit(Toy(), train_dataloaders=_batches())
     (tmp_path / "script.py").write_text(DDP_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run([sys.executable, "script.py", str(tmp_path / "two"), "2"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""})
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     two = SampleStore(tmp_path / "two")
     two.verify()  # one writer: the manifest names each sample once, each file intact

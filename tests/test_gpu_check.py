@@ -1,0 +1,56 @@
+"""make gpu-check (scripts/gpu_check.py) without a GPU: its CPU dry run passes every part, so that the check cannot rot
+while no GPU is at hand, and the real check stops in one line where CUDA is missing."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+PARTS = ["gpu-tests", "main-device", "main-loader", "main-bf16", "main-eager", "last-layer", "lora", "two-chains",
+         "resume", "torchrun", "bench-gpu", "last-layer-100"]
+
+
+def _check(*arguments: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), *arguments], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.timeout(600)
+def test_the_dry_run_passes_every_part_and_writes_the_table(tmp_path):
+    done = _check("--dry-run", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with open(tmp_path / "gpu-check.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["part"] for row in rows] == PARTS
+    assert [row["verdict"] for row in rows] == ["pass"] * len(PARTS), rows
+    found = {row["part"]: row["found"] for row in rows}
+    assert found["resume"] == "stopped and resumed vs whole: 0; two whole runs: 0"  # bit for bit on the CPU
+    assert found["two-chains"].startswith("4 members") and "wrote part.md" == found["last-layer-100"]
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert report.startswith("# make gpu-check\n") and "CPU dry run" in report and "12 of 12 parts passed" in report
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the check would run")
+def test_without_cuda_the_check_is_one_line_and_writes_nothing(tmp_path):
+    done = _check("--out", str(tmp_path), timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: make gpu-check needs a CUDA GPU")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_part_out_of_time_is_listed_not_hidden(tmp_path):
+    done = _check("--dry-run", "--budget-s", "1", "--out", str(tmp_path), timeout=120)
+    assert done.returncode == 1
+    with open(tmp_path / "gpu-check.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["verdict"] for row in rows] == ["not run"] * len(PARTS)
+    assert rows[0]["found"].startswith("out of time:")
+    assert "0 of 12 parts passed" in (tmp_path / "gpu-check.md").read_text()
