@@ -12,8 +12,8 @@ A callback is any object with one or more of these methods, each given a :class:
 - ``on_epoch_end(event)``: the epoch is done (``event.values``: its train_loss, train_acc_pct, cycle, stage, lr,
   temperature, seconds), after its sample.
 
-What they may change: nothing the chain relies on. They run in the process that logs (global rank 0), once per
-chain (``event.chain``), and get the chain's own ``model`` and ``sampler`` to read (write your own files, log,
+What they may change: nothing the chain relies on. They run in the process that logs (global rank 0), once for
+each of its chains (``event.chain``; under torchrun with a process group per chain, chain 0's), and get the chain's own ``model`` and ``sampler`` to read (write your own files, log,
 plot); the step size and temperature are set from the schedule before every iteration, so changing them has no
 effect, and a change to the parameters or the sampler's state is not the sampler's dynamics any more (and, under
 DDP, reaches one process only). csg checkpoints no state of theirs: a resumed run calls them from where it

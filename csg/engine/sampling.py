@@ -67,8 +67,16 @@ class Chain:
         self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
         self.keep = self.store is None if keep is None else keep
         self.kept: list[dict[str, torch.Tensor]] = []  # the samples' states, when kept in memory
-        self.lr, _, self.stage = self.hyperparameters()  # the stage of the next iteration (a resumed chain's too)
-        self.chain_lr, self.chain_temperature, self.schedule_temperature = self.lr, 0.0, 0.0
+        self._last_set()
+
+    def _last_set(self) -> None:
+        """The step size, temperature and stage last set: iteration k-1's for a chain at k > 0 (a resumed chain's
+        records and stage changes continue as the uninterrupted chain's), iteration 0's stage before the first."""
+        k = self.state.iteration
+        self.lr, self.schedule_temperature, self.stage = self.hyperparameters(k - 1 if k > 0 else 0)
+        if k == 0:
+            self.schedule_temperature = 0.0
+        self.chain_lr, self.chain_temperature = self.lr, self.schedule_temperature
 
     @property
     def k(self) -> int:
@@ -148,3 +156,4 @@ class Chain:
         """Restore the position and samples of :meth:`state_dict` (with a store, the samples it records must be
         in the folder, intact: checked at the next sample, a one-line :class:`~csg.errors.DamagedFileError`)."""
         self.state, self.kept = LoopState(**state["loop"]), list(state["kept"])
+        self._last_set()

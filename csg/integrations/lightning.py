@@ -75,6 +75,12 @@ class CyclicalSGMCMC(Callback):
         if not isinstance(batches, int) or epochs is None or epochs < 1:
             raise ConfigError("max_epochs", str(epochs), "a number of epochs, over a loader with a length: the "
                               "schedule spans max_epochs x batches per epoch")
+        if trainer.accumulate_grad_batches != 1:  # the chain counts batches; the sampler would step every n
+            raise ConfigError("accumulate_grad_batches", str(trainer.accumulate_grad_batches), "1: each batch is "
+                              "one iteration of the chain (a larger batch size accumulates instead)")
+        if trainer.max_steps not in (None, -1) and trainer.max_steps < epochs * batches:
+            raise ConfigError("max_steps", str(trainer.max_steps), f"-1 or at least max_epochs x batches per epoch "
+                              f"= {epochs * batches}: the schedule and its samples span them all")
         schedule = self.schedule if isinstance(self.schedule, Schedule) else self.schedule(epochs * batches)
         if schedule.total_steps not in (None, epochs * batches):
             raise ConfigError("schedule", f"{schedule.total_steps} iterations", f"a schedule over the run's "
@@ -84,8 +90,29 @@ class CyclicalSGMCMC(Callback):
                            temperature=self.temperature, samples_per_cycle=self.samples_per_cycle,
                            store=self.store if rank_zero else None, keep=None if rank_zero else False)
         if self._restored is not None:
-            self.chain.load_state_dict(self._restored)
+            self._resume(trainer, pl_module, epochs, batches)
+        elif trainer.current_epoch or trainer.global_step:
+            raise ConfigError("ckpt_path", f"epoch {trainer.current_epoch}", "a checkpoint that holds "
+                              "CyclicalSGMCMC's state (this one was saved without it)")
+        loader = trainer.train_dataloader  # Lightning made the epoch's iterator already: csg's loader reads lazily
+        if self.set_epoch and hasattr(loader, "set_epoch"):
+            loader.set_epoch(trainer.current_epoch)
 
+    def _resume(self, trainer, pl_module, epochs: int, batches: int) -> None:
+        """The restored chain, checked against where Lightning resumes: the same run (epochs, batches per epoch),
+        at an epoch's end (a checkpoint after an epoch's last batch, before its end was seen: that end now)."""
+        restored, self._restored = self._restored, None
+        if (restored.get("epochs"), restored.get("batches")) != (epochs, batches):
+            raise ConfigError("max_epochs", f"{epochs} x {batches} batches", f"the checkpoint's run: "
+                              f"{restored.get('epochs')} x {restored.get('batches')} (its schedule and samples)")
+        self.chain.load_state_dict({key: restored[key] for key in ("loop", "kept")})
+        state = self.chain.state
+        if state.batch == batches and state.epoch == trainer.current_epoch - 1:
+            self.chain.end_epoch(self._target(pl_module))
+        if (state.epoch, state.batch) != (trainer.current_epoch, 0):
+            raise ConfigError("ckpt_path", f"epoch {trainer.current_epoch}", f"a checkpoint saved at an epoch's end "
+                              f"(ModelCheckpoint's default); the chain stopped at epoch {state.epoch}, batch "
+                              f"{state.batch}")
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         """The training loader's epoch order (``set_epoch(epoch)``, where it has one and ``set_epoch`` is on)."""
         loader = trainer.train_dataloader
@@ -108,8 +135,11 @@ class CyclicalSGMCMC(Callback):
         self.chain.end_epoch(self._target(pl_module), **metadata)
 
     def state_dict(self) -> dict[str, Any]:
-        """The chain's position and samples (Lightning saves it in its checkpoints)."""
-        return self.chain.state_dict() if self.chain is not None else (self._restored or {})
+        """The chain's position and samples, and the run's epochs and batches per epoch (Lightning saves it in its
+        checkpoints)."""
+        if self.chain is None:
+            return self._restored or {}
+        return {**self.chain.state_dict(), "epochs": self.chain.epochs, "batches": self.chain.batches_per_epoch}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The state of :meth:`state_dict` (from a Lightning checkpoint), applied when training starts."""

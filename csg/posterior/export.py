@@ -318,7 +318,10 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     members = EnsembleMembers(list(saved.names), list(saved.chains), [float(w) for w in saved.weights],
                               saved.weighting, saved.states)
     precision = str(cfg.trainer.precision) if cfg is not None else str(saved.metrics.get("precision", "32"))
+    bins = saved.metrics.get("ece_bins", 15)
+    if precision not in ("32", "bf16-mixed", "16-mixed") or not isinstance(bins, int) or bins < 1:
+        raise DamagedFileError("path", str(path), f"{WHAT}: its metrics' precision ({precision!r}) or ece_bins "
+                               f"({bins!r}) is not one csg writes", path=path)
     return dict(run_dir=None, source=path, cfg=cfg, metrics=saved.metrics, model=model, members=members,
                 device=device, precision=Precision(precision, device), num_classes=shape.num_classes,
-                input_shape=shape.input_shape, trust_code=trust_code,
-                ece_bins=None if cfg is not None else int(saved.metrics.get("ece_bins", 15)))
+                input_shape=shape.input_shape, trust_code=trust_code, ece_bins=None if cfg is not None else bins)

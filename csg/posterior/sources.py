@@ -11,6 +11,7 @@ is p(y | x) = sum_i w_i softmax(f(x; theta_i)), as for a run. ``model`` is a mod
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,21 +21,34 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from csg.errors import ConfigError
+from csg.errors import ConfigError, describe
 
 __all__ = ["checked_states", "own_model", "posterior_from_run", "posterior_parts"]
 
 
 def own_model(model: nn.Module | Callable[[], nn.Module], device: torch.device) -> nn.Module:
-    """``model`` (a module, or a factory called once) on ``device``, in eval mode; a one-line ConfigError (key
-    ``model``) for anything else."""
-    if not isinstance(model, nn.Module):
+    """A copy of ``model`` (a module: the caller's stays as it is, its weights and mode untouched), or what a
+    factory returns (called once), on ``device``, in eval mode; a one-line ConfigError (key ``model``) else."""
+    if isinstance(model, nn.Module):
+        model = copy.deepcopy(model)
+    else:
         if not callable(model):
             raise ConfigError("model", type(model).__name__, "a torch.nn.Module or a callable that returns one")
         model = model()
         if not isinstance(model, nn.Module):
             raise ConfigError("model", f"a factory that returned {type(model).__name__}", "a torch.nn.Module")
     return model.to(device).eval()
+
+
+def _numbers(key: str, values: Any, kind: type, what: str) -> tuple:
+    """``values`` as a tuple of ``kind`` (a one-line ConfigError naming ``key`` for anything else)."""
+    try:
+        found = tuple(kind(value) for value in values)
+    except (TypeError, ValueError):
+        raise ConfigError(key, str(values)[:80], what) from None
+    if kind is int and key == "input_shape" and (not found or min(found) < 1):
+        raise ConfigError(key, str(values)[:80], what)
+    return found
 
 
 def checked_states(states: Sequence[dict[str, Tensor]], reference: dict[str, Tensor], key: str = "states"
@@ -72,12 +86,16 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
     model = own_model(model, device)
     states = checked_states(states, model.state_dict())
     count = len(states)
-    input_shape = tuple(int(size) for size in input_shape)
-    weights = [1.0] * count if weights is None else [float(w) for w in weights]
-    if len(weights) != count or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
-        raise ConfigError("weights", str(weights)[:120], f"{count} finite non-negative numbers, not all 0")
+    input_shape = _numbers("input_shape", input_shape, int, "positive whole numbers: one input's shape")
+    weights = [1.0] * count if weights is None else _numbers("weights", weights, float, "numbers")
+    if len(weights) != count or not all(math.isfinite(w) and w >= 0 for w in weights) or not math.isfinite(
+            sum(weights)) or sum(weights) <= 0:
+        raise ConfigError("weights", str(weights)[:120], f"{count} finite non-negative numbers with a finite "
+                          "positive sum")
     weights = [w / sum(weights) for w in weights]
-    chains = [0] * count if chains is None else [int(c) for c in chains]
+    chains = [0] * count if chains is None else list(_numbers("chains", chains, int, "whole numbers"))
+    if not isinstance(ece_bins, int) or isinstance(ece_bins, bool) or ece_bins < 1:
+        raise ConfigError("ece_bins", str(ece_bins), "a positive whole number")
     names = [f"sample_{index:04d}" for index in range(count)] if names is None else [str(n) for n in names]
     for key, values in (("chains", chains), ("names", names)):
         if len(values) != count:
@@ -85,14 +103,18 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
     if precision not in ("32", "bf16-mixed", "16-mixed"):
         raise ConfigError("precision", str(precision), "32, bf16-mixed or 16-mixed")
     if num_classes is None:  # what the model says: one forward pass of zeros
-        with torch.no_grad():
-            model.load_state_dict(states[0])
-            num_classes = int(model(torch.zeros(1, *input_shape, device=device)).shape[-1])
+        try:
+            with torch.no_grad():
+                model.load_state_dict(states[0])
+                num_classes = int(model(torch.zeros(1, *input_shape, device=device)).shape[-1])
+        except Exception as error:  # noqa: BLE001 - the model's own complaint, in one line
+            raise ConfigError("input_shape", str(list(input_shape)), f"the shape of one input the model takes "
+                              f"(a batch of it: {describe(error, limit=120)})") from None
     members = EnsembleMembers(names, chains, weights, "equal" if len(set(weights)) == 1 else "given",
                               lambda: iter(states))
     facts = {"num_classes": int(num_classes), "input_shape": list(input_shape), "num_samples": count,
              "precision": str(precision), "ece_bins": int(ece_bins)}
-    return dict(run_dir=None, source=None, cfg=None, metrics={**facts, **(metrics or {})}, model=model,
+    return dict(run_dir=None, source=None, cfg=None, metrics={**(metrics or {}), **facts}, model=model,
                 members=members, device=device, precision=Precision(str(precision), device),
                 num_classes=int(num_classes), input_shape=input_shape, ece_bins=int(ece_bins))
 

@@ -99,6 +99,11 @@ def test_a_chain_resumed_inside_a_stage_starts_in_that_stage():
                              "kept": []})
     assert fresh.stage == "exploration" and Chain(sampler, schedule, epochs=4, batches_per_epoch=3, temperature=1.0,
                                                   state=resumed.state).stage == "sampling"
+    at_boundary = Chain(sampler, schedule, epochs=4, batches_per_epoch=3, temperature=1.0,
+                        state=type(resumed.state)(epoch=1, batch=0, iteration=3))  # sampling starts at k = 3
+    assert (at_boundary.stage, at_boundary.chain_temperature) == ("exploration", 0.0)  # what k = 2 set
+    at_boundary.begin_step()
+    assert (at_boundary.stage, at_boundary.chain_temperature) == ("sampling", 1.0)  # the change a loop reports
     assert LoopCallbacks([]).callbacks == [] and not LoopCallbacks([])
 
 

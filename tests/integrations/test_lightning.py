@@ -66,9 +66,9 @@ class StopAfter(pl.Callback):
             trainer.should_stop = True
 
 
-def _trainer(tmp_path, *callbacks, checkpoints=False):
+def _trainer(tmp_path, *callbacks, checkpoints=False, epochs=6):
     more = [pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_top_k=-1, every_n_epochs=1)] if checkpoints else []
-    return pl.Trainer(max_epochs=6, callbacks=[*callbacks, *more], accelerator="cpu", devices=1, logger=False,
+    return pl.Trainer(max_epochs=epochs, callbacks=[*callbacks, *more], accelerator="cpu", devices=1, logger=False,
                       enable_checkpointing=checkpoints, enable_progress_bar=False, enable_model_summary=False,
                       default_root_dir=tmp_path)
 
@@ -106,6 +106,12 @@ def test_a_run_resumed_from_lightnings_checkpoint_takes_the_uninterrupted_runs_s
     assert all(torch.equal(a[key], b[key]) for a, b in zip(whole.sample_states(), resumed.sample_states())
                for key in a)
     assert sorted(p.name for p in (tmp_path / "samples").glob("sample_*.pt")) == resumed.chain.sample_names()
+    # the same checkpoint resumed as a longer run: its schedule and samples were another run's
+    longer = CyclicalSGMCMC(lambda steps: Cyclical(lr0=0.05, total_steps=steps, cycles=2, explore=0.5),
+                            temperature=0.5, samples_per_cycle=1, module="net")
+    with pytest.raises(ConfigError, match=r"^max_epochs='7 x 3 batches' is not allowed: the checkpoint's run: 6 x 3"):
+        _trainer(tmp_path / "ckpt3", longer, epochs=7).fit(Toy(), train_dataloaders=_batches(),
+                                                           ckpt_path=str(tmp_path / "ckpt" / "epoch=2-step=9.ckpt"))
 
 
 def test_a_schedule_of_another_length_is_one_line_before_the_first_step(tmp_path):

@@ -71,6 +71,10 @@ def test_a_saved_posterior_of_state_dicts_loads_back_only_with_its_model(tmp_pat
     ({"precision": "64"}, r"^precision='64' is not allowed: 32, bf16-mixed or 16-mixed$"),
     ({"model": 3}, r"^model='int' is not allowed: a torch.nn.Module or a callable"),
     ({"model": lambda: 3}, r"^model='a factory that returned int'"),
+    ({"input_shape": (5,)}, r"^input_shape='\[5\]' is not allowed: the shape of one input the model takes"),
+    ({"input_shape": ("a",)}, r"^input_shape=.* positive whole numbers"),
+    ({"weights": [1e308] * 4}, r"^weights=.* a finite positive sum$"),
+    ({"ece_bins": 0}, r"^ece_bins='0' is not allowed: a positive whole number$"),
 ])
 def test_a_wrong_argument_is_one_line(change, message):
     arguments = {"model": _factory, "states": _states(), "input_shape": (2, 3), **change}
@@ -88,3 +92,12 @@ def test_a_posterior_of_state_dicts_has_no_run_data_to_evaluate_on():
 def test_a_model_given_for_a_run_directory_is_refused_before_anything_is_read(tmp_path):
     with pytest.raises(ConfigError, match="^model='function' is not allowed: None for a run directory"):
         csg.Posterior.load(tmp_path, model=_factory)
+
+
+def test_the_callers_module_is_left_as_it_was():
+    module = _factory().train()
+    before = {key: value.clone() for key, value in module.state_dict().items()}
+    posterior = csg.Posterior.from_states(module, _states(), input_shape=(2, 3))
+    posterior.predict(torch.randn(2, 2, 3))
+    assert module.training and all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+    assert posterior.model is not module
