@@ -187,8 +187,10 @@ def internals_problems(root: Path) -> list[str]:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            problems += [f"{path.name} imports {name}" for name in names if name.startswith("hydra._internal")]
+                     [f"{node.module}.{alias.name}" for alias in node.names] if isinstance(node, ast.ImportFrom)
+                     else [])  # `from hydra import _internal` and `from omegaconf._utils import x` alike
+            problems += [f"{path.name} imports {name}" for name in names
+                         if name.startswith(("hydra._internal", "omegaconf._"))]
             if isinstance(node, ast.Attribute) and node.attr in PRIVATE_NODE_METHODS:
                 problems.append(f"{path.name}:{node.lineno} calls {node.attr}")
     return problems
@@ -212,7 +214,11 @@ def test_the_boundary_and_adapter_rules_catch_a_constructed_breach(tmp_path):
     (tmp_path / "csg" / "checks").mkdir()
     (tmp_path / "csg" / "checks" / "groups.py").write_text("from hydra._internal.utils import get_args_parser\n"
                                                            "def f(cfg):\n    return cfg._get_node('data')\n")
+    (tmp_path / "csg" / "checks" / "preflight.py").write_text("from hydra import _internal\n"
+                                                               "from omegaconf._utils import get_value_kind\n")
     (tmp_path / "csg" / "checks" / "hydra_internals.py").write_text("import hydra._internal.utils\n")
     assert config_problems(engine) == ["loop.py: run(cfg) takes a config", "loop.py imports hydra.utils",
                                        "single.py: make(node) takes a config"]
-    assert internals_problems(tmp_path) == ["groups.py imports hydra._internal.utils", "groups.py:3 calls _get_node"]
+    assert internals_problems(tmp_path) == ["groups.py imports hydra._internal.utils.get_args_parser",
+                                            "groups.py:3 calls _get_node", "preflight.py imports hydra._internal",
+                                            "preflight.py imports omegaconf._utils.get_value_kind"]
