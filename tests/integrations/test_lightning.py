@@ -1,60 +1,24 @@
-"""csg.integrations.lightning.CyclicalSGMCMC on a toy LightningModule: the stage switch it sets, a run stopped and
-resumed from Lightning's checkpoint takes the uninterrupted run's samples, one line for a module without a csg
-sampler. (The docs page's run against csg-train: tests/engine/test_own_loop.py.)"""
+"""csg.integrations.lightning.CyclicalSGMCMC on a toy LightningModule (tests/integrations/lightning_toy.py): the
+stage switch it sets; a run stopped and resumed from Lightning's checkpoint takes the uninterrupted run's samples, and
+so do two processes under DDP; one line for each setting it refuses. (The docs page's run against csg-train:
+tests/engine/test_own_loop.py.)"""
 
 from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import csg
 from csg.errors import ConfigError
-from csg.samplers import SGLD
 from csg.schedules import Cyclical
 
 pl = pytest.importorskip("lightning.pytorch")
 from csg.integrations.lightning import CyclicalSGMCMC  # noqa: E402
-
-SCHEDULE = Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)
-
-
-class _Batches:
-    """Three fixed batches (a list would be read by Lightning as a list of loaders)."""
-
-    def __init__(self):
-        generator = torch.Generator().manual_seed(0)
-        x, y = torch.randn(96, 5, generator=generator), torch.randint(0, 3, (96,), generator=generator)
-        self.batches = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 96, 32)]
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self):
-        return len(self.batches)
-
+from tests.conftest import ROOT  # noqa: E402
+from tests.integrations.lightning_toy import SCHEDULE, Batches, Toy  # noqa: E402
 
 def _batches():
-    return _Batches()
-
-
-class Toy(pl.LightningModule):
-    def __init__(self, sampler=True):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net, self.sampler = torch.nn.Linear(5, 3), sampler
-        self.seen: list[tuple[float, float]] = []
-
-    def training_step(self, batch, batch_idx):
-        group = self.trainer.optimizers[0].param_groups[0]
-        self.seen.append((group["lr"], group["temperature"]))
-        return F.cross_entropy(self.net(batch[0]), batch[1])
-
-    def configure_optimizers(self):
-        if not self.sampler:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-        return SGLD(self.parameters(), lr=0.05, num_data=96, temperature=0.5,
-                    generator=torch.Generator().manual_seed(1))
+    return Batches()
 
 
 class StopAfter(pl.Callback):
@@ -131,56 +95,6 @@ def test_a_module_without_a_csg_sampler_is_one_line_before_the_first_step(tmp_pa
     assert module.seen == [] and all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
 
 
-DDP_SCRIPT = '''
-import sys
-
-import torch
-import torch.nn.functional as F
-
-import csg
-import lightning.pytorch as pl
-from csg.integrations.lightning import CyclicalSGMCMC
-from csg.samplers import SGLD
-from csg.schedules import Cyclical
-
-
-class Batches:
-    def __init__(self):
-        generator = torch.Generator().manual_seed(0)
-        x, y = torch.randn(96, 5, generator=generator), torch.randint(0, 3, (96,), generator=generator)
-        self.batches = [(x[i:i + 32], y[i:i + 32]) for i in range(0, 96, 32)]
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self):
-        return len(self.batches)
-
-
-class Toy(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Linear(5, 3)
-
-    def training_step(self, batch, batch_idx):
-        return F.cross_entropy(self.net(batch[0]), batch[1])
-
-    def configure_optimizers(self):  # the same noise seed in every process: the replicas stay equal
-        return SGLD(self.parameters(), lr=0.05, num_data=96, temperature=0.5,
-                    generator=torch.Generator().manual_seed(1))
-
-
-torch.set_num_threads(1)
-sgmcmc = CyclicalSGMCMC(Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5), temperature=0.5,
-                        samples_per_cycle=2, module="net", store=sys.argv[1])
-trainer = pl.Trainer(max_epochs=6, callbacks=[sgmcmc], accelerator="cpu", devices=int(sys.argv[2]),
-                     strategy="ddp" if int(sys.argv[2]) > 1 else "auto", logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False)
-trainer.fit(Toy(), train_dataloaders=Batches())
-'''
-
-
 def test_two_processes_under_lightnings_ddp_take_the_one_process_samples_written_once(tmp_path):
     """Every process iterates the same batches (an iterable, not a DataLoader: Lightning shards none) and draws the
     same noise: DDP's average of equal gradients is each one, so the replicas and their samples are one process's."""
@@ -193,10 +107,10 @@ def test_two_processes_under_lightnings_ddp_take_the_one_process_samples_written
     torch.set_num_threads(1)
     one = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=2, module="net", store=tmp_path / "one")
     _trainer(tmp_path / "single", one).fit(Toy(), train_dataloaders=_batches())
-    (tmp_path / "script.py").write_text(DDP_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "script.py", str(tmp_path / "two"), "2"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env=env)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "integrations" / "lightning_toy.py"),
+                           str(tmp_path / "two"), "2"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     two = SampleStore(tmp_path / "two")
     two.verify()  # one writer: the manifest names each sample once, each file intact
