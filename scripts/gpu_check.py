@@ -60,11 +60,11 @@ class Check:
                          ["model=resnet18", "trainer.epochs=4", "data.batch_size=64"]),
                        "sampler.cycles=2", "sampler.explore=0.5", "sampler.samples_per_cycle=1", "sampler.lr0=0.05"]
 
-    def train(self, name: str, *overrides: str, limit: float, env: dict | None = None, runner: list[str] | None = None):
+    def train(self, name: str, *overrides: str, limit: float, runner: list[str] | None = None):
         """``python -m csg`` (or ``runner``) with the common overrides and ``overrides`` into ``work/name``."""
         command = [*(runner or [sys.executable, "-m", "csg"]), *self.common, *overrides,
                    f"hydra.run.dir={self.work / name}"]
-        return run(command, self.work, limit, env)
+        return run(command, self.work, limit)
 
 
 def run(command: list[str], cwd: Path, limit: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -88,10 +88,10 @@ def _last_line(process: subprocess.CompletedProcess) -> str:
     return (errors or lines or [""])[-1][:200]
 
 
-def _metrics(run: Path) -> str:
+def _metrics(folder: Path) -> str:
     import json
 
-    ensemble = json.loads((run / "metrics.json").read_text())["ensemble"]
+    ensemble = json.loads((folder / "metrics.json").read_text())["ensemble"]
     return f"{ensemble['num_samples']} members, error {ensemble['test_error_pct']:.1f} %, NLL {ensemble['nll']:.3f}"
 
 
@@ -102,11 +102,12 @@ def _run_part(check: Check, name: str, overrides: tuple[str, ...], limit: float)
     return "pass", _metrics(check.work / name)
 
 
-def _samples(run: Path) -> list[dict]:
-    import torch
+def _samples(folder: Path) -> list[dict]:
+    """The run's samples, as its manifest records them (read weights-only)."""
+    from csg.engine.samples import SampleStore
 
-    return [torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
-            for path in sorted((run / "samples").glob("sample_*.pt"))]
+    store = SampleStore(folder / "samples")
+    return [store.state_of(path) for path in store.paths()]
 
 
 def _largest_difference(first: Path, second: Path) -> float:

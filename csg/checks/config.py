@@ -264,14 +264,14 @@ def check_callbacks(cfg: DictConfig) -> None:
     specs = cfg.get("callbacks")
     if not specs:  # none (an empty mapping, or null)
         return
-    from csg.engine.callbacks import PHASES, check_spec
+    from csg.engine.callbacks import PHASES, check_spec, has_a_phase
 
     if not isinstance(specs, DictConfig):
         raise ConfigError("callbacks", specs, "a mapping of names to callbacks ({_target_: ..., keyword arguments})")
     for name, spec in OmegaConf.to_container(specs, resolve=True).items():
         check_spec(f"callbacks.{name}", spec)
         target = locate(spec["_target_"], f"callbacks.{name}._target_")
-        if isinstance(target, type) and not any(callable(getattr(target, phase, None)) for phase in PHASES):
+        if isinstance(target, type) and not has_a_phase(target):
             raise ConfigError(f"callbacks.{name}._target_", spec["_target_"], f"a class with one of the methods "
                               f"{', '.join(PHASES)}")
 

@@ -341,8 +341,7 @@ def _runs_here(cfg: DictConfig) -> bool:
 
 def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | None:
     """The checks a job makes once its data are built (:func:`csg.engine.job_checks.check_job`): its data, its model
-    against
-    them, memory, the schedule and collection plan, the step's values; and, without a launcher, that its chains
+    against them, memory, the schedule and collection plan, the step's values; and, without a launcher, that its chains
     need none (interacting chains). Each data set is built once for the whole sweep (``data_cache``); jobs that
     differ only in their seed are checked once (``checked``). An error other than a one-line refusal is left to
     the job itself."""

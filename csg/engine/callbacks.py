@@ -13,8 +13,8 @@ A callback is any object with one or more of these methods, each given a :class:
   temperature, seconds), after its sample.
 
 What they may change: nothing the chain relies on. They run in the process that logs (global rank 0), once for
-each of its chains (``event.chain``; under torchrun with a process group per chain, chain 0's), and get the chain's own ``model`` and ``sampler`` to read (write your own files, log,
-plot); the step size and temperature are set from the schedule before every iteration, so changing them has no
+each of its chains (``event.chain``; under torchrun with a process group per chain, chain 0's), and get the chain's
+own ``model`` and ``sampler`` to read (write your own files, log, plot); the step size and temperature are set from the schedule before every iteration, so changing them has no
 effect, and a change to the parameters or the sampler's state is not the sampler's dynamics any more (and, under
 DDP, reaches one process only). csg checkpoints no state of theirs: a resumed run calls them from where it
 resumes. An exception a callback raises stops the run as any error does (samples already written are kept).
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the checks before training read PHASES without importing torch
     import torch
 
-__all__ = ["PHASES", "LoopCallbacks", "LoopEvent", "build_callbacks", "check_spec"]
+__all__ = ["PHASES", "LoopCallbacks", "LoopEvent", "build_callbacks", "check_spec", "has_a_phase"]
 
 PHASES = ("on_epoch_start", "on_stage_change", "on_sample", "on_epoch_end")
 
@@ -52,6 +52,11 @@ class LoopEvent:
     previous: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
     record: dict[str, Any] | None = None
+
+
+def has_a_phase(callback: Any) -> bool:
+    """Whether ``callback`` (an object, or a class) defines at least one of :data:`PHASES`."""
+    return any(callable(getattr(callback, phase, None)) for phase in PHASES)
 
 
 class LoopCallbacks:
@@ -84,7 +89,7 @@ def build_callbacks(specs: dict[str, Any] | None) -> list[Any]:
         path = spec[TARGET]
         made = call(locate(path, f"{key}._target_"), key, path, "a callback that builds",
                     **{k: v for k, v in spec.items() if k != TARGET})
-        if not any(callable(getattr(made, phase, None)) for phase in PHASES):
+        if not has_a_phase(made):
             raise ConfigError(key, path, f"an object with one of the methods {', '.join(PHASES)} "
                               f"(it built a {type(made).__name__})")
         built.append(made)

@@ -270,11 +270,12 @@ class _LockStepLoop:
     def call(self, phase: str, epoch: int, k: int, lanes: Sequence[int] | None = None, **more: Any) -> None:
         """Each chain's (of ``lanes``, default all) :class:`~csg.engine.callbacks.LoopEvent` to the callbacks of
         ``phase``."""
+        if not self.callbacks:
+            return
         for i in range(len(self.lanes)) if lanes is None else lanes:
-            if self.callbacks:
-                lane, chain = self.lanes[i], self.chains[i]
-                self.callbacks(phase, LoopEvent(lane.chain, epoch, k, chain.stage, chain.chain_lr,
-                                                chain.chain_temperature, lane.model, lane.sampler, **more))
+            lane, chain = self.lanes[i], self.chains[i]
+            self.callbacks(phase, LoopEvent(lane.chain, epoch, k, chain.stage, chain.chain_lr,
+                                            chain.chain_temperature, lane.model, lane.sampler, **more))
 
     def set_hyperparameters(self, epoch: int) -> float:
         """Every chain's step size and temperature for iteration k (its interaction's scales on the

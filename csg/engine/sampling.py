@@ -49,8 +49,9 @@ class Chain:
     :class:`~csg.engine.collection.CollectionPoint`). ``store``: a run's ``samples/`` folder (a path or a
     :class:`~csg.engine.samples.SampleStore`: samples written atomically, with their manifest, in csg's format);
     ``None`` keeps the samples in memory as CPU copies (``keep=False``: records only). ``state`` (a
-    :class:`~csg.engine.checkpoint.LoopState`) resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save and restore it as torch's modules do
-    (checkpoint the model and the sampler beside it: the sampler's state holds its noise generator).
+    :class:`~csg.engine.checkpoint.LoopState`) resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save
+    and restore it as torch's modules do (checkpoint the model and the sampler beside it: the sampler's state holds
+    its noise generator).
     """
 
     def __init__(self, sampler: torch.optim.Optimizer, schedule: Schedule, *, epochs: int, batches_per_epoch: int,

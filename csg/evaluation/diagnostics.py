@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from csg.evaluation import convergence
+
 __all__ = ["AGREE_RHAT", "MIN_DRAWS", "ChainDiagnostics", "chain_diagnostics", "exchangeable_rhat"]
 
 AGREE_RHAT = 1.01  # Vehtari et al. 2021's threshold
@@ -98,7 +100,7 @@ def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) ->
                  for r in rows]
     shortest = min(draws)
     stacked = np.stack([values[r[:shortest]] for r in rows])  # (chains, draws, examples)
-    ess = _finite(_diagnostic("ess", stacked, method="bulk")) if shortest >= MIN_DRAWS else np.array([])
+    ess = _finite(convergence.ess(stacked, "bulk")) if shortest >= MIN_DRAWS else np.array([])
     common = dict(quantity=QUANTITY, examples=values.shape[1], chains=len(order), draws_per_chain=draws,
                   ess_bulk_median=_stat(np.median, ess), ess_bulk_min=_stat(np.min, ess),
                   lag1_autocorrelation=lag1, consecutive_agreement=agreement)
@@ -113,7 +115,7 @@ def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) ->
         return ChainDiagnostics(**common, rhat_median=None, rhat_max=None, rhat_share_above=None, rhat_reference=None,
                                 verdict="too few draws", reading=f"{len(order)} chains, the shortest of {shortest} "
                                 f"draws: too few for split-R-hat (at least {MIN_DRAWS} draws per chain){within}")
-    rhat = _finite(_diagnostic("rhat", stacked, method="rank"))
+    rhat = _finite(convergence.rank_rhat(stacked))
     reference = exchangeable_rhat(len(order), shortest)
     if not rhat.size:
         return ChainDiagnostics(**common, rhat_median=None, rhat_max=None, rhat_share_above=None,
@@ -141,18 +143,8 @@ def exchangeable_rhat(chains: int, draws: int, variables: int = 2000, seed: int 
     independent draws come from one distribution: simulated (standard normal draws of ``variables`` examples,
     seeded), as rank normalisation makes it (nearly) the same for any continuous distribution."""
     generator = np.random.default_rng(seed)
-    rhat = _finite(_diagnostic("rhat", generator.standard_normal((chains, draws, variables)), method="rank"))
+    rhat = _finite(convergence.rank_rhat(generator.standard_normal((chains, draws, variables))))
     return float(np.quantile(rhat, REFERENCE_QUANTILE))
-
-
-def _diagnostic(function: str, draws: np.ndarray, **options) -> np.ndarray:
-    """ArviZ's ``rhat`` (rank) or ``ess`` of every example of ``draws`` ``(chains, draws, examples)``, all examples at
-    once (:mod:`csg.evaluation.convergence`)."""
-    from csg.evaluation.convergence import ess, rank_rhat
-
-    if function == "rhat":
-        return rank_rhat(draws).reshape(-1)
-    return ess(draws, options.get("method", "bulk")).reshape(-1)
 
 
 def _lag1(series: np.ndarray) -> float | None:

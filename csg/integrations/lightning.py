@@ -94,7 +94,10 @@ class CyclicalSGMCMC(Callback):
         elif trainer.current_epoch or trainer.global_step:
             raise ConfigError("ckpt_path", f"epoch {trainer.current_epoch}", "a checkpoint that holds "
                               "CyclicalSGMCMC's state (this one was saved without it)")
-        loader = trainer.train_dataloader  # Lightning made the epoch's iterator already: csg's loader reads lazily
+        self._set_epoch(trainer)  # Lightning made the epoch's iterator already: csg's loader reads it lazily
+
+    def _set_epoch(self, trainer) -> None:
+        loader = trainer.train_dataloader
         if self.set_epoch and hasattr(loader, "set_epoch"):
             loader.set_epoch(trainer.current_epoch)
 
@@ -113,11 +116,10 @@ class CyclicalSGMCMC(Callback):
             raise ConfigError("ckpt_path", f"epoch {trainer.current_epoch}", f"a checkpoint saved at an epoch's end "
                               f"(ModelCheckpoint's default); the chain stopped at epoch {state.epoch}, batch "
                               f"{state.batch}")
+
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         """The training loader's epoch order (``set_epoch(epoch)``, where it has one and ``set_epoch`` is on)."""
-        loader = trainer.train_dataloader
-        if self.set_epoch and hasattr(loader, "set_epoch"):
-            loader.set_epoch(trainer.current_epoch)
+        self._set_epoch(trainer)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         """The sampler's ``lr`` (alpha_k) and ``temperature`` (T while sampling, else 0) for this iteration."""

@@ -25,7 +25,6 @@ a file that is not one of these, or whose tensors are not the members' it descri
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from csg.engine.samples import non_finite
 from csg.errors import ConfigError, DamagedFileError, describe
 from csg.io.atomic import atomic_open, atomic_torch_save
 from csg.io.trust import not_a_regular_file
+from csg.posterior.inputs import weights_usable
 
 __all__ = ["FORMAT", "SUFFIXES", "PosteriorFile", "check_members", "check_suffix", "loaded_config",
            "posterior_from_file", "read_posterior", "write_posterior"]
@@ -82,15 +82,6 @@ def check_suffix(path: Path) -> str:
                               "safetensors), use .pt") from None
         return "safetensors"
     return "torch"
-
-
-def weights_usable(weights: list) -> bool:
-    """Members' weights an average can use: finite non-negative numbers (not booleans) whose sum is finite and > 0."""
-    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
-               for w in weights):
-        return False
-    total = sum(float(w) for w in weights)   # inf where finite weights overflow (fsum would raise)
-    return math.isfinite(total) and total > 0
 
 
 def write_posterior(path: str | Path, *, config: str, metrics: dict[str, Any], names: list[str], chains: list[int],
@@ -295,6 +286,7 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     members (each checked against the model: :func:`check_members`) and the run's metrics."""
     from types import SimpleNamespace
 
+    from csg.checks.config import PRECISIONS
     from csg.engine.devices import Precision
     from csg.posterior.evaluate import EnsembleMembers
     from csg.posterior.inputs import build_run, own_random_state
@@ -319,7 +311,7 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
                               saved.weighting, saved.states)
     precision = str(cfg.trainer.precision) if cfg is not None else str(saved.metrics.get("precision", "32"))
     bins = saved.metrics.get("ece_bins", 15)
-    if precision not in ("32", "bf16-mixed", "16-mixed") or not isinstance(bins, int) or bins < 1:
+    if precision not in PRECISIONS or not isinstance(bins, int) or bins < 1:
         raise DamagedFileError("path", str(path), f"{WHAT}: its metrics' precision ({precision!r}) or ece_bins "
                                f"({bins!r}) is not one csg writes", path=path)
     return dict(run_dir=None, source=path, cfg=cfg, metrics=saved.metrics, model=model, members=members,

@@ -8,6 +8,7 @@ allowed, raised before any member is evaluated on it, never a torch error.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from torch import Tensor
 from csg.errors import ConfigError, describe
 
 __all__ = ["CheckedInputs", "CheckedPairs", "accumulate", "build_run", "checked_inputs", "checked_labels",
-           "device_of", "own_random_state", "repeatable"]
+           "device_of", "own_random_state", "repeatable", "weights_usable"]
 
 
 def device_of(device: str | torch.device) -> torch.device:
@@ -172,3 +173,12 @@ def accumulate(average: Tensor | None, probs: Tensor, weight: float) -> Tensor:
     where = probs.device if probs.device.type != "mps" else torch.device("cpu")
     contribution = probs.to(where, torch.float64) * weight
     return contribution if average is None else average.add_(contribution)
+
+
+def weights_usable(weights: list) -> bool:
+    """Members' weights an average can use: finite non-negative numbers (not booleans) whose sum is finite and > 0."""
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+               for w in weights):
+        return False
+    total = sum(float(w) for w in weights)   # inf where finite weights overflow (fsum would raise)
+    return math.isfinite(total) and total > 0

@@ -12,7 +12,6 @@ is p(y | x) = sum_i w_i softmax(f(x; theta_i)), as for a run. ``model`` is a mod
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,12 +42,9 @@ def own_model(model: nn.Module | Callable[[], nn.Module], device: torch.device) 
 def _numbers(key: str, values: Any, kind: type, what: str) -> tuple:
     """``values`` as a tuple of ``kind`` (a one-line ConfigError naming ``key`` for anything else)."""
     try:
-        found = tuple(kind(value) for value in values)
+        return tuple(kind(value) for value in values)
     except (TypeError, ValueError):
         raise ConfigError(key, str(values)[:80], what) from None
-    if kind is int and key == "input_shape" and (not found or min(found) < 1):
-        raise ConfigError(key, str(values)[:80], what)
-    return found
 
 
 def checked_states(states: Sequence[dict[str, Tensor]], reference: dict[str, Tensor], key: str = "states"
@@ -75,21 +71,24 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
                     input_shape: Sequence[int], weights: Sequence[float] | None = None,
                     chains: Sequence[int] | None = None, names: Sequence[str] | None = None,
                     num_classes: int | None = None, device: str | torch.device = "cpu", precision: str = "32",
-                    ece_bins: int = 15, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+                    ece_bins: int = 15) -> dict[str, Any]:
     """The keyword arguments of :class:`~csg.posterior.posterior.Posterior` for ``model`` and ``states``
     (see :meth:`~csg.posterior.posterior.Posterior.from_states`), each argument checked in one line."""
+    from csg.checks.config import PRECISIONS
     from csg.engine.devices import Precision
     from csg.posterior.evaluate import EnsembleMembers
-    from csg.posterior.inputs import device_of
+    from csg.posterior.inputs import device_of, weights_usable
 
     device = device_of(device)
     model = own_model(model, device)
     states = checked_states(states, model.state_dict())
     count = len(states)
-    input_shape = _numbers("input_shape", input_shape, int, "positive whole numbers: one input's shape")
+    shape_rule = "positive whole numbers: one input's shape"
+    input_shape = _numbers("input_shape", input_shape, int, shape_rule)
+    if not input_shape or min(input_shape) < 1:
+        raise ConfigError("input_shape", str(list(input_shape)), shape_rule)
     weights = [1.0] * count if weights is None else _numbers("weights", weights, float, "numbers")
-    if len(weights) != count or not all(math.isfinite(w) and w >= 0 for w in weights) or not math.isfinite(
-            sum(weights)) or sum(weights) <= 0:
+    if len(weights) != count or not weights_usable(weights):
         raise ConfigError("weights", str(weights)[:120], f"{count} finite non-negative numbers with a finite "
                           "positive sum")
     weights = [w / sum(weights) for w in weights]
@@ -100,8 +99,8 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
     for key, values in (("chains", chains), ("names", names)):
         if len(values) != count:
             raise ConfigError(key, f"{len(values)} values", f"one per state dict ({count})")
-    if precision not in ("32", "bf16-mixed", "16-mixed"):
-        raise ConfigError("precision", str(precision), "32, bf16-mixed or 16-mixed")
+    if precision not in PRECISIONS:
+        raise ConfigError("precision", str(precision), ", ".join(PRECISIONS[:-1]) + f" or {PRECISIONS[-1]}")
     if num_classes is None:  # what the model says: one forward pass of zeros
         try:
             with torch.no_grad():
@@ -114,7 +113,7 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
                               lambda: iter(states))
     facts = {"num_classes": int(num_classes), "input_shape": list(input_shape), "num_samples": count,
              "precision": str(precision), "ece_bins": int(ece_bins)}
-    return dict(run_dir=None, source=None, cfg=None, metrics={**(metrics or {}), **facts}, model=model,
+    return dict(run_dir=None, source=None, cfg=None, metrics=facts, model=model,
                 members=members, device=device, precision=Precision(str(precision), device),
                 num_classes=int(num_classes), input_shape=input_shape, ece_bins=int(ece_bins))
 
