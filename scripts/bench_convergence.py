@@ -11,7 +11,7 @@ alternating, medians reported, with the largest relative difference between the 
 """
 
 import argparse
-import platform
+import os
 import statistics
 import sys
 import time
@@ -22,6 +22,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_summary import cpu_name  # noqa: E402  (the machine, as the other benchmarks name it)
+
 SHAPES = {"reference network (2 x 20 draws, 10 000 variables)": (2, 20, 10_000),
           "chain diagnostics (4 x 200 draws, 2 000 variables)": (4, 200, 2_000)}
 
@@ -67,7 +71,7 @@ def main() -> None:
     (args.out / "convergence.md").write_text(
         f"# R-hat and ESS of many variables: ArviZ beside csg.evaluation.convergence\n\n"
         f"`make bench-convergence` (scripts/bench_convergence.py), {time.strftime('%Y-%m-%d')}, "
-        f"{platform.processor() or platform.machine()}, {args.rounds} rounds each, the order alternating, medians. "
+        f"{cpu_name()}, {os.cpu_count()} CPUs, {args.rounds} rounds each, the order alternating, medians. "
         f"Each time is the rank-normalised R-hat and the bulk and tail ESS of every variable.\n\n"
         f"| draws | ArviZ s | csg s | ArviZ / csg | largest relative difference |\n|---|---:|---:|---:|---:|\n"
         + "\n".join(lines) + "\n")
