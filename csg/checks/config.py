@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from csg.errors import ConfigError
 from csg.components import has_target, locate, target_of
+from csg.likelihoods.settings import check_likelihood
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 CYCLE_WEIGHTS = ("equal", "harmonic")
@@ -98,7 +99,8 @@ def validate(cfg: DictConfig) -> None:
 # The built-in names, read by the checks before torch is imported (a refusal takes a fraction of a second, not the
 # two of torch's import); a name not among them is looked up where it is registered (importing torch): a data set
 # or model a user registers, a timm architecture. tests/checks/test_configs.py holds them equal to the registries.
-DATASETS = ("australian", "cifar10", "cifar100", "fashion_mnist", "german", "heart", "imagenet", "mnist", "mnist5k")
+DATASETS = ("australian", "boston", "cifar10", "cifar100", "concrete", "diabetes", "energy", "fashion_mnist", "german",
+            "heart", "imagenet", "kin8nm", "mnist", "mnist5k", "naval", "power", "protein", "wine_red", "yacht")
 MODELS = ("logreg", "mlp", "resnet18", "resnet20", "resnet20_frn", "resnet32", "resnet50", "resnet56", "small_cnn",
           "wrn16_8")
 OOD_SETS = ("none", "notmnist", "fashion_mnist", "svhn")
@@ -309,8 +311,8 @@ def check_part(cfg: DictConfig) -> None:
             raise ConfigError("adapter.modules", modules, "a list of patterns of the model's layer names, e.g. [\"*\"]")
 
 
-CHECKS = (check_data, check_model, check_ood, check_sampler, check_seed, check_trainer, check_logger,
-          check_evaluation, check_trace, check_part, check_callbacks)
+CHECKS = (check_data, check_model, check_likelihood, check_ood, check_sampler, check_seed, check_trainer,
+          check_logger, check_evaluation, check_trace, check_part, check_callbacks)
 
 
 def _validate_custom_data(cfg: DictConfig) -> None:

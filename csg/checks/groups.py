@@ -15,7 +15,7 @@ __all__ = ["CONFIG_DIR_FLAGS", "SECTIONS", "all_group_choices", "check_group_cho
            "split_config_dir"]
 
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")  # Hydra's flag that adds a folder of the user's YAML files
-SECTIONS = ("data", "model", "sampler", "trainer", "logger", "ood", "evaluation")  # mappings of keys, every one
+SECTIONS = ("data", "model", "likelihood", "sampler", "trainer", "logger", "ood", "evaluation")  # mappings of keys, every one
 
 
 def parse_command_line(argv: list[str]):

@@ -42,7 +42,7 @@ STUDY_KEYS = ("synthetic",)  # the config keys that make a command a study, whos
 
 FREE_KEYS = ("model.", "hydra.", "callbacks.")  # groups whose keys are keyword arguments: `+key` may add to them
 # ... and, where the group names a user's callable, its keyword arguments
-FREE_UNDER_TARGET = {"data.": "data", "sampler.optimizer.": "sampler.optimizer"}
+FREE_UNDER_TARGET = {"data.": "data", "sampler.optimizer.": "sampler.optimizer", "likelihood.": "likelihood"}
 _HYDRA_ONLY_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--info", "-i", "--shell-completion",
                      "-sc", "--resolve", "--package", "-p"}
 
@@ -85,7 +85,8 @@ def _known_keys(cfg: DictConfig, key: str) -> str:
 
 
 def _refuse_key(cfg: DictConfig, override_text: str, key: str, added: bool) -> str:
-    how = (f"`+` adds keys only under {', '.join(FREE_KEYS)} and, for data=custom / sampler=custom, under "
+    how = (f"`+` adds keys only under {', '.join(FREE_KEYS)} and, for data=custom / sampler=custom / "
+           "likelihood=custom, under "
            f"{', '.join(FREE_UNDER_TARGET)} (keyword arguments); " if added else "")
     return f"{override_text} is not allowed: {key} is not a key of the config; {how}{_known_keys(cfg, key)}"
 

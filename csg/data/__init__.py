@@ -18,6 +18,7 @@ from csg.data import cifar as _cifar  # noqa: F401  (registers cifar10, cifar100
 from csg.data import imagenet as _imagenet  # noqa: F401  (registers imagenet)
 from csg.data import mnist as _mnist  # noqa: F401  (registers mnist5k, mnist, fashion_mnist)
 from csg.data import uci as _uci  # noqa: F401  (registers heart, german, australian)
+from csg.data import uci_regression as _uci_regression  # noqa: F401  (registers boston, concrete, ... yacht)
 from csg.data.bundle import DataBundle, build_data, list_datasets, register_dataset
 from csg.data.ood import OOD_SETS, build_ood
 from csg.data.splits import Splits

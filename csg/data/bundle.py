@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from csg.data.splits import InMemoryDataset, Splits
+from csg.data.splits import InMemoryDataset, Splits, TargetScale
 from csg.data.transforms import BatchAugment, Normalize
 from csg.errors import ConfigError
 
@@ -221,6 +221,8 @@ class DataBundle:
     source: str = ""
     normalize: Normalize | None = None
     batch_size: int = 0  # the global training batch
+    task: str = "classification"  # or regression: num_classes is then the number of target columns
+    target_scale: TargetScale | None = None  # standardised regression targets: the map back to their units
 
 
 def build_data(
@@ -286,4 +288,6 @@ def build_data(
         source=splits.source,
         normalize=splits.normalize,
         batch_size=batch_size,
+        task=splits.task,
+        target_scale=splits.target_scale,
     )

@@ -39,27 +39,23 @@ from torch.utils.data import Dataset, TensorDataset
 
 from csg.components import TARGET, call, locate
 from csg.data.splits import InMemoryDataset, Splits
+from csg.data.splits import standardize_targets as standardize
 from csg.errors import ConfigError, describe
 
-KEYS = ("num_classes", "in_memory")  # the group's keys the framework reads (besides build_data's own)
+REGRESSION_HINT = " (real-valued targets: a regression likelihood, likelihood=gaussian or gaussian_precision)"
+KEYS = ("num_classes", "in_memory", "standardize_targets", "task")  # the framework's keys (besides build_data's)
 
 
-def custom_splits(*, num_classes: int | None = None, in_memory: bool | str = "auto", **options: Any) -> Splits:
-    """The :class:`Splits` of ``options[_target_](**rest)``, checked; a one-line ConfigError where they are not."""
-    path = str(options.pop(TARGET))
+def custom_splits(*, num_classes: int | None = None, in_memory: bool | str = "auto", task: str = "classification",
+                  standardize_targets: bool = False, **options: Any) -> Splits:
+    """The :class:`Splits` of ``options[_target_](**rest)``, checked; a one-line ConfigError where they are not.
+
+    ``task`` (the likelihood's): ``classification`` (integer labels) or ``regression`` (real targets, see
+    :func:`regression_splits`)."""
+    if task == "regression":
+        return regression_splits(in_memory=in_memory, standardize_targets=standardize_targets, **options)
+    path, train, test = _user_splits(options)
     key = "data._target_"
-    factory = locate(path, key)
-    returned = call(factory, key, path, "a callable that returns (train, test) Datasets", **options)
-    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
-        raise ConfigError(key, path, f"a callable that returns (train, test), two Datasets; it returned "
-                          f"{_kind(returned)}")
-    train, test = returned
-    for split, dataset in (("train", train), ("test", test)):
-        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
-            raise ConfigError(key, path, f"a callable that returns (train, test), two map-style Datasets "
-                              f"(__getitem__ and __len__); its {split} is {_kind(dataset)}")
-        if len(dataset) == 0:
-            raise ConfigError(key, path, f"a data set whose {split} split is not empty")
     keep = in_memory is True or (in_memory == "auto" and _is_tensor_pair(train))
     held, labels, shape = {}, {}, None
     for split, dataset in (("train", train), ("test", test)):
@@ -95,6 +91,104 @@ def custom_splits(*, num_classes: int | None = None, in_memory: bool | str = "au
                   source=f"custom: {path}")
 
 
+def _user_splits(options: dict[str, Any]) -> tuple[str, Dataset, Dataset]:
+    """``(path, train, test)`` of the user's callable, each a non-empty map-style Dataset."""
+    path = str(options.pop(TARGET))
+    key = "data._target_"
+    returned = call(locate(path, key), key, path, "a callable that returns (train, test) Datasets", **options)
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise ConfigError(key, path, f"a callable that returns (train, test), two Datasets; it returned "
+                          f"{_kind(returned)}")
+    for split, dataset in zip(("train", "test"), returned):
+        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise ConfigError(key, path, f"a callable that returns (train, test), two map-style Datasets "
+                              f"(__getitem__ and __len__); its {split} is {_kind(dataset)}")
+        if len(dataset) == 0:
+            raise ConfigError(key, path, f"a data set whose {split} split is not empty")
+    return path, returned[0], returned[1]
+
+
+def regression_splits(*, in_memory: bool | str = "auto", standardize_targets: bool = False,
+                      **options: Any) -> Splits:
+    """A user's regression data (``likelihood`` of task regression): items ``(input tensor, real target)``, the
+    target a number or a 1-D float tensor of ``d`` columns (the same ``d`` for every item), held as ``(N, d)``
+    float32 tensors in memory (a regression set is small: items are read once). Inputs and targets finite and
+    floating point, else one line naming the split and item. ``standardize_targets``: standardised on the training
+    split (:func:`csg.data.splits.standardize_targets`); predictions and metrics are then in the original units."""
+    path, train, test = _user_splits(options)
+    tensors, shape, columns = {}, None, None
+    for split, dataset in (("train", train), ("test", test)):
+        inputs, targets = _regression_tensors(dataset, split, path)
+        if shape is not None and tuple(inputs.shape[1:]) != shape:
+            raise ConfigError("data._target_", path, f"train and test inputs of one shape: train's are {shape}, "
+                              f"test's {tuple(inputs.shape[1:])}")
+        if columns is not None and targets.shape[1] != columns:
+            raise ConfigError("data._target_", path, f"train and test targets of one width: train's have {columns} "
+                              f"columns, test's {targets.shape[1]}")
+        shape, columns = tuple(inputs.shape[1:]), targets.shape[1]
+        tensors[split] = (inputs, targets)
+    scale = None
+    if standardize_targets:
+        train_y, test_y, scale = standardize(tensors["train"][1], tensors["test"][1])
+        tensors = {"train": (tensors["train"][0], train_y), "test": (tensors["test"][0], test_y)}
+    return Splits(train=InMemoryDataset(*tensors["train"]), test=InMemoryDataset(*tensors["test"]),
+                  num_classes=int(columns), input_shape=shape, source=f"custom: {path}", task="regression",
+                  target_scale=scale)
+
+
+def _regression_tensors(dataset: Dataset, split: str, path: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets as (N, d) float32) of a regression Dataset: from a TensorDataset's tensors, else item by
+    item (the random number generators left as they were)."""
+    key = "data._target_"
+    if _is_tensor_pair(dataset):
+        inputs, targets = dataset.tensors
+    else:
+        states = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
+        try:
+            items = [_regression_item(dataset, index, split, path, len(dataset)) for index in range(len(dataset))]
+        finally:
+            torch.random.set_rng_state(states[0])
+            np.random.set_state(states[1])
+            random.setstate(states[2])
+        shapes = {tuple(x.shape) for x, _ in items}
+        if len(shapes) > 1:
+            raise ConfigError(key, path, f"Datasets whose inputs all have one shape: the {split} set has {sorted(shapes)}")
+        widths = {t.numel() for _, t in items}
+        if len(widths) > 1:
+            raise ConfigError(key, path, f"Datasets whose targets all have one width: the {split} set has "
+                              f"{sorted(widths)} columns")
+        inputs, targets = torch.stack([x for x, _ in items]), torch.stack([t.reshape(-1) for _, t in items])
+    problem = _input_problem(inputs)
+    if problem:
+        raise ConfigError(key, path, f"Datasets whose inputs are finite floating-point tensors; the {split} set's "
+                          f"inputs {problem}")
+    if not targets.is_floating_point() or targets.dim() not in (1, 2) or targets.shape[0] != len(dataset):
+        raise ConfigError(key, path, f"regression targets: one real number (or a 1-D float tensor) per item; the "
+                          f"{split} set's targets are {str(targets.dtype).removeprefix('torch.')} of shape "
+                          f"{tuple(targets.shape)} for {len(dataset)} items")
+    finite = torch.isfinite(targets.reshape(len(dataset), -1)).all(1)
+    if not bool(finite.all()):
+        raise ConfigError(key, path, f"finite regression targets; {split}[{int((~finite).nonzero()[0])}] has NaN or inf")
+    return inputs.float(), targets.reshape(len(dataset), -1).float()
+
+
+def _regression_item(dataset: Dataset, index: int, split: str, path: str, count: int):
+    try:
+        item = dataset[index]
+    except Exception as error:  # noqa: BLE001 - the user's __getitem__
+        raise ConfigError("data._target_", path, f"Datasets whose items can be read: {split}[{index}] raised "
+                          f"{describe(error)}") from None
+    target = item[1] if isinstance(item, (tuple, list)) and len(item) == 2 else None
+    if isinstance(target, numbers.Real) and not isinstance(target, bool):
+        target = torch.tensor(float(target))
+    if (not isinstance(item[0] if isinstance(item, (tuple, list)) and item else None, torch.Tensor)
+            or not isinstance(target, torch.Tensor) or not target.is_floating_point() or target.dim() > 1):
+        got = f"({', '.join(type(v).__name__ for v in item)})" if isinstance(item, (tuple, list)) else type(item).__name__
+        raise ConfigError("data._target_", path, f"regression items (input tensor, real target: a float or a 1-D "
+                          f"float tensor); {split}[{index}] is {got}")
+    return item[0], target
+
+
 def _kind(value: Any) -> str:
     return f"a {type(value).__name__}" + (f" of {len(value)}" if isinstance(value, (tuple, list)) else "")
 
@@ -108,7 +202,7 @@ def _tensor_facts(dataset: TensorDataset, split: str, path: str) -> tuple[tuple[
                           f"{split} set's input tensor {problem}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise ConfigError("data._target_", path, f"Datasets whose labels are integers; the {split} set's label "
-                          f"tensor holds {str(labels.dtype).removeprefix('torch.')}")
+                          f"tensor holds {str(labels.dtype).removeprefix('torch.')}{REGRESSION_HINT}")
     if labels.numel() != len(dataset):
         raise ConfigError("data._target_", path, f"Datasets with one integer label per item; the {split} set's "
                           f"label tensor has shape {tuple(labels.shape)} for {len(dataset)} items")
@@ -156,7 +250,7 @@ def _item(dataset: Dataset, index: int, split: str, path: str, count: int) -> tu
             or not _is_label(item[1])):
         got = f"({', '.join(type(v).__name__ for v in item)})" if isinstance(item, (tuple, list)) else type(item).__name__
         raise ConfigError("data._target_", path, f"Datasets whose items are (input tensor, integer label); "
-                          f"{split}[{index}] is {got}")
+                          f"{split}[{index}] is {got}{REGRESSION_HINT}")
     problem = _input_problem(item[0])
     if problem:
         raise ConfigError("data._target_", path, f"Datasets whose inputs are finite floating-point tensors; "

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from csg.data.transforms import Normalize
 
-__all__ = ["InMemoryDataset", "Splits"]
+__all__ = ["InMemoryDataset", "Splits", "TargetScale", "standardize_targets"]
 
 
 class InMemoryDataset(TensorDataset):
@@ -25,6 +26,10 @@ class Splits:
     ``padding``) and flips in training. Other data sets (ImageNet) bring their
     own transforms and leave both unset. ``train_eval`` is the training set with
     the test-time transform, ``None`` if that is ``train`` itself.
+
+    ``task``: ``classification`` (integer labels; ``num_classes`` classes) or ``regression`` (real targets of
+    shape ``(N, num_classes)``: ``num_classes`` is then the number of target columns); ``target_scale``: for
+    targets standardised on the training split, the map back to their original units.
     """
 
     train: Dataset
@@ -36,3 +41,34 @@ class Splits:
     normalize: Normalize | None = None
     augment: bool = False
     padding: int = 4
+    task: str = "classification"
+    target_scale: TargetScale | None = None
+
+
+@dataclass(frozen=True)
+class TargetScale:
+    """Standardised targets' map back to the original units, per column: ``y = shift + scale * z``."""
+
+    shift: tuple[float, ...]
+    scale: tuple[float, ...]
+
+    def mean_and_variance(self, mean: torch.Tensor, variance: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A Gaussian's mean and variance (last dimension: the columns) in the original units."""
+        shift = torch.tensor(self.shift, dtype=mean.dtype, device=mean.device)
+        scale = torch.tensor(self.scale, dtype=mean.dtype, device=mean.device)
+        return shift + scale * mean, variance * scale.square()
+
+    def targets(self, z: torch.Tensor) -> torch.Tensor:
+        """Standardised targets in the original units."""
+        shift = torch.tensor(self.shift, dtype=z.dtype, device=z.device)
+        return shift + torch.tensor(self.scale, dtype=z.dtype, device=z.device) * z
+
+
+def standardize_targets(train: torch.Tensor, test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, TargetScale]:
+    """Targets ``(N, d)`` standardised by the training split's mean and standard deviation (a constant column keeps
+    scale 1), as the UCI regression benchmark does (Hernandez-Lobato and Adams 2015): ``(train, test, scale)``."""
+    shift = train.double().mean(0)
+    scale = train.double().std(0) if train.shape[0] > 1 else torch.ones_like(shift)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    to_z = lambda y: ((y.double() - shift) / scale).to(train.dtype)  # noqa: E731
+    return to_z(train), to_z(test), TargetScale(tuple(shift.tolist()), tuple(scale.tolist()))

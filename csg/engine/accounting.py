@@ -53,5 +53,5 @@ def sync(states: Sequence[LoopState], epoch: int, batch: int, k: int, loss_sum: 
     """Write the loop's position and each chain's epoch sums and seconds into its state."""
     for state, loss, hits, seconds in zip(states, loss_sum.tolist(), correct.tolist(), clock.shares()):
         state.epoch, state.batch, state.iteration = epoch, batch, k
-        state.loss_sum, state.correct = loss, int(hits)
+        state.loss_sum, state.correct = loss, hits if isinstance(hits, float) else int(hits)
         state.seconds = seconds

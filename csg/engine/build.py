@@ -21,16 +21,17 @@ from omegaconf import DictConfig, OmegaConf
 from csg.engine import distributed
 from csg.engine.collection import (capacity, collection_points, eligible_epochs, first_sampling_iteration,
                                    sampling_iterations)
-from csg.engine.limits import check_labels, check_memory, check_model_fits, check_step_values
+from csg.engine.limits import check_labels, check_memory, check_model_fits, check_step_values, check_task
 from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
 from csg.components import has_target, keyword_arguments, target_of
 from csg.models.custom import KEYS as MODEL_KEYS  # the model group's keys that are csg's, not the factory's
 
-__all__ = ["MAX_STEPS", "MODEL_KEYS", "build_data_and_model", "build_interaction", "build_model", "build_ood_loader",
-           "build_part", "build_sampler", "build_schedule", "check_trace", "interaction_kind", "load_model_weights",
-           "node_options", "optimise_rest", "part_of", "plan_collection", "plan_trace", "seed_streams"]
+__all__ = ["MAX_STEPS", "MODEL_KEYS", "build_data_and_model", "build_interaction", "build_likelihood", "build_model",
+           "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_trace", "interaction_kind",
+           "load_model_weights", "node_options", "optimise_rest", "part_of", "plan_collection", "plan_trace",
+           "seed_streams"]
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -62,6 +63,7 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
     from csg.data import build_data
 
     layout = layout or distributed.Layout()
+    task = build_likelihood(cfg).task
     data = data if data is not None else build_data(
         cfg.data.name,
         seed=data_seed,
@@ -71,37 +73,72 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
         eval_rank=layout.rank,
         eval_world_size=layout.world_size,
         **node_options(cfg.data, drop=("name", "recipe")),
+        **({"task": task} if has_target(cfg.data) else {}),
     )
+    check_task(cfg, task, getattr(data, "task", task))  # a shape alone (csg.Posterior) has no task to check
     check_labels(cfg, data)
     if chains:
         from csg.engine.memory import meta_model
 
         check_memory(cfg, meta_model(lambda: build_model(cfg, data)), device, chains)
     model = prepare_model(build_model(cfg, data).to(device), device)
-    check_model_fits(model, data, cfg, processes=layout.chain_size,
+    check_model_fits(model, data, cfg, processes=layout.chain_size, likelihood=build_likelihood(cfg),
                      sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)))
     return data, model
 
 
+def build_likelihood(cfg: DictConfig):
+    """The run's :class:`csg.likelihoods.Likelihood`: ``likelihood.name``'s with its keys, a user's by
+    ``likelihood._target_`` (its other keys the keyword arguments), categorical for a config without the group (a
+    run saved before it); a one-line ConfigError naming the key."""
+    from csg.likelihoods import Likelihood, create_likelihood
+
+    node = cfg.get("likelihood")
+    if node is None:
+        return create_likelihood("categorical")
+    if not has_target(node):
+        return create_likelihood(node.get("name"), **node_options(node))
+    from csg.components import call, locate
+
+    path = target_of(cfg, "likelihood._target_")
+    built = call(locate(path, "likelihood._target_"), "likelihood._target_", path, "a callable that returns a "
+                 "csg.likelihoods.Likelihood", **keyword_arguments(node, ("name",), "likelihood._target_"))
+    if not isinstance(built, Likelihood) or built.task not in ("classification", "regression"):
+        raise ConfigError("likelihood._target_", path, "a csg.likelihoods.Likelihood whose task is classification or "
+                          f"regression; it returned {type(built).__name__}")
+    return built
+
+
 def build_model(cfg: DictConfig, data) -> torch.nn.Module:
-    """A freshly initialised model of ``cfg.model`` for ``data``'s classes and input shape (on the current default
-    device: the CPU, or ``meta`` inside ``with torch.device("meta")``)."""
+    """A freshly initialised model of ``cfg.model`` for ``data``'s classes (or target columns) and input shape (on
+    the current default device: the CPU, or ``meta`` inside ``with torch.device("meta")``), with ``outputs`` the
+    likelihood's :meth:`~csg.likelihoods.Likelihood.num_outputs` and its own parameters attached
+    (:func:`csg.likelihoods.attach`)."""
+    from csg.likelihoods import attach
+
+    likelihood = build_likelihood(cfg)
+    outputs = likelihood.num_outputs(data.num_classes)
+    return attach(likelihood, _build_network(cfg, outputs, tuple(data.input_shape)))
+
+
+def _build_network(cfg: DictConfig, outputs: int, input_shape: tuple[int, ...]) -> torch.nn.Module:
+    """``cfg.model`` with ``outputs`` outputs (passed as its ``num_classes``) for inputs of ``input_shape``."""
     from csg.models import create_model
     from csg.models.custom import create_custom_model
 
     if has_target(cfg.model):
         model = create_custom_model(target_of(cfg, "model._target_"), keyword_arguments(cfg.model, MODEL_KEYS, "model"),
-                                    num_classes=data.num_classes, input_shape=data.input_shape)
+                                    num_classes=outputs, input_shape=input_shape)
         return _with_adapters(cfg, model)
     options = node_options(cfg.model, drop=MODEL_KEYS)
-    for key, value in (("num_classes", data.num_classes), ("input_shape", list(data.input_shape))):
+    for key, value in (("num_classes", outputs), ("input_shape", list(input_shape))):
         if key in options:  # what csg passes every built-in model: the user's key either repeats it or clashes
             given = options.pop(key)
             if (list(given) if isinstance(given, (list, tuple)) else given) != value:
                 raise ConfigError(f"model.{key}", given, f"the data's {key}={value}, which csg passes to "
                                   f"model.name={cfg.model.name}; leave model.{key} out")
     try:
-        model = create_model(cfg.model.name, num_classes=data.num_classes, input_shape=data.input_shape, **options)
+        model = create_model(cfg.model.name, num_classes=outputs, input_shape=input_shape, **options)
     except ConfigError:
         raise
     except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
@@ -220,10 +257,11 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
     """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set, over
     the parameters of ``part`` (a :class:`csg.engine.part.SampledPart`; None: every parameter). With
     ``sampler.rest=sgd`` it is the sampler for the part: :func:`optimise_rest` adds SGD for the rest."""
+    from csg.likelihoods import parameter_names
     from csg.samplers import create_sampler
 
     check_step_values(cfg, model, num_data)
-    params = _sampled_parameters(model, part)
+    params = _sampled_parameters(model, part, set(parameter_names(build_likelihood(cfg))))
     options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
                    weight_decay=cfg.sampler.weight_decay, generator=generator)
     if has_target(cfg.sampler.get("optimizer")):
@@ -250,11 +288,16 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
     return ContourSGLD(params, partition=partition, gather=gather, **options)
 
 
-def _sampled_parameters(model, part) -> list:
-    if part is None or part.whole:
-        return list(model.parameters())
-    sampled = set(part.sampled)
-    return [p for name, p in model.named_parameters() if name in sampled]
+def _sampled_parameters(model, part, likelihood_names=()) -> list:
+    """The sampled parameters: one list, or two param groups when the likelihood has parameters of its own (the
+    second without weight decay: their prior is the likelihood's)."""
+    sampled = None if part is None or part.whole else set(part.sampled)
+    chosen = [(name, p) for name, p in model.named_parameters() if sampled is None or name in sampled]
+    own = [p for name, p in chosen if name in likelihood_names]
+    if not own:
+        return [p for _, p in chosen]
+    return [{"params": [p for name, p in chosen if name not in likelihood_names]},
+            {"params": own, "weight_decay": 0.0}]
 
 
 def optimise_rest(cfg: DictConfig, model, sampler, part):
@@ -282,7 +325,8 @@ def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.
     control_variate = None
     if energy.get("variance_reduction", False):
         first = first_sampling_iteration(schedule, schedule.total_steps or 0)
-        control_variate = ControlVariate(int(energy.refresh_every_epochs), first // batches_per_epoch)
+        control_variate = ControlVariate(int(energy.refresh_every_epochs), first // batches_per_epoch,
+                                         build_likelihood(cfg))
     estimator = EnergyEstimator(num_data, ChainCollectives(layout, device), control_variate)
     if contour is not None:
         return ContourInteraction(estimator, sampler, contour.get("weight_exponent"))

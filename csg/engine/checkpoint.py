@@ -49,7 +49,7 @@ class LoopState:
     batch: int = 0
     iteration: int = 0
     loss_sum: float = 0.0
-    correct: int = 0
+    correct: int | float = 0  # the epoch's correct predictions; for regression its squared error (a float)
     seen: int = 0
     samples: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from csg.engine import distributed
+from csg.likelihoods import Categorical, Likelihood, own_parameters
 from csg.samplers.replica import swap_log_ratio
 
 
@@ -72,8 +72,9 @@ class ControlVariate:
     in eval mode (as are the authors'), the current model's in training mode.
     """
 
-    def __init__(self, every_epochs: int, start_epoch: int):
+    def __init__(self, every_epochs: int, start_epoch: int, likelihood: Likelihood | None = None):
         self.every_epochs, self.start_epoch = every_epochs, start_epoch
+        self.likelihood = likelihood or Categorical()
         self.snapshot: nn.Module | None = None
         self.full_energy: float | None = None
 
@@ -90,15 +91,19 @@ class ControlVariate:
         for x, y in loader:
             x, y = x.to(collectives.device, non_blocking=True), y.to(collectives.device, non_blocking=True)
             with autocast():
-                total += F.cross_entropy(self.snapshot(x).float(), y, reduction="sum").double()
+                total += self._nll(x, y).double()
             count += y.shape[0]
         self.full_energy = float(num_data * collectives.chain_mean(total, count))
 
     @torch.no_grad()
     def snapshot_energy(self, x: Tensor, y: Tensor, num_data: int, collectives: ChainCollectives, autocast) -> Tensor:
         with autocast():
-            loss = F.cross_entropy(self.snapshot(x).float(), y, reduction="sum")
+            loss = self._nll(x, y)
         return num_data * collectives.chain_mean(loss, y.shape[0])
+
+    def _nll(self, x: Tensor, y: Tensor) -> Tensor:
+        """The snapshot's summed negative log-likelihood of a batch (its likelihood parameters included)."""
+        return self.likelihood.total_nll(self.snapshot(x).float(), y, own_parameters(self.likelihood, self.snapshot))
 
     def state_dict(self) -> dict[str, Any]:
         snapshot = None if self.snapshot is None else {k: v.cpu() for k, v in self.snapshot.state_dict().items()}

@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 from csg.components import has_target
 from csg.engine import distributed
-from csg.engine.build import (build_model, build_part, build_sampler, build_schedule, check_trace, node_options,
-                              plan_collection)
+from csg.engine.build import (build_likelihood, build_model, build_part, build_sampler, build_schedule, check_trace,
+                              node_options, plan_collection)
 from csg.engine.limits import check_memory, check_model_fits, check_step_values
 
 __all__ = ["DataFacts", "REAL_CHECK_BYTES", "check_job", "data_facts"]
@@ -45,6 +45,8 @@ def data_facts(cfg: DictConfig, cache: dict | None = None) -> DataFacts:
     from csg.data import build_data
 
     options = node_options(cfg.data, drop=("name", "recipe"))
+    if has_target(cfg.data):  # a user's data: labels or real targets, as the likelihood says
+        options["task"] = build_likelihood(cfg).task
     key = json.dumps([str(cfg.data.name), {k: v for k, v in options.items() if k not in _BATCHING}],
                      sort_keys=True, default=str)
     cache = {} if cache is None else cache
@@ -74,12 +76,12 @@ def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: in
         model = build_model(cfg, data)  # a real forward pass is faster than the meta device's first (2-4 s)
     sync = bool(cfg.trainer.get("sync_batchnorm", False))
     try:
-        check_model_fits(model, data, cfg, sync_batchnorm=sync)
+        check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=build_likelihood(cfg))
     except Exception:  # noqa: BLE001 - not every model runs on the meta device: the CPU model's answer counts
         if not any(p.is_meta for p in model.parameters()):
             raise
         model = build_model(cfg, data)
-        check_model_fits(model, data, cfg, sync_batchnorm=sync)
+        check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=build_likelihood(cfg))
     total_steps = int(cfg.trainer.epochs) * data.batches_per_epoch
     schedule = build_schedule(cfg, total_steps)
     plan_collection(cfg, schedule, data.batches_per_epoch)

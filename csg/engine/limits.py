@@ -22,11 +22,23 @@ from csg.schedules import STEP_FACTOR, STEP_MILESTONES
 __all__ = ["check_labels", "check_memory", "check_model_fits", "check_step_values", "smallest_batch"]
 
 
+def check_task(cfg: DictConfig, likelihood_task: str, data_task: str) -> None:
+    """The likelihood's task is the data's: a regression likelihood on labelled classes (or the other way round)
+    is refused in one line."""
+    if likelihood_task != data_task:
+        key, value = ("likelihood._target_", str(cfg.likelihood._target_)) if has_target(cfg.get("likelihood")) else (
+            "likelihood.name", str(cfg.likelihood.name) if cfg.get("likelihood") is not None else "categorical")
+        raise ConfigError(key, value, f"a {data_task} likelihood for data.name={cfg.data.name}, whose targets are "
+                          f"{'real numbers' if data_task == 'regression' else 'class labels'}")
+
+
 def check_labels(cfg: DictConfig, data) -> None:
     """The labels of data held as tensors lie in [0, num_classes): read from the tensors, no pass over items (a
     user's data set has every item checked in :mod:`csg.data.custom`; a built-in one is checked here, cheaply)."""
     from torch.utils.data import TensorDataset
 
+    if getattr(data, "task", "classification") != "classification":
+        return
     for split in ("train", "test"):
         dataset = getattr(getattr(data, split, None), "dataset", None)
         if not isinstance(dataset, TensorDataset) or len(dataset.tensors) != 2 or not len(dataset):
@@ -90,7 +102,7 @@ def _num_classes_hint(cfg: DictConfig, classes: int) -> str:
 
 
 def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes: int = 1,
-                     sync_batchnorm: bool = False) -> None:
+                     sync_batchnorm: bool = False, likelihood=None) -> None:
     """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
     number drawn): the model has trainable parameters and none empty, takes the data and gives ``num_classes``
     floating-point outputs; a model with batch norm meets no training batch it cannot take.
@@ -100,7 +112,8 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
     processes without ``sync_batchnorm``) raises in torch. Such a batch (the last one, ``num_train`` =
     k x ``batch_size`` + 1) is refused with a batch size that avoids it, rather than dropped: dropping would
     change the iterations per epoch the schedule and the collection plan are built on, silently. Checked where
-    ``data`` tells ``num_train`` and ``batch_size`` (a built data bundle)."""
+    ``data`` tells ``num_train`` and ``batch_size`` (a built data bundle). ``likelihood`` (the run's; None:
+    categorical) says how many outputs the data's classes or target columns need."""
     shape = tuple(data.input_shape)
     key, name = _model_key(cfg)
     empty = [label for label, parameter in model.named_parameters() if parameter.numel() == 0]
@@ -129,10 +142,16 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
         model.train(training)
         for hook in hooks:
             hook.remove()
-    if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, data.num_classes):
+    from csg.likelihoods import Categorical
+
+    likelihood = likelihood or Categorical()
+    outputs = likelihood.num_outputs(data.num_classes)
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, outputs):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
-        raise ConfigError(key, name, f"a model with {data.num_classes} outputs (the classes of "
-                          f"data={cfg.data.name}) per example: it gives {got}{_num_classes_hint(cfg, data.num_classes)}")
+        what = (f"the classes of data={cfg.data.name}" if likelihood.task == "classification" else
+                f"likelihood {likelihood!r}'s for the {data.num_classes} target column(s) of data={cfg.data.name}")
+        raise ConfigError(key, name, f"a model with {outputs} outputs ({what}) per example: it gives "
+                          f"{got}{_num_classes_hint(cfg, data.num_classes)}")
     if not output.is_floating_point():
         raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
     single = [label for label, values in per_channel if values == 1]

@@ -110,7 +110,9 @@ class LoopSettings:
     and the NaN check) and ``log_every_n_epochs`` (the log's epoch lines); the ``progress`` bar (``None``,
     ``True``: on a terminal, ``False``: never); the shared ``hooks`` (:class:`Hooks`); ``world_size``: the
     processes of one chain (DDP), each weighting its shard's loss; ``callbacks``: your objects called at the
-    loop's phases (:mod:`csg.engine.callbacks`)."""
+    loop's phases (:mod:`csg.engine.callbacks`); ``task``: the likelihood's, which names the epoch's score
+    (``train_acc_pct`` of classification, ``train_rmse`` of regression, from the step's hit counts or squared
+    errors)."""
 
     epochs: int
     temperature: float
@@ -124,6 +126,7 @@ class LoopSettings:
     hooks: Hooks | None = None
     world_size: int = 1
     callbacks: Sequence[Any] = ()
+    task: str = "classification"
 
 
 def _settings_of(settings: LoopSettings | None, keywords: dict[str, Any]) -> LoopSettings:
@@ -263,7 +266,8 @@ class _LockStepLoop:
                 state.loss_sum, state.correct, state.seen = 0.0, 0, 0
             lane.model.train()
         self.loss_sum = torch.tensor([s.loss_sum for s in self.states], device=self.settings.device)
-        self.correct = torch.tensor([s.correct for s in self.states], device=self.settings.device)
+        self.correct = torch.tensor([s.correct for s in self.states], device=self.settings.device,
+                                    dtype=torch.float64 if self.settings.task == "regression" else torch.int64)
         self.call("on_epoch_start", epoch, self.k)
         return start_batch
 
@@ -337,6 +341,13 @@ class _LockStepLoop:
                     lane.checkpoint(state)
             raise self.hooks.stop_error()
 
+    def score(self, state: LoopState) -> dict[str, float]:
+        """The epoch's score so far: ``train_acc_pct`` (classification) or ``train_rmse`` (regression, in the units
+        the model sees)."""
+        if self.settings.task == "regression":
+            return {"train_rmse": (state.correct / max(state.seen, 1)) ** 0.5}
+        return {"train_acc_pct": 100.0 * state.correct / max(state.seen, 1)}
+
     def end_epoch(self, epoch: int) -> None:
         """The NaN check; each chain's epoch numbers (log line, progress bar, logged row); its sample at a
         collection point; its position moved to the next epoch; its checkpoint every ``checkpoint_every``."""
@@ -348,14 +359,15 @@ class _LockStepLoop:
                 **({"chain": lane.chain} if self.several else {}),
                 "epoch": epoch, "cycle": self.schedule.cycle(self.k - 1), "stage": self.stage, "lr": chain.chain_lr,
                 "temperature": chain.chain_temperature, "train_loss": state.loss_sum / max(state.seen, 1),
-                "train_acc_pct": 100.0 * state.correct / max(state.seen, 1), "seconds": state.seconds,
+                **self.score(state), "seconds": state.seconds,
             }
             if (epoch + 1) % self.settings.log_every_n_epochs == 0 or epoch + 1 == epochs:
+                score = (f"rmse {values['train_rmse']:.4g}" if "train_rmse" in values
+                         else f"acc {values['train_acc_pct']:.2f}%")
                 log.info(
-                    "%sepoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  acc %.2f%%",
+                    "%sepoch %d/%d  cycle %d  %-11s lr %.4g  T %.3g  loss %.4f  %s",
                     f"chain {lane.chain + 1}  " if self.several else "", epoch + 1, epochs, values["cycle"],
-                    self.stage, chain.chain_lr, chain.chain_temperature, values["train_loss"],
-                    values["train_acc_pct"],
+                    self.stage, chain.chain_lr, chain.chain_temperature, values["train_loss"], score,
                 )
             if not self.bar.disable and i == 0:
                 self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))

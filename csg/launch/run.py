@@ -22,7 +22,7 @@ from csg.checks import config as checks
 from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
-from csg.engine.build import build_ood_loader, interaction_kind, node_options
+from csg.engine.build import build_likelihood, build_ood_loader, interaction_kind, node_options
 from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
@@ -193,6 +193,9 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
             num_test=data.num_test,
             num_classes=int(data.num_classes),
             input_shape=[int(size) for size in data.input_shape],  # with num_classes: csg.Posterior builds the model alone
+            task=data.task,
+            **({"target_scale": {"shift": list(data.target_scale.shift), "scale": list(data.target_scale.scale)}}
+               if data.target_scale is not None else {}),
             epochs=epochs,
             chains=layout.chains,
             cost={"epochs_per_chain": epochs, "epochs_all_chains": epochs * layout.chains},
@@ -286,12 +289,14 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
                   state=c.state, sample_model=c.model, interaction=c.interaction, on_step=c.trace,
                   checkpoint=c.checkpoint, chain=c.chain, check_state=c.check_state) for c in group]
     setting = cfg.trainer.get("compile", "auto")
+    likelihood = build_likelihood(cfg)
+    objective = dict(likelihood=likelihood, num_data=data.num_train)
     if len(group) > 1:
         make = make_streamed_step if method == "streams" else make_stacked_step
-        step = make(setting, [c.model for c in group], [c.sampler for c in group], precision, device)
+        step = make(setting, [c.model for c in group], [c.sampler for c in group], precision, device, **objective)
     else:
         step = make_step(setting, first.trained_model, first.sampler, precision, device,
-                         interaction=first.interaction, world_size=layout.chain_size)
+                         interaction=first.interaction, world_size=layout.chain_size, **objective)
     signals.phase = TRAINING
     with signals.deferred():
         hooks = Hooks(
@@ -312,6 +317,7 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
             hooks=hooks,
             world_size=layout.chain_size,
             callbacks=callbacks or (),
+            task=likelihood.task,
         )
         results = train_chains(lanes, first.schedule, step=step, settings=settings)
     for prepared, trained in zip(group, results):

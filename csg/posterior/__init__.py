@@ -4,5 +4,6 @@ directory, its saved config and the samples it recorded (:mod:`csg.posterior.sto
 (:mod:`csg.posterior.draws`); runs side by side (:mod:`csg.posterior.compare`, ``csg.compare``)."""
 
 from csg.posterior.posterior import Posterior
+from csg.posterior.regression import Prediction, RegressionPosterior
 
-__all__ = ["Posterior"]
+__all__ = ["Posterior", "Prediction", "RegressionPosterior"]

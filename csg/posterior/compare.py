@@ -38,7 +38,7 @@ COLUMNS = {"error": ("test_error_pct", "error %", 2), "nll": ("nll", "NLL", 4), 
 COMPARED = ("error", "nll", "ece", "brier")  # lower is better; the mutual information is neither
 GROUP = ["data", "model", "setting", "method"]
 MAX_METRICS_BYTES = 256 << 20
-SETTING = ("data.", "model.", "adapter.", "evaluation.", "ood.name", "sampler.params",
+SETTING = ("data.", "model.", "adapter.", "likelihood.", "evaluation.", "ood.name", "sampler.params",
            "sampler.rest")  # what pairs must share
 NOT_SETTING = ("data.num_workers", "data.eval_batch_size", "data.device_resident", "data.root", "data.download",
                "data.recipe.")  # how and from where the data are read, and the samplers' recipe (the method's)

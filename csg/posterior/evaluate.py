@@ -23,11 +23,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from csg.checks import config as checks
 from csg.engine import distributed
-from csg.engine.build import build_data_and_model, build_ood_loader
+from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader
 from csg.engine.devices import Precision, resolve_device
 from csg.engine.samples import SampleStore
 from csg.errors import ConfigError, describe
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
+from csg.evaluation.regression import evaluate_regression_samples
 from csg.evaluation.weights import importance_weights
 from csg.io.atomic import atomic_write_json
 from csg.components import label
@@ -109,19 +110,17 @@ def evaluate_store(
     layout = layout or distributed.Layout()
     members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)
     names, chains, weights = members.names, members.chains, members.weights
-    result = evaluate_samples(
-        model,
-        members.states(),
-        weights,
-        data.test,
-        device,
-        n_bins=cfg.evaluation.ece_bins,
-        autocast=precision.autocast,
-        ood_loader=ood_loader,
-        groups=chains,
-        gather=lambda t: distributed.gather_rows(t, layout),
-        head=head_of(model, part_of(cfg, model)),  # a sampled last layer on a frozen trunk: the trunk runs once
-    )
+    likelihood = build_likelihood(cfg)
+    if likelihood.task == "regression":  # a mixture of Gaussians (csg.evaluation.regression)
+        result = evaluate_regression_samples(model, members.states(), weights, data.test, device, likelihood,
+                                             target_scale=getattr(data, "target_scale", None),
+                                             autocast=precision.autocast, groups=chains,
+                                             gather=lambda t: distributed.gather_rows(t, layout))
+    else:
+        result = evaluate_samples(  # head: a sampled last layer on a frozen trunk, the trunk runs once
+            model, members.states(), weights, data.test, device, n_bins=cfg.evaluation.ece_bins,
+            autocast=precision.autocast, ood_loader=ood_loader, groups=chains,
+            gather=lambda t: distributed.gather_rows(t, layout), head=head_of(model, part_of(cfg, model)))
     per_sample = [
         {"file": name, "chain": chain, "weight": weight, **sample_metrics}
         for name, chain, weight, sample_metrics in zip(names, chains, weights, result.per_sample)
@@ -296,19 +295,27 @@ def _check_writable(run_dir: Path, target: Path) -> None:
                           "user may not write into it (read-only)")
 
 
+REGRESSION_COLUMNS = ("rmse", "log_likelihood", "coverage_95", "calibration_error")  # format_metrics' table
+
+
 def format_metrics(metrics: dict[str, Any]) -> str:
     """A short table: the ensemble against every single sample (and every chain)."""
 
+    ensemble = metrics["ensemble"]
+    regression = "rmse" in ensemble
+    names = REGRESSION_COLUMNS if regression else METRIC_NAMES
+
     def row(label: str, values: dict[str, float]) -> str:
-        cells = [f"{values[key]:>9.2f}" if key == "test_error_pct" else f"{values[key]:>9.4f}" for key in METRIC_NAMES]
+        cells = [f"{values[key]:>9.2f}" if key == "test_error_pct" else f"{values[key]:>9.4f}" for key in names]
         return f"{label:<40}" + "".join(cells)
 
-    ensemble = metrics["ensemble"]
-    rows = [f"{'':<40}{'error %':>9}{'NLL':>9}{'ECE':>9}{'Brier':>9}"]
+    rows = [f"{'':<40}" + "".join(f"{heading:>9}" for heading in (
+        ("RMSE", "test LL", "cover95", "PIT err") if regression else ("error %", "NLL", "ECE", "Brier")))]
     rows.append(row(f"ensemble of {ensemble['num_samples']} ({metrics['cycle_weights']} weights)", ensemble))
     rows += [row(f"  chain {c['chain']} alone ({c['num_samples']} samples)", c) for c in metrics.get("per_chain", [])]
     rows += [row(f"  {str(Path(sample['file']).with_suffix(''))}", sample) for sample in metrics["per_sample"]]
-    rows.append(row("best single sample (by NLL)", min(metrics["per_sample"], key=lambda s: s["nll"])))
+    rows.append(row("best single sample (by test LL)", max(metrics["per_sample"], key=lambda s: s["log_likelihood"]))
+                if regression else row("best single sample (by NLL)", min(metrics["per_sample"], key=lambda s: s["nll"])))
     if "ood" in metrics:
         ood = metrics["ood"]
         rows.append(f"OOD ({ood['name']}): ensemble entropy {ood['ensemble']['entropy_mean']:.3f} nats, "

@@ -290,7 +290,8 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     from csg.engine.devices import Precision
     from csg.posterior.evaluate import EnsembleMembers
     from csg.posterior.inputs import build_run, own_random_state
-    from csg.posterior.sources import own_model
+    from csg.likelihoods import attach
+    from csg.posterior.sources import own_model, recorded_regression
 
     saved = read_posterior(path)
     if model is None and not saved.config:
@@ -299,8 +300,9 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     cfg = loaded_config(saved, trust_code) if saved.config else None
     shape = SimpleNamespace(num_classes=int(saved.metrics["num_classes"]),
                             input_shape=tuple(int(size) for size in saved.metrics["input_shape"]))
+    likelihood, target_scale = recorded_regression(saved.metrics, cfg)
     if model is not None:
-        model = own_model(model, device)
+        model = attach(likelihood, own_model(model, device))
     else:
         with own_random_state(device):
             _, model = build_run(cfg, device, path, trust_code, shape=shape, key="path",
@@ -316,4 +318,5 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
                                f"({bins!r}) is not one csg writes", path=path)
     return dict(run_dir=None, source=path, cfg=cfg, metrics=saved.metrics, model=model, members=members,
                 device=device, precision=Precision(precision, device), num_classes=shape.num_classes,
-                input_shape=shape.input_shape, trust_code=trust_code, ece_bins=None if cfg is not None else bins)
+                input_shape=shape.input_shape, trust_code=trust_code, ece_bins=None if cfg is not None else bins,
+                likelihood=likelihood, target_scale=target_scale)

@@ -58,8 +58,9 @@ class Posterior:
     def __init__(self, *, run_dir: Path | None, cfg: DictConfig | None, metrics: dict[str, Any], model: nn.Module,
                  members, device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
                  keep_on_device: bool = False, trust_code: bool = False, source: Path | None = None,
-                 ece_bins: int | None = None):
+                 ece_bins: int | None = None, likelihood=None, target_scale=None):
         self.run_dir, self.cfg, self.metrics, self.model, self.device = run_dir, cfg, metrics, model, device
+        self.likelihood, self.target_scale = likelihood, target_scale  # None: categorical
         where = source if source is not None else run_dir
         self.source = Path(where) if where is not None else None
         self.ece_bins = int(cfg.evaluation.ece_bins) if ece_bins is None else int(ece_bins)
@@ -98,44 +99,50 @@ class Posterior:
         batches, at all. ``trust_code=True`` (as Hugging Face's ``trust_remote_code``) builds what the run names:
         pass it for your own runs of your own components, and for run directories whose author you trust.
 
-        The model is built from the run's config and the ``num_classes`` and ``input_shape`` its metrics.json
-        records, without reading the data; the data set is built only when needed (:meth:`evaluate` without a
-        loader, harmonic weights, or a run whose metrics.json predates those keys). The model's initial weights are
-        drawn from a forked random state: torch's global random state stays as the caller had it.
+        The model is built from the run's config and the ``num_classes`` and ``input_shape`` of its metrics.json;
+        the data set only when needed (:meth:`evaluate` without a loader, harmonic weights, an older run), and the
+        initial weights from a forked random state (torch's global one stays as the caller had it). A regression
+        run gives a :class:`~csg.posterior.regression.RegressionPosterior`.
         """
         from csg.posterior.export import SUFFIXES
-        from csg.posterior.sources import posterior_from_run
+        from csg.posterior.sources import posterior_class, posterior_from_run
 
         run_dir = Path(run_dir)
         if run_dir.suffix in SUFFIXES and not run_dir.is_dir():
             return cls._load_file(run_dir, device, keep_on_device, trust_code, model)
         if model is not None:  # a run directory's config builds its model
             raise ConfigError("model", type(model).__name__, "None for a run directory (its config builds the model)")
-        return cls(**posterior_from_run(run_dir, device_of(device), trust_code), keep_on_device=keep_on_device,
-                   trust_code=trust_code)
+        parts = posterior_from_run(run_dir, device_of(device), trust_code)
+        return posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device, trust_code=trust_code)
 
     @classmethod
     def _load_file(cls, path: Path, device, keep_on_device: bool, trust_code: bool, model) -> "Posterior":
         """:meth:`load` of a posterior file (:func:`csg.posterior.export.posterior_from_file`)."""
         from csg.posterior.export import posterior_from_file
+        from csg.posterior.sources import posterior_class
 
-        return cls(**posterior_from_file(path, device_of(device), trust_code, model), keep_on_device=keep_on_device)
+        parts = posterior_from_file(path, device_of(device), trust_code, model)
+        return posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device)
 
     @classmethod
     def from_states(cls, model, states, *, input_shape, weights=None, chains=None, names=None, num_classes=None,
-                    device="cpu", precision: str = "32", ece_bins: int = 15, keep_on_device: bool = False
-                    ) -> "Posterior":
+                    device="cpu", precision: str = "32", ece_bins: int = 15, keep_on_device: bool = False,
+                    likelihood=None, target_scale=None) -> "Posterior":
         """The posterior of your own ``model`` (a module, or a factory that builds one) and ``states`` (its state
         dicts theta_i, say :meth:`csg.Chain.sample_states`), with ``weights`` w_i (default equal; normalised),
         each member's chain (default 0) and name; ``input_shape``: one input's shape. ``num_classes`` defaults to
         what the model outputs. Everything but a run's own data works as for a run: :meth:`predict`,
         :meth:`uncertainty`, :meth:`evaluate` and :meth:`diagnostics` of your loaders, :meth:`save` (read back by
-        ``Posterior.load(path, model=...)``). Bad arguments are one line each (:mod:`csg.posterior.sources`)."""
-        from csg.posterior.sources import posterior_parts
+        ``Posterior.load(path, model=...)``). ``likelihood`` (a :class:`csg.likelihoods.Likelihood`; default
+        categorical) and, for standardised regression targets, ``target_scale`` (:class:`csg.data.splits.TargetScale`):
+        a regression likelihood gives a :class:`~csg.posterior.regression.RegressionPosterior`. Bad arguments are one
+        line each (:mod:`csg.posterior.sources`)."""
+        from csg.posterior.sources import posterior_class, posterior_parts
 
-        return cls(**posterior_parts(model, states, input_shape=input_shape, weights=weights, chains=chains,
-                                     names=names, num_classes=num_classes, device=device, precision=precision,
-                                     ece_bins=ece_bins), keep_on_device=keep_on_device)
+        parts = posterior_parts(model, states, input_shape=input_shape, weights=weights, chains=chains, names=names,
+                                num_classes=num_classes, device=device, precision=precision, ece_bins=ece_bins,
+                                likelihood=likelihood, target_scale=target_scale)
+        return posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device)
 
     def save(self, path: str | Path) -> Path:
         """Write the posterior to the one file ``path``, which :meth:`load` reads back without the run directory:
@@ -304,16 +311,12 @@ class Posterior:
         - with ``reference`` (a reference predictive's .npz, or one loaded): ``reference_agreement``, ``reference_tv``
           (and ``ood_reference_*``) against it (:func:`csg.evaluation.reference_predictive.flat_scores`).
 
-        Without ``loader``: on the run's own test set, with its config (``evaluation.ece_bins``, precision,
-        loader), and on its OOD set if it has one (``ood=...``): the numbers of ``metrics.json``'s ``ensemble``
-        (and ``ood.ensemble``), on the device the run evaluated on. With a ``loader`` of ``(x, y)`` batches (``x``
-        as the run's loaders yield it, ``y`` integer labels in ``[0, num_classes)``): on those data, read once per
-        member, so in the same order every time (a ``DataLoader`` without shuffling, a list; a one-pass iterator is
-        first read into a list); each batch checked as it is read (``x`` as :meth:`predict` checks it; ``y`` one
-        integer label per example, each in range): a bad one is a one-line :class:`~csg.errors.ConfigError` (a
-        ``ValueError``), never a torch error. ``ood_loader``: batches of OOD inputs (``x`` or ``(x, y)``) to
-        evaluate as well; ``False``: none, not even the run's. Computed by :func:`csg.evaluation.evaluate_samples`,
-        one member at a time (a sampled last layer on a frozen trunk: the trunk once, :mod:`csg.evaluation.heads`).
+        Without ``loader``: on the run's test set and OOD set (``ood=...``) with its config: ``metrics.json``'s
+        ``ensemble`` (and ``ood.ensemble``) numbers. With a ``loader`` of ``(x, y)`` batches (``y`` integer labels in
+        ``[0, num_classes)``): on those, read once per member in the same order (a one-pass iterator is first read
+        into a list), each batch checked (``x`` as :meth:`predict` checks it): a bad one is a one-line
+        :class:`~csg.errors.ConfigError`. ``ood_loader``: OOD inputs (``x`` or ``(x, y)``); ``False``: none.
+        Computed by :func:`csg.evaluation.evaluate_samples`, one member at a time (:mod:`csg.evaluation.heads`).
         """
         from csg.engine.build import part_of
         from csg.engine.part import head_of
@@ -349,9 +352,8 @@ class Posterior:
         return build_ood_loader(self.cfg, self.data)[0]
 
     def function_draws(self, loader: Iterable | None = None, probabilities: bool = False):
-        """Every member's log-likelihood and predicted class of every example of ``loader`` (``(x, y)`` batches,
-        checked as :meth:`evaluate` checks them; ``None``: the run's test set), and with ``probabilities`` its
-        class probabilities: a :class:`~csg.posterior.draws.FunctionDraws` on the CPU."""
+        """Every member's log-likelihood and predicted class of every example of ``loader`` (``(x, y)`` batches;
+        ``None``: the run's test set), with ``probabilities`` its class probabilities: a FunctionDraws (CPU)."""
         from csg.posterior.draws import function_draws
 
         return function_draws(self, self._probs, self._pairs(loader), chains=self.chains, names=self.names,
@@ -360,8 +362,7 @@ class Posterior:
     def diagnostics(self, loader: Iterable | None = None):
         """Do the chains agree? Split-R-hat and ESS of the members' test log-likelihoods across chains, and each
         chain's autocorrelation of its predictions (:mod:`csg.evaluation.diagnostics`): a
-        :class:`~csg.evaluation.diagnostics.ChainDiagnostics`, whose ``reading`` (and ``str``) says in one line
-        whether the chains agree, disagree, or the draws are too few to tell.
+        :class:`~csg.evaluation.diagnostics.ChainDiagnostics`, whose ``reading`` says whether the chains agree.
 
         Without ``loader``: the diagnostics the run's final evaluation wrote to ``metrics.json`` (a run of more than
         one chain), else computed on the run's test set; with ``loader``, computed on its ``(x, y)`` batches."""
@@ -375,8 +376,7 @@ class Posterior:
         """ArviZ's ``InferenceData`` of the function-space draws on ``loader``'s ``(x, y)`` batches (``None``: the
         run's test set), dimensions ``chain`` and ``draw`` as the run's chains made them:
         ``log_likelihood["y"]`` (chain, draw, example), ``posterior_predictive["label"]`` and (with
-        ``probabilities``) ``["probs"]`` (chain, draw, example, class), ``observed_data["y"]`` and
-        ``sample_stats["weight"]`` (:meth:`csg.posterior.draws.FunctionDraws.to_inference_data`)."""
+        ``probabilities``) ``["probs"]`` (chain, draw, example, class), ``observed_data["y"]``, ``sample_stats["weight"]``."""
         attrs = {"source": str(self.source), "method": str(self.cfg.sampler.name if self.cfg else "own"),
                  "weighting": self.weighting}
         return self.function_draws(loader, probabilities).to_inference_data(attrs)

@@ -71,7 +71,7 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
                     input_shape: Sequence[int], weights: Sequence[float] | None = None,
                     chains: Sequence[int] | None = None, names: Sequence[str] | None = None,
                     num_classes: int | None = None, device: str | torch.device = "cpu", precision: str = "32",
-                    ece_bins: int = 15) -> dict[str, Any]:
+                    ece_bins: int = 15, likelihood=None, target_scale=None) -> dict[str, Any]:
     """The keyword arguments of :class:`~csg.posterior.posterior.Posterior` for ``model`` and ``states``
     (see :meth:`~csg.posterior.posterior.Posterior.from_states`), each argument checked in one line."""
     from csg.checks.config import PRECISIONS
@@ -80,7 +80,10 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
     from csg.posterior.inputs import device_of, weights_usable
 
     device = device_of(device)
-    model = own_model(model, device)
+    from csg.likelihoods import attach
+
+    likelihood = checked_likelihood(likelihood, target_scale)
+    model = attach(likelihood, own_model(model, device))  # a copy: the caller's module stays as it was
     states = checked_states(states, model.state_dict())
     count = len(states)
     shape_rule = "positive whole numbers: one input's shape"
@@ -112,10 +115,65 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
     members = EnsembleMembers(names, chains, weights, "equal" if len(set(weights)) == 1 else "given",
                               lambda: iter(states))
     facts = {"num_classes": int(num_classes), "input_shape": list(input_shape), "num_samples": count,
-             "precision": str(precision), "ece_bins": int(ece_bins)}
+             "precision": str(precision), "ece_bins": int(ece_bins), "task": likelihood.task,
+             **regression_facts(likelihood, target_scale)}
     return dict(run_dir=None, source=None, cfg=None, metrics=facts, model=model,
                 members=members, device=device, precision=Precision(str(precision), device),
-                num_classes=int(num_classes), input_shape=input_shape, ece_bins=int(ece_bins))
+                num_classes=int(num_classes), input_shape=input_shape, ece_bins=int(ece_bins), likelihood=likelihood,
+                target_scale=target_scale)
+
+
+def checked_likelihood(likelihood, target_scale):
+    """``likelihood`` (None: categorical), a :class:`csg.likelihoods.Likelihood`, with ``target_scale`` None or a
+    :class:`csg.data.splits.TargetScale` of a regression likelihood; a one-line ConfigError else."""
+    from csg.data.splits import TargetScale
+    from csg.likelihoods import Categorical, Likelihood
+
+    likelihood = Categorical() if likelihood is None else likelihood
+    if not isinstance(likelihood, Likelihood):
+        raise ConfigError("likelihood", type(likelihood).__name__, "a csg.likelihoods.Likelihood, or None (categorical)")
+    if target_scale is not None and (likelihood.task != "regression" or not isinstance(target_scale, TargetScale)):
+        raise ConfigError("target_scale", type(target_scale).__name__, "None, or a csg.data.splits.TargetScale with "
+                          "a regression likelihood")
+    return likelihood
+
+
+def regression_facts(likelihood, target_scale) -> dict[str, Any]:
+    """What a posterior file records of a regression posterior: its built-in likelihood (``likelihood``: the name
+    and keys :func:`csg.likelihoods.create_likelihood` takes) and ``target_scale``."""
+    from csg.likelihoods import LIKELIHOODS
+
+    facts: dict[str, Any] = {}
+    name = next((n for n, kind in LIKELIHOODS.items() if type(likelihood) is kind), None)
+    if name is not None and name != "categorical":
+        facts["likelihood"] = {"name": name, **vars(likelihood)}
+    if target_scale is not None:
+        facts["target_scale"] = {"shift": list(target_scale.shift), "scale": list(target_scale.scale)}
+    return facts
+
+
+def recorded_regression(metrics: dict[str, Any], cfg) -> tuple[Any, Any]:
+    """``(likelihood, target_scale)`` of a run's (or posterior file's) config and metrics: the config's likelihood,
+    else the one the metrics record (a file of :meth:`csg.Posterior.from_states`), else categorical."""
+    from csg.data.splits import TargetScale
+    from csg.engine.build import build_likelihood
+    from csg.likelihoods import create_likelihood
+
+    if cfg is not None:
+        likelihood = build_likelihood(cfg)
+    else:
+        spec = dict(metrics.get("likelihood") or {"name": "categorical"})
+        likelihood = create_likelihood(spec.pop("name"), **spec)
+    scale = metrics.get("target_scale")
+    return likelihood, TargetScale(tuple(scale["shift"]), tuple(scale["scale"])) if isinstance(scale, dict) else None
+
+
+def posterior_class(cls: type, parts: dict[str, Any]) -> type:
+    """The class of a posterior with these parts: ``cls`` or its subclass for the likelihood's task
+    (:class:`csg.posterior.regression.RegressionPosterior`, whose ``task`` is regression)."""
+    task = getattr(parts.get("likelihood"), "task", "classification")
+    kinds = [cls, *cls.__subclasses__()]
+    return next((kind for kind in kinds if getattr(kind, "task", "classification") == task), cls)
 
 
 def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) -> dict[str, Any]:
@@ -151,5 +209,7 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
 
         members = ensemble_members(cfg, model, store, training_data, device, precision)
     check_recorded_members(run_dir, members.names, metrics)
+    likelihood, target_scale = recorded_regression(metrics, cfg)
     return dict(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model.eval(), members=members, device=device,
-                precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"])
+                precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],
+                likelihood=likelihood, target_scale=target_scale)

@@ -26,9 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from csg.likelihoods import Categorical, Likelihood, own_parameters
 from csg.samplers.base import SGMCMCOptimizer
 
 def compile_enabled(setting: Any, device: torch.device) -> bool:
@@ -47,20 +47,25 @@ def has_capturable_rule(sampler: torch.optim.Optimizer) -> bool:
 
 
 class Step:
-    """The eager step: ``loss = cross_entropy(model(x), y)``, ``loss.backward()``, ``sampler.step()``.
+    """The eager step: ``loss = likelihood.loss(model(x), y)``, ``loss.backward()``, ``sampler.step()``.
 
-    ``scale`` (DDP): the loss is sum(ce) * scale, with scale = world size / global batch size, so that
-    averaging the processes' gradients gives the gradient of the global mean. ``interaction``: its
-    ``before_update`` gives the keyword arguments of ``sampler.step``. ``channels_last``: 4-D inputs are
-    given to the model in channels-last memory format (the model's own format on CUDA, see
-    :func:`prepare_model`).
+    The loss is the mini-batch's estimate of U/N (:meth:`csg.likelihoods.Likelihood.loss`: the mean
+    cross-entropy for the default ``likelihood``, a Gaussian's mean negative log-likelihood plus its noise prior
+    over ``num_data`` for regression). ``scale`` (DDP): the loss sums the shard's terms times scale, with scale
+    = world size / global batch size, so that averaging the processes' gradients gives the gradient of the
+    global mean. ``interaction``: its ``before_update`` gives the keyword arguments of ``sampler.step``.
+    ``channels_last``: 4-D inputs are given to the model in channels-last memory format (the model's own format
+    on CUDA, see :func:`prepare_model`).
     """
 
     def __init__(self, model: nn.Module, sampler: torch.optim.Optimizer, precision, *, interaction=None,
-                 channels_last: bool = False):
+                 channels_last: bool = False, likelihood: Likelihood | None = None, num_data: int = 1):
         self.model, self.sampler, self.precision, self.interaction = model, sampler, precision, interaction
         self.channels_last = channels_last
         self.forward = model
+        self.likelihood = likelihood or Categorical()
+        self.num_data = num_data
+        self.phi = own_parameters(self.likelihood, model)
 
     def _format(self, x: Tensor) -> Tensor:
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last and x.dim() == 4 else x
@@ -72,7 +77,7 @@ class Step:
         precision = self.precision
         with precision.autocast(cache=autocast_cache):
             logits = self.forward(x)
-            loss = F.cross_entropy(logits, y) if scale is None else F.cross_entropy(logits, y, reduction="sum") * scale
+            loss = self.likelihood.loss(logits, y, self.phi, self.num_data, scale)
         self.sampler.zero_grad(set_to_none=True)
         mean = loss.detach() if scale is None else loss.detach() / (scale * y.shape[0])
         interaction = self.interaction
@@ -84,14 +89,16 @@ class Step:
         else:
             loss.backward()
             self.sampler.step(**step_kwargs)
-        return mean, (logits.detach().argmax(1) == y).sum()
+        return mean, self.likelihood.score(logits.detach(), y, self.phi)
 
 
 class CompiledStep(Step):
     """The model under ``torch.compile`` and, for SGLD / SGHMC, a compiled update rule on device scalars."""
 
-    def __init__(self, model, sampler, precision, *, interaction=None, channels_last: bool = False):
-        super().__init__(model, sampler, precision, interaction=interaction, channels_last=channels_last)
+    def __init__(self, model, sampler, precision, *, interaction=None, channels_last: bool = False, likelihood=None,
+                 num_data: int = 1):
+        super().__init__(model, sampler, precision, interaction=interaction, channels_last=channels_last,
+                         likelihood=likelihood, num_data=num_data)
         self.forward = torch.compile(model, dynamic=False)
         self.accelerated = has_capturable_rule(sampler)
         if self.accelerated:
@@ -115,8 +122,9 @@ class CapturedStep(CompiledStep):
 
     warmup = 3
 
-    def __init__(self, model, sampler, precision, *, channels_last: bool = False):
-        super().__init__(model, sampler, precision, channels_last=channels_last)
+    def __init__(self, model, sampler, precision, *, channels_last: bool = False, likelihood=None, num_data: int = 1):
+        super().__init__(model, sampler, precision, channels_last=channels_last, likelihood=likelihood,
+                         num_data=num_data)
         if not self.accelerated:
             raise ValueError("a captured step needs SGLD or SGHMC (a capturable update rule)")
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, Tensor, Tensor, tuple[Tensor, Tensor]]] = {}
@@ -187,11 +195,13 @@ def prepare_model(model: nn.Module, device: torch.device) -> nn.Module:
 
 
 def make_step(setting: Any, model: nn.Module, sampler: torch.optim.Optimizer, precision, device: torch.device, *,
-              interaction=None, world_size: int = 1) -> Step:
-    """The step of ``trainer.compile=setting``: eager, compiled, or (CUDA, one process, SGLD / SGHMC) captured."""
+              interaction=None, world_size: int = 1, likelihood: Likelihood | None = None, num_data: int = 1) -> Step:
+    """The step of ``trainer.compile=setting``: eager, compiled, or (CUDA, one process, SGLD / SGHMC) captured;
+    its loss is ``likelihood``'s (default: categorical) on a set of ``num_data`` examples."""
     channels_last = channels_last_on(model, device)
+    objective = dict(likelihood=likelihood, num_data=num_data)
     if not compile_enabled(setting, device):
-        return Step(model, sampler, precision, interaction=interaction, channels_last=channels_last)
+        return Step(model, sampler, precision, interaction=interaction, channels_last=channels_last, **objective)
     if device.type == "cuda" and has_capturable_rule(sampler) and interaction is None and precision.scaler is None and world_size == 1:
-        return CapturedStep(model, sampler, precision, channels_last=channels_last)
-    return CompiledStep(model, sampler, precision, interaction=interaction, channels_last=channels_last)
+        return CapturedStep(model, sampler, precision, channels_last=channels_last, **objective)
+    return CompiledStep(model, sampler, precision, interaction=interaction, channels_last=channels_last, **objective)

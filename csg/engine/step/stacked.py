@@ -26,11 +26,11 @@ import copy
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad_and_value, vmap
 
 from csg.engine.step.single import compile_enabled, has_capturable_rule
+from csg.likelihoods import PREFIX, Categorical, Likelihood, parameter_names
 
 
 def has_random_layers(model: nn.Module) -> bool:
@@ -102,8 +102,11 @@ class StackedStep:
     models' ``.grad``.
     """
 
-    def __init__(self, models: Sequence[nn.Module], samplers: Sequence[torch.optim.Optimizer], precision):
+    def __init__(self, models: Sequence[nn.Module], samplers: Sequence[torch.optim.Optimizer], precision, *,
+                 likelihood: Likelihood | None = None, num_data: int = 1):
         self.models, self.samplers, self.precision = list(models), list(samplers), precision
+        self.likelihood, self.num_data = likelihood or Categorical(), num_data
+        self.phi_names = {name[len(PREFIX):]: name for name in parameter_names(self.likelihood)}
         self.template, stacked, self.buffers = stack_models(self.models)
         trainable = {name for name, p in self.models[0].named_parameters() if p.requires_grad}
         self.params = {name: t for name, t in stacked.items() if name in trainable}
@@ -118,8 +121,9 @@ class StackedStep:
 
     def _loss(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, y: Tensor):
         logits = functional_call(self.template, (params, buffers), (x,))
-        loss = F.cross_entropy(logits, y)
-        return loss, (logits.detach().argmax(-1) == y).sum()
+        phi = {name: params[key] for name, key in self.phi_names.items()}
+        loss = self.likelihood.loss(logits, y, phi, self.num_data)
+        return loss, self.likelihood.score(logits.detach(), y, {k: v.detach() for k, v in phi.items()})
 
     def __call__(self, xs: Sequence[Tensor], ys: Sequence[Tensor], scale: float | None = None):
         if scale is not None:
@@ -137,8 +141,8 @@ class StackedStep:
 class CompiledStackedStep(StackedStep):
     """The vectorised pass through ``torch.compile`` (static shapes) and SGLD / SGHMC's update rule fused."""
 
-    def __init__(self, models, samplers, precision):
-        super().__init__(models, samplers, precision)
+    def __init__(self, models, samplers, precision, *, likelihood=None, num_data: int = 1):
+        super().__init__(models, samplers, precision, likelihood=likelihood, num_data=num_data)
         self.vectorised = torch.compile(self.vectorised, dynamic=False)
         self.accelerated = all(has_capturable_rule(s) for s in self.samplers)
         if self.accelerated:
@@ -153,8 +157,8 @@ class CompiledStackedStep(StackedStep):
 
 
 def make_stacked_step(setting, models: Sequence[nn.Module], samplers: Sequence[torch.optim.Optimizer], precision,
-                      device: torch.device) -> StackedStep:
-    """The stacked step of ``trainer.compile=setting``: compiled (:func:`csg.engine.step.single.compile_enabled`) or eager."""
-    if compile_enabled(setting, device):
-        return CompiledStackedStep(models, samplers, precision)
-    return StackedStep(models, samplers, precision)
+                      device: torch.device, *, likelihood: Likelihood | None = None, num_data: int = 1) -> StackedStep:
+    """The stacked step of ``trainer.compile=setting``: compiled (:func:`csg.engine.step.single.compile_enabled`) or
+    eager; its loss is ``likelihood``'s (default: categorical) on a set of ``num_data`` examples."""
+    kind = CompiledStackedStep if compile_enabled(setting, device) else StackedStep
+    return kind(models, samplers, precision, likelihood=likelihood, num_data=num_data)

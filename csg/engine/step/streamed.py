@@ -84,7 +84,8 @@ class StreamedStep:
 
 
 def make_streamed_step(setting, models: Sequence[nn.Module], samplers: Sequence[torch.optim.Optimizer], precision,
-                       device: torch.device, *, streams: bool = True) -> StreamedStep:
-    """The chains' own steps of ``trainer.compile=setting`` (:func:`csg.engine.step.single.make_step`), one stream each."""
-    return StreamedStep([make_step(setting, model, sampler, precision, device) for model, sampler in zip(models, samplers)],
-                        device, streams=streams)
+                       device: torch.device, *, streams: bool = True, likelihood=None, num_data: int = 1) -> StreamedStep:
+    """The chains' own steps of ``trainer.compile=setting`` (:func:`csg.engine.step.single.make_step`, with
+    ``likelihood`` and ``num_data``), one stream each."""
+    return StreamedStep([make_step(setting, model, sampler, precision, device, likelihood=likelihood, num_data=num_data)
+                         for model, sampler in zip(models, samplers)], device, streams=streams)

@@ -238,3 +238,29 @@ def run_part_sampling(job: Job) -> list[str]:
         raise ConfigError("reference_seeds", text, "comma-separated integer seeds, e.g. 0,1,2") from None
     written = report(collect(found), job.out, job.scale, command, reference_rows(found, checked))
     return [f"part-sampling: wrote {written} from {runs}"]
+
+
+def run_uci_regression(job: Job) -> list[str]:
+    """``make uci-regression``: the runs of :mod:`csg.studies.uci.study` into ``multirun/uci-regression/<stamp>``
+    (or ``--runs``; finished runs there are kept), then the report (:mod:`csg.studies.uci.report`).
+    ``sets=boston,yacht``: a subset. ``--report-only``: the report again from ``--out``'s runs.csv, or with
+    ``--runs`` from the finished runs there."""
+    from csg.studies.uci.report import collect, report, rewrite
+    from csg.studies.uci.study import SETS, run_all
+
+    options = checked_options(job, {"sets": f"a comma-separated subset of {','.join(SETS)}",
+                                    "post_hoc": "true: also the runs chosen after the protocol's (reported apart)"})
+    sets = _names(options.get("sets"), list(SETS), "sets")
+    if options.get("post_hoc", "false") not in ("true", "false"):
+        raise ConfigError("post_hoc", options["post_hoc"], "true or false")
+    if job.report_only and job.runs is None:
+        return [f"uci-regression: wrote {rewrite(job.out)} from its runs.csv"]
+    runs = job.runs or Path("multirun") / "uci-regression" / job.stamp
+    if not job.report_only:
+        run_all(runs, job.scale, sets, post_hoc=options.get("post_hoc") == "true")
+    frame = collect(runs)
+    if frame.empty:
+        raise ConfigError("--runs", str(runs), "a folder holding finished uci-regression runs (<set>/split<k>/"
+                          "<method>/metrics.json): it holds none")
+    command = "make uci-regression" + ("" if job.scale == "full" else f" SCALE={job.scale}")
+    return [f"uci-regression: wrote {report(frame, job.out, job.scale, command)} from {runs}"]

@@ -29,7 +29,7 @@ from csg.studies.experiments.added import added_label, added_protocol, read_adde
 from csg.studies.experiments.aggregate import load_runs, runs_to_report
 from csg.studies.experiments.in_process import (checked_options, run_accuracy, run_accuracy_multimodal, run_bandit,
                                                 run_fig1, run_part_sampling, run_reference, run_reference_multimodal,
-                                                simulation_report, variance_report)
+                                                run_uci_regression, simulation_report, variance_report)
 from csg.studies.experiments.job import FLAGS, Job
 from csg.paths import CONFIGS
 from csg.studies.experiments.launch import added_method, newest_runs, preset_epochs, run_study, run_sweeps
@@ -371,4 +371,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
     Target("icsgld-bandit", "ICSGLD Figure 4: Mushroom contextual bandit, cumulative regret (agents=A,B: a subset; "
            "extend=true: add to the runs in --out)",
            "icsgld", run_bandit, BOTH, frozenset({"seeds", "report_only"})),
+    Target("uci-regression", "The UCI regression benchmark (Hernandez-Lobato and Adams 2015): cSGHMC, cSGLD, SGHMC, "
+           "SGD and a deep ensemble on 6 sets x 20 splits, published numbers beside ours (sets=boston,yacht: a "
+           "subset; CPU, about an hour)", "uci", run_uci_regression, BOTH, frozenset({"report_only", "runs"})),
 )}
