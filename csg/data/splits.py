@@ -66,7 +66,8 @@ class TargetScale:
 
 def standardize_targets(train: torch.Tensor, test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, TargetScale]:
     """Targets ``(N, d)`` standardised by the training split's mean and standard deviation (a constant column keeps
-    scale 1), as the UCI regression benchmark does (Hernandez-Lobato and Adams 2015): ``(train, test, scale)``."""
+    scale 1), as the UCI regression benchmark does (Hernandez-Lobato and Adams 2015; its code divides by the
+    deviation with N, this by the one with N - 1, a factor sqrt(N / (N - 1)) on the scale): ``(train, test, scale)``."""
     shift = train.double().mean(0)
     scale = train.double().std(0) if train.shape[0] > 1 else torch.ones_like(shift)
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))

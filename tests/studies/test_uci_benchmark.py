@@ -30,6 +30,9 @@ def test_the_benchmark_runs_every_method_and_reports_beside_the_published_number
     assert "| yacht | 2 |" in text and "1.02 ± 0.05" in text  # PBP's yacht RMSE beside ours
     assert "| energy | no offline copy |" in text and "| boston | not run |" in text
     assert "paired by split" in text and "| yacht | cSGHMC | SGHMC |" in text
+    assert "| yacht | cSGHMC | cSGHMC, T = 0 |" in text  # the noise-off control of the same cycles
+    control = (runs / "yacht" / "split00" / "csghmc_t0" / ".hydra" / "config.yaml").read_text()
+    assert "temperature: 0" in control and "cycles: 4" in control
     assert pd.read_csv(out / "runs.csv").shape[0] == len(frame)
     again = uci_report.rewrite(out)  # --report-only: the same report from runs.csv
     assert again.read_text() == text
