@@ -112,7 +112,8 @@ def regression_splits(*, in_memory: bool | str = "auto", standardize_targets: bo
                       **options: Any) -> Splits:
     """A user's regression data (``likelihood`` of task regression): items ``(input tensor, real target)``, the
     target a number or a 1-D float tensor of ``d`` columns (the same ``d`` for every item), held as ``(N, d)``
-    float32 tensors in memory (a regression set is small: items are read once). Inputs and targets finite and
+    float32 tensors in memory whatever ``in_memory`` says (items are read once: a per-item random transform is
+    frozen at that read). Inputs and targets finite and
     floating point, else one line naming the split and item. ``standardize_targets``: standardised on the training
     split (:func:`csg.data.splits.standardize_targets`); predictions and metrics are then in the original units."""
     path, train, test = _user_splits(options)
