@@ -58,6 +58,15 @@ class TargetScale:
         scale = torch.tensor(self.scale, dtype=mean.dtype, device=mean.device)
         return shift + scale * mean, variance * scale.square()
 
+    def as_dict(self) -> dict[str, list[float]]:
+        """The record ``metrics.json`` and a posterior file hold: ``{"shift": [...], "scale": [...]}``."""
+        return {"shift": list(self.shift), "scale": list(self.scale)}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> TargetScale:
+        """The TargetScale of :meth:`as_dict`'s record."""
+        return cls(tuple(float(v) for v in record["shift"]), tuple(float(v) for v in record["scale"]))
+
     def targets(self, z: torch.Tensor) -> torch.Tensor:
         """Standardised targets in the original units."""
         shift = torch.tensor(self.shift, dtype=z.dtype, device=z.device)

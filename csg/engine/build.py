@@ -63,7 +63,8 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
     from csg.data import build_data
 
     layout = layout or distributed.Layout()
-    task = build_likelihood(cfg).task
+    likelihood = build_likelihood(cfg)
+    task = likelihood.task
     data = data if data is not None else build_data(
         cfg.data.name,
         seed=data_seed,
@@ -82,7 +83,7 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
 
         check_memory(cfg, meta_model(lambda: build_model(cfg, data)), device, chains)
     model = prepare_model(build_model(cfg, data).to(device), device)
-    check_model_fits(model, data, cfg, processes=layout.chain_size, likelihood=build_likelihood(cfg),
+    check_model_fits(model, data, cfg, processes=layout.chain_size, likelihood=likelihood,
                      sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)))
     return data, model
 

@@ -18,12 +18,13 @@ per target column (:meth:`csg.likelihoods.Likelihood.predictive`); the posterior
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
+from csg.likelihoods.gaussian import normal_log_density
 
 __all__ = ["COVERAGE_LEVELS", "GaussianMixture", "predict_gaussians", "regression_metrics"]
 
@@ -67,9 +68,7 @@ class GaussianMixture:
 
     def member_log_densities(self, y: Tensor) -> Tensor:
         """:math:`\\log \\prod_d \\mathcal{N}(y_d; \\mu_{id}, \\sigma_{id}^2)` per member and point, ``(members, points)``."""
-        y = y.double().reshape(self.means.shape[1:])
-        terms = -0.5 * (math.log(2 * math.pi) + self.variances.log() + (y - self.means).square() / self.variances)
-        return terms.sum(-1)
+        return normal_log_density(y.double().reshape(self.means.shape[1:]), self.means, self.variances).sum(-1)
 
     def log_density(self, y: Tensor) -> Tensor:
         """The mixture's log density at each point's target, ``(points,)``."""

@@ -194,8 +194,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
             num_classes=int(data.num_classes),
             input_shape=[int(size) for size in data.input_shape],  # with num_classes: csg.Posterior builds the model alone
             task=data.task,
-            **({"target_scale": {"shift": list(data.target_scale.shift), "scale": list(data.target_scale.scale)}}
-               if data.target_scale is not None else {}),
+            **({"target_scale": data.target_scale.as_dict()} if data.target_scale is not None else {}),
             epochs=epochs,
             chains=layout.chains,
             cost={"epochs_per_chain": epochs, "epochs_all_chains": epochs * layout.chains},

@@ -27,6 +27,13 @@ from csg.likelihoods.base import Likelihood
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def normal_log_density(y: Tensor, mean: Tensor, variance: Tensor | float) -> Tensor:
+    """:math:`\\log \\mathcal{N}(y; \\mu, \\sigma^2)` elementwise: the Gaussian likelihoods' terms and the mixture's
+    (:mod:`csg.evaluation.regression`)."""
+    variance = torch.as_tensor(variance, dtype=mean.dtype, device=mean.device)
+    return -0.5 * (math.log(2 * math.pi) + variance.log() + (y - mean).square() / variance)
+
+
 def _positive(key: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"likelihood.{key}", value, "a finite number > 0")
@@ -48,9 +55,7 @@ class Gaussian(Likelihood):
 
     def nll(self, output: Tensor, y: Tensor, params=None) -> Tensor:
         output = output.float()
-        variance = self.noise_std**2
-        residual = _targets(y, output) - output
-        return (HALF_LOG_2PI + 0.5 * math.log(variance) + residual.square() / (2 * variance)).flatten(1).sum(1)
+        return -normal_log_density(_targets(y, output), output, self.noise_std**2).flatten(1).sum(1)
 
     def predictive(self, output: Tensor, params=None) -> tuple[Tensor, Tensor]:
         mean = output.float()
@@ -111,8 +116,7 @@ class Heteroscedastic(Likelihood):
 
     def nll(self, output: Tensor, y: Tensor, params=None) -> Tensor:
         mean, variance = self.predictive(output)
-        residual = _targets(y, mean) - mean
-        return (HALF_LOG_2PI + 0.5 * variance.log() + residual.square() / (2 * variance)).flatten(1).sum(1)
+        return -normal_log_density(_targets(y, mean), mean, variance).flatten(1).sum(1)
 
     def __repr__(self) -> str:
         return f"Heteroscedastic(min_variance={self.min_variance:g})"

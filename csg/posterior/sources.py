@@ -148,7 +148,7 @@ def regression_facts(likelihood, target_scale) -> dict[str, Any]:
     if name is not None and name != "categorical":
         facts["likelihood"] = {"name": name, **vars(likelihood)}
     if target_scale is not None:
-        facts["target_scale"] = {"shift": list(target_scale.shift), "scale": list(target_scale.scale)}
+        facts["target_scale"] = target_scale.as_dict()
     return facts
 
 
@@ -165,7 +165,7 @@ def recorded_regression(metrics: dict[str, Any], cfg) -> tuple[Any, Any]:
         spec = dict(metrics.get("likelihood") or {"name": "categorical"})
         likelihood = create_likelihood(spec.pop("name"), **spec)
     scale = metrics.get("target_scale")
-    return likelihood, TargetScale(tuple(scale["shift"]), tuple(scale["scale"])) if isinstance(scale, dict) else None
+    return likelihood, TargetScale.from_dict(scale) if isinstance(scale, dict) else None
 
 
 def posterior_class(cls: type, parts: dict[str, Any]) -> type:
