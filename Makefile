@@ -16,6 +16,7 @@ help:
 	@echo "make demo-long   the embedded default at 800 epochs / 2 cycles and 1600 / 4, seeds 0-2: results/demo_long.{md,csv} (CPU, ~25 min)"
 	@echo "make test     run the test suite (installs first if needed)"
 	@echo "make test-report  the same, with its counts and wall time written to results/tests.md"
+	@echo "make test-pythons csg's wheel in fresh venvs of every Python it claims (3.11-3.13) with the newest releases of its dependencies, by pip: the smoke set, and on the newest the clone's posterior, evaluation, sampler, likelihood and own-loop tests: results/pythons.md (needs the package index; make test checks the oldest and newest)"
 	@echo "make table1|table2|table3|fig3 [SCALE=smoke] [LAUNCHER=slurm]  cSG-MCMC Tables 1-3, Figure 3: sweep + table"
 	@echo "make <target>-report [RUNS=multirun/<preset>/<date>]  aggregate existing runs only (missing runs listed)"
 	@echo "make reports  every committed report with verdicts rewritten from its committed CSVs (scripts/regenerate_reports.sh; a minute)"
@@ -105,7 +106,7 @@ ARGS ?=
 REPRODUCE := $(strip $(BIN)/python scripts/reproduce.py $(if $(SCALE),--scale $(SCALE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(RUNS),--runs $(RUNS)) $(if $(OUT),--out $(OUT)) $(if $(ADD),--add "$(ADD)"))
 PAPER_TARGETS := table1 table2 table3 table4 table5 fig1 fig3 fig4 accuracy accuracy-multimodal cyclical-mcmc icsgld-sim icsgld-variance icsgld-mnist icsgld-table1 icsgld-bandit part-sampling posterior-benchmark posterior-benchmark-cifar10 uci-regression
 REPORT_TARGETS := uci-regression-report table1-report table2-report table3-report table5-report fig3-report fig4-report accuracy-report accuracy-multimodal-report icsgld-table1-report icsgld-bandit-report icsgld-sim-report icsgld-variance-report part-sampling-report posterior-benchmark-report posterior-benchmark-cifar10-report
-.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report docs clean bench bench-synthetic bench-run bench-cli bench-convergence bench-part bench-gpu gpu-check fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
+.PHONY: help install demo demo-seeds demo-seeds-report demo-long test test-report test-pythons docs clean bench bench-synthetic bench-run bench-cli bench-convergence bench-part bench-gpu gpu-check fig2 reference $(PAPER_TARGETS) $(REPORT_TARGETS)
 
 $(PAPER_TARGETS): $(STAMP)
 	$(REPRODUCE) $@ $(ARGS)
@@ -184,6 +185,11 @@ test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS
 
 test-report: $(REFERENCE_STAMP)  # make test's command, its counts and wall time written to results/tests.md
 	$(BIN)/python scripts/test_report.py -- -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+test-pythons: $(STAMP)  # scripts/check_pythons.py with pip: every Python requires-python admits (make test: the oldest and newest, with uv)
+	$(BIN)/python scripts/check_pythons.py --all --out results/pythons.md \
+	  --test-path tests/posterior --test-path tests/evaluation --test-path tests/samplers --test-path tests/likelihoods \
+	  --test-path tests/engine/test_own_loop.py --test-path tests/studies/test_accuracy_multimodal_importance.py
 
 docs: $(STAMP)  # the strict build (every warning an error) also runs in make test: tests/test_docs.py
 	$(BIN)/python scripts/build_docs.py --strict --out site

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ess", "rank_rhat"]
+__all__ = ["autocorrelation", "ess", "rank_rhat"]
 
 
 def _flat(draws) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -84,6 +84,20 @@ def ess(draws, method: str = "bulk") -> np.ndarray:
     else:
         raise ValueError(f"method {method!r}: one of bulk, tail, mean")
     return np.where(np.isnan(x).any(axis=(0, 1)), np.nan, found).reshape(shape)
+
+
+def autocorrelation(series) -> np.ndarray:
+    r"""The autocorrelation of every variable of ``series`` ``(draws, *variables)`` at every lag, an array of the same
+    shape: :math:`\rho_t = \hat\gamma_t / \hat\gamma_0` with :math:`\hat\gamma_t = \frac1n \sum_{i=1}^{n-t}
+    (x_i - \bar x)(x_{i+t} - \bar x)` (the biased autocovariance, by FFT; ArviZ 0.x's ``autocorr``, which ArviZ 1.x
+    no longer has at the top level). NaN where a variable does not vary."""
+    x = np.asarray(series, dtype=np.float64)
+    if x.ndim < 1 or x.shape[0] < 1:
+        raise ValueError(f"series of shape (draws, *variables), not {x.shape}")
+    flat = x.reshape(1, x.shape[0], -1)
+    acov = _autocov(flat)[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (acov / acov[:1]).reshape(x.shape)
 
 
 def _autocov(x: np.ndarray) -> np.ndarray:

@@ -27,7 +27,6 @@ the quantity diagnosed is each member's log-likelihood of every test example,
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -148,18 +147,14 @@ def exchangeable_rhat(chains: int, draws: int, variables: int = 2000, seed: int 
 
 
 def _lag1(series: np.ndarray) -> float | None:
-    """The median over examples of the lag-1 autocorrelation of ``series`` ``(draws, examples)`` (ArviZ's
-    ``autocorr``); None for fewer than 3 draws or no example that varies."""
+    """The median over examples of the lag-1 autocorrelation of ``series`` ``(draws, examples)``
+    (:func:`csg.evaluation.convergence.autocorrelation`); None for fewer than 3 draws or no example that varies."""
     if series.shape[0] < 3:
         return None
-    import arviz as az
-
     varies = series.std(0) > 0
     if not varies.any():
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lag1 = az.autocorr(np.ascontiguousarray(series[:, varies].T), axis=-1)[:, 1]
+    lag1 = convergence.autocorrelation(series[:, varies])[1]
     return _stat(np.median, _finite(lag1))
 
 

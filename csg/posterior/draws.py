@@ -19,7 +19,15 @@ from torch import Tensor, nn
 
 from csg.evaluation.diagnostics import ChainDiagnostics, chain_diagnostics
 
-__all__ = ["FunctionDraws", "function_draws"]
+__all__ = ["FunctionDraws", "arviz_major", "function_draws"]
+
+
+def arviz_major() -> int:
+    """The installed ArviZ's major version: 0 (``InferenceData``, ``from_dict(**groups)``) or 1 (xarray's
+    ``DataTree``, ``from_dict(groups)``)."""
+    import arviz as az
+
+    return int(az.__version__.split(".")[0])
 
 
 @dataclass
@@ -51,15 +59,19 @@ class FunctionDraws:
         return order, rows, min(len(r) for r in rows)
 
     def to_inference_data(self, attrs: dict[str, Any] | None = None):
-        """ArviZ's ``InferenceData`` of the draws, with dimensions ``chain`` (the run's chain numbers) and ``draw``
+        """ArviZ's data of the draws (ArviZ 0.x: an ``InferenceData``; ArviZ 1.x: an ``xarray.DataTree``, which
+        ArviZ 1.x uses in its place; the groups and variables are the same), with dimensions ``chain`` (the run's
+        chain numbers) and ``draw``
         (each chain's members in order; chains are cut to the shortest one's length, the number left out is the
         attribute ``draws_left_out``), and ``example`` (and ``class``):
 
-        - ``log_likelihood["y"]``: (chain, draw, example), for ``az.loo`` / ``az.waic``;
+        - ``log_likelihood["y"]``: (chain, draw, example), for ``az.loo(data, reff=1.0)`` (and ArviZ 0.x's
+          ``az.waic``);
         - ``posterior_predictive["label"]``: (chain, draw, example), each member's predicted class, and, where
           kept, ``posterior_predictive["probs"]``: (chain, draw, example, class), its probabilities;
         - ``observed_data["y"]``: (example,), the labels;
-        - ``sample_stats["weight"]``: (chain, draw), each member's weight w_i in the model average.
+        - ``sample_stats["weight"]``: (chain, draw), each member's weight w_i in the model average;
+        - the attributes ``draws_left_out``, ``members`` and those of ``attrs``.
         """
         import arviz as az
 
@@ -74,16 +86,17 @@ class FunctionDraws:
             predictive["probs"] = arranged(self.probs)
         weights = torch.tensor(self.weights, dtype=torch.float64)
         left_out = len(self.chains) - draws * len(order)
-        return az.from_dict(
-            log_likelihood={"y": arranged(self.log_likelihood)},
-            posterior_predictive=predictive,
-            observed_data={"y": self.targets.numpy()},
-            sample_stats={"weight": arranged(weights)},
-            coords={"chain": order, "draw": list(range(draws)), "example": list(range(self.targets.numel())),
-                    **({"class": list(range(self.probs.shape[-1]))} if self.probs is not None else {})},
-            dims={"y": ["example"], "label": ["example"], "probs": ["example", "class"]},
-            attrs={**(attrs or {}), "draws_left_out": left_out, "members": len(self.chains)},
-        )
+        groups = {"log_likelihood": {"y": arranged(self.log_likelihood)}, "posterior_predictive": predictive,
+                  "observed_data": {"y": self.targets.numpy()}, "sample_stats": {"weight": arranged(weights)}}
+        attrs = {**(attrs or {}), "draws_left_out": left_out, "members": len(self.chains)}
+        options = {"coords": {"chain": order, "draw": list(range(draws)), "example": list(range(self.targets.numel())),
+                              **({"class": list(range(self.probs.shape[-1]))} if self.probs is not None else {})},
+                   "dims": {"y": ["example"], "label": ["example"], "probs": ["example", "class"]}}
+        if arviz_major() >= 1:  # one dict of groups in, a DataTree out; attrs set on the tree
+            data = az.from_dict(groups, **options)
+            data.attrs.update(attrs)
+            return data
+        return az.from_dict(**groups, **options, attrs=attrs)
 
 
 @torch.no_grad()

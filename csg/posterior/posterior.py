@@ -10,7 +10,7 @@ over exactly the members and weights the run's own evaluation averaged
 importance weights, only the lowest temperature's samples under replica exchange, cyclical-SWAG draws where the
 run made them; each member's own predictions (:meth:`~Posterior.predict_members`), their uncertainty
 (:mod:`csg.evaluation.uncertainty`), the diagnostics across chains (:mod:`csg.evaluation.diagnostics`) and ArviZ's
-``InferenceData`` of them (:mod:`csg.posterior.draws`).
+``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x) of them (:mod:`csg.posterior.draws`).
 """
 
 from __future__ import annotations
@@ -373,8 +373,8 @@ class Posterior:
         return self.function_draws(loader).diagnostics()
 
     def to_inference_data(self, loader: Iterable | None = None, probabilities: bool = True):
-        """ArviZ's ``InferenceData`` of the function-space draws on ``loader``'s ``(x, y)`` batches (``None``: the
-        run's test set), dimensions ``chain`` and ``draw`` as the run's chains made them:
+        """ArviZ's ``InferenceData`` (0.x) or ``DataTree`` (1.x) of the function-space draws on ``loader``'s
+        ``(x, y)`` batches (``None``: the run's test set), dimensions ``chain`` and ``draw`` as the chains made them:
         ``log_likelihood["y"]`` (chain, draw, example), ``posterior_predictive["label"]`` and (with
         ``probabilities``) ``["probs"]`` (chain, draw, example, class), ``observed_data["y"]``, ``sample_stats["weight"]``."""
         attrs = {"source": str(self.source), "method": str(self.cfg.sampler.name if self.cfg else "own"),

@@ -18,8 +18,9 @@ comparison. The proposal :math:`q`
 where :math:`q` is a little too narrow), one at each minimum found with its Laplace covariance :math:`H^{-1}`
 inflated, plus a *defensive* component (Hesterberg 1995) as wide as the prior, so that no region of the prior is
 left without proposals. Whether the weights can be trusted is read off the Pareto :math:`\hat k` of their tail
-(PSIS, Vehtari et al. 2024, through ArviZ's :func:`arviz.psislw`: below 0.7 the estimate converges at the usual
-rate) and Kish's effective sample size :math:`(\sum w)^2 / \sum w^2`.
+(PSIS, Vehtari et al. 2024, through ArviZ's ``psislw``, ArviZ 0.x's ``arviz.psislw`` or 1.x's
+``arviz_stats.base.array_stats.psislw``, arviz-stats being ArviZ 1.x's own dependency: below 0.7 the estimate
+converges at the usual rate) and Kish's effective sample size :math:`(\sum w)^2 / \sum w^2`.
 
 The shares are those the study's chains estimate (:class:`.landscapes.NetworkRows`, whose :meth:`regions` this
 module calls): the mode of a point is the argmax over the main minima's Gaussian fits of
@@ -138,7 +139,12 @@ def estimate(log_weights: np.ndarray, marks: np.ndarray, modes: int, batches: in
 
     values, delta = self_normalised(log_weights, marks)
     _, se = batch_errors(log_weights, marks, batches)
-    _, khat = az.psislw(log_weights - log_weights.max())
+    if hasattr(az, "psislw"):  # ArviZ 0.x: psislw of the log weights
+        _, khat = az.psislw(log_weights - log_weights.max())
+    else:  # 1.x: arviz_stats' array interface, which takes the log-likelihood (the log weights' negative)
+        from arviz_stats.base import array_stats
+
+        _, khat = array_stats.psislw(-(log_weights - log_weights.max()))
     w = np.exp(log_weights - log_weights.max())
     return {"weights": values[:modes].tolist(), "weights_se": se[:modes].tolist(),
             "core_exact": values[modes:].tolist(), "core_exact_se": se[modes:].tolist(),
