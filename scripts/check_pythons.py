@@ -48,6 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "csg", "configs", "hydra_plugins")
 SMOKE = ROOT / "tests" / "pythons" / "smoke_set.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from test_report import counts as junit_counts  # noqa: E402  (make test-report's reading of pytest's JUnit XML)
 NEWEST_TESTS = ("tests/posterior", "tests/evaluation", "tests/studies/test_accuracy_multimodal_importance.py")
 EXPECTED_SKIP = "needs a CUDA GPU"
 EXTRAS = "test,lightning"
@@ -89,17 +92,23 @@ def find_python(version: str) -> Path | None:
     return None
 
 
-def build_wheel(folder: Path) -> Path:
-    """csg's wheel, built by this interpreter's pip from a copy of the package files (no network)."""
-    source = folder / "source"
-    for old in (source, folder / "dist"):
-        shutil.rmtree(old, ignore_errors=True)
+def copy_package(source: Path) -> None:
+    """The files csg's wheel is built of (:data:`PACKAGE_FILES`) copied into the new folder ``source``, so that a
+    build's ``build/`` and ``csg.egg-info/`` stay out of the clone (tests/conftest.py's ``install_wheel`` too)."""
     source.mkdir()
     for name in PACKAGE_FILES:
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(ROOT / name, source / name)
+
+
+def build_wheel(folder: Path) -> Path:
+    """csg's wheel, built by this interpreter's pip from a copy of the package files (no network)."""
+    source = folder / "source"
+    for old in (source, folder / "dist"):
+        shutil.rmtree(old, ignore_errors=True)
+    copy_package(source)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                            "--no-index", "-w", str(folder / "dist"), str(source)], capture_output=True, text=True,
                           timeout=300, cwd=folder)
@@ -141,12 +150,10 @@ def _pytest(venv: Path, arguments: list[str], cwd: Path, junit: Path, timeout: f
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
     skips: dict[str, int] = {}
     if junit.is_file():
-        root = ElementTree.parse(junit).getroot()
-        suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-        total = {key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")}
-        counts = {"passed": total["tests"] - total["failures"] - total["errors"] - total["skipped"],
-                  "failed": total["failures"], "errors": total["errors"], "skipped": total["skipped"]}
-        for skipped in root.iter("skipped"):
+        total = junit_counts(junit)
+        counts = {"passed": total["passed"], "failed": total["failures"], "errors": total["errors"],
+                  "skipped": total["skipped"]}
+        for skipped in ElementTree.parse(junit).getroot().iter("skipped"):
             reason = (skipped.get("message") or "").splitlines()[0][:200] if skipped.get("message") else "(no reason)"
             skips[reason] = skips.get(reason, 0) + 1
     failures = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]

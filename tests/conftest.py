@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +69,6 @@ def doc_blocks(page: str, title: str) -> list[list[list[str]]]:
     return blocks
 
 
-PACKAGE_FILES = ("pyproject.toml", "setup.py", "README.md", "csg", "configs", "hydra_plugins")  # what a wheel is built of
 
 
 def install_wheel(base: Path) -> Path:
@@ -83,13 +81,11 @@ def install_wheel(base: Path) -> Path:
     the repository."""
     import sysconfig
 
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from check_pythons import copy_package
+
     source, venv = base / "csg", base / "venv"
-    source.mkdir()
-    for name in PACKAGE_FILES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, source / name)
+    copy_package(source)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -38,7 +38,7 @@ def claimed(which: str) -> str:
 
 
 def check_one(version: str, tmp_path: Path, with_tests: bool) -> dict:
-    """The check of ``version``: its record. Killed whole (its process group) past :data:`LIMIT_S`, its venv then
+    """The check of ``version``, whose smoke set must pass whole: its record. Killed whole (its process group) past :data:`LIMIT_S`, its venv then
     removed here."""
     if os.environ.get("CSG_SKIP_PYTHONS") == "1":
         pytest.skip("CSG_SKIP_PYTHONS=1: the check of csg's wheel on other Pythons is switched off")
@@ -64,4 +64,8 @@ def check_one(version: str, tmp_path: Path, with_tests: bool) -> dict:
                         *(f for r in records for step in ("smoke", "tests") for f in r.get(step, {}).get("failures", []))])
     assert process.returncode == 0 and len(records) == 1, detail
     assert not (work / f"venv-{version}").exists()  # several GB: removed when its Python is done
-    return records[0]
+    record = records[0]
+    assert record["python_full"].startswith(version + ".") and record["passed"]
+    assert record["smoke"]["failed"] == record["smoke"]["errors"] == record["smoke"]["skipped"] == 0
+    assert record["smoke"]["passed"] == smoke_tests() >= 6  # every test of tests/pythons/smoke_set.py
+    return record
