@@ -164,7 +164,7 @@ bench-gpu:
 
 # The GPU path in one command (scripts/gpu_check.py: at most 8 minutes, results/bench/gpu-check.{md,csv}). On the GPU
 # machine (no network, no .venv) the wheels of ../shared/gpu/wheels.sh, carried in .whl/, are installed first into
-# a folder of their own; without CUDA it stops in one line (DRY=1: every part on the CPU, as make test runs it).
+# a folder of their own; without CUDA it stops in one line (DRY=1: every part on the CPU; make test runs each kind of part so).
 GPU_SITE := /tmp/csg-gpu-site
 gpu-check:
 	@if [ -d .whl ] && ! [ -x $(BIN)/python ]; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile \

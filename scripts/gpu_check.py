@@ -198,6 +198,10 @@ def parts(check: Check) -> list[tuple[str, float, object]]:
     ]
 
 
+PART_NAMES = ("gpu-tests", "main-device", "main-loader", "main-bf16", "main-eager", "last-layer", "lora", "two-chains",
+              "resume", "torchrun", "bench-gpu", "last-layer-100")
+
+
 def _pytest(check: Check, arguments: list[str], limit: float) -> tuple[str, str]:
     done = run([sys.executable, "-m", "pytest", *arguments], ROOT, limit,
                {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
@@ -221,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="every part on the CPU at tiny budgets")
     parser.add_argument("--budget-s", type=float, default=480.0, help="the whole check's time (default 8 minutes)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench")
+    parser.add_argument("--parts", nargs="+", metavar="PART", choices=PART_NAMES,
+                        help="only these parts (default: all), in the check's order: " + ", ".join(PART_NAMES))
     args = parser.parse_args(argv)
     import torch
 
@@ -235,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         check = Check(args.dry_run, Path(folder))
         write_stand_in(check.data, train=256 if check.dry else 4096, test=64 if check.dry else 1024)
         for name, limit, part in parts(check):
+            if args.parts and name not in args.parts:
+                continue
             left = args.budget_s - (time.monotonic() - started)
             if left < min(limit, MIN_PART_S):  # each part gets its limit, or what is left of the budget
                 rows.append((name, "not run", 0.0, f"out of time: {left:.0f} s left of {args.budget_s:.0f}"))

@@ -56,6 +56,24 @@ def test_the_default_run_is_a_sampling_ensemble_and_is_printed_beside_the_commit
     assert "epoch 200/200" in (run_dir / "train.log").read_text()
     assert (run_dir / "epochs.csv").read_text().count("\n") == 201
     assert "ensemble of 12" in process.stdout and "best single sample" in process.stdout
+    # does the chain sample? The default's own steps say not (issue 73): its sampling stages leave the chain near
+    # the mode exploration found (configurational temperature far below T, a stage far shorter than the prior's
+    # diffusion time), its momentum at T, its 12 members worth fewer; the end-of-run line says so and names settings
+    sampling, spread = metrics["sampling"], metrics["spread"]
+    assert sampling["target"] == pytest.approx(0.2) and sampling["steps"] == 4 * 10 * 63
+    assert sampling["configurational"] < 0.1 * 0.2 and sampling["kinetic"] == pytest.approx(0.2, rel=0.5)
+    assert sampling["relaxation"] < 0.05 and len(sampling["stages"]) == 4
+    assert 1 < spread["effective_members"] < 0.5 * 12 and spread["members"] == 12 and spread["examples"] == 1000
+    check = metrics["sampling_check"]
+    assert check.startswith("does the chain sample? not as run: configurational temperature")
+    assert "sampler.explore" in check and "near copies" in check and check in process.stdout
+    assert "T = 0.2 (data=mnist5k's recipe)" in (run_dir / "train.log").read_text()
+    from csg import Posterior
+
+    diagnostics = Posterior.load(run_dir).diagnostics()
+    assert diagnostics.configurational_temperature == sampling["configurational"]
+    assert diagnostics.kinetic_temperature == sampling["kinetic"]
+    assert diagnostics.effective_members == spread["effective_members"] and diagnostics.sampling_check == check
 
 
 def test_the_committed_numbers_show_the_three_checks_on_ten_seeds_of_the_default():

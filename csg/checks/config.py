@@ -215,6 +215,8 @@ def check_trainer(cfg: DictConfig) -> None:
     positive_int(cfg, "trainer.log_every_n_steps")
     positive_int(cfg, "trainer.log_every_n_epochs")
     non_negative_int(cfg, "trainer.checkpoint.every_n_epochs")
+    if _get(cfg, "trainer.monitor_every") is not None:  # None: a run saved before the key existed
+        non_negative_int(cfg, "trainer.monitor_every")
     if not isinstance(_get(cfg, "trainer.sync_batchnorm"), bool):
         raise ConfigError("trainer.sync_batchnorm", _get(cfg, "trainer.sync_batchnorm"), "true or false")
     if _get(cfg, "trainer.checkpoint.resume") not in RESUME_MODES:

@@ -57,6 +57,8 @@ class TrainResult:
     samples: list[dict[str, Any]] = field(default_factory=list)
     state: LoopState | None = None
     first_step_at: float | None = None   # Unix time at the end of this loop's first iteration (None: it ran none)
+    sampling: Any = None  # the sampler's temperatures and stage motion (csg.evaluation.monitor.SamplerReading), if measured
+    epoch_rows: list[dict[str, Any]] = field(default_factory=list)  # each epoch's cycle, stage and train_loss
 
 
 @dataclass
@@ -112,7 +114,8 @@ class LoopSettings:
     processes of one chain (DDP), each weighting its shard's loss; ``callbacks``: your objects called at the
     loop's phases (:mod:`csg.engine.callbacks`); ``task``: the likelihood's, which names the epoch's score
     (``train_acc_pct`` of classification, ``train_rmse`` of regression, from the step's hit counts or squared
-    errors)."""
+    errors); ``monitor_every``: the sampler's temperatures measured every n-th sampling step
+    (:mod:`csg.evaluation.monitor`; 0: not measured)."""
 
     epochs: int
     temperature: float
@@ -127,6 +130,7 @@ class LoopSettings:
     world_size: int = 1
     callbacks: Sequence[Any] = ()
     task: str = "classification"
+    monitor_every: int = 1
 
 
 def _settings_of(settings: LoopSettings | None, keywords: dict[str, Any]) -> LoopSettings:
@@ -215,10 +219,11 @@ class _LockStepLoop:
         self.clock = Clock([s.seconds for s in self.states])
         self.chains = [Chain(lane.sampler, schedule, epochs=settings.epochs, batches_per_epoch=self.batches,
                              temperature=settings.temperature, plan=settings.plan, store=lane.store, state=state,
-                             keep=False)
+                             keep=False, monitor=int(settings.monitor_every))
                        for lane, state in zip(self.lanes, self.states)]
         self.started_at = self.first.iteration
         self.callbacks = LoopCallbacks(settings.callbacks)
+        self.epoch_rows: list[list[dict[str, Any]]] = [[] for _ in lanes]
         self.loss_sum: Tensor | None = None  # the epoch's loss and hit sums of every chain, on the device
         self.correct: Tensor | None = None
 
@@ -250,8 +255,13 @@ class _LockStepLoop:
                     first_step_at = first_step_at or time.time()
                     self.stop_if_asked(epoch, b)
                 self.end_epoch(epoch)
+        readings = [chain.diagnostics() for chain in self.chains]
+        for chain in self.chains:
+            if chain.monitor is not None:
+                chain.monitor.close()
         return [TrainResult(iterations=self.k, epochs=epochs, seconds=seconds, samples=state.samples, state=state,
-                            first_step_at=first_step_at) for seconds, state in zip(self.clock.shares(), self.states)]
+                            first_step_at=first_step_at, sampling=reading, epoch_rows=rows)
+                for seconds, state, reading, rows in zip(self.clock.shares(), self.states, readings, self.epoch_rows)]
 
     def start_epoch(self, epoch: int) -> int:
         """Tell the loaders and interactions the epoch starts; reset its sums (kept in a resumed epoch). Returns
@@ -372,6 +382,8 @@ class _LockStepLoop:
             if not self.bar.disable and i == 0:
                 self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))
             self.logger.log_epoch(epoch, values)
+            self.epoch_rows[i].append({"cycle": values["cycle"], "stage": values["stage"],
+                                       "train_loss": values["train_loss"]})
             meta = {"train_loss": values["train_loss"]}
             if epoch in chain.collect_at and lane.interaction is not None:
                 meta.update(lane.interaction.sample_metadata())

@@ -19,6 +19,7 @@ collection. Your loop::
             chain.end_step()
         chain.end_epoch(model)                 # a sample when the plan says so
     states = chain.sample_states()             # CPU state dicts, in collection order
+    print(chain.diagnostics())                 # the sampler's temperatures against T, its stages' motion
     posterior = csg.Posterior.from_states(model, states, input_shape=(1, 28, 28), names=chain.sample_names())
 """
 
@@ -51,13 +52,17 @@ class Chain:
     ``None`` keeps the samples in memory as CPU copies (``keep=False``: records only). ``state`` (a
     :class:`~csg.engine.checkpoint.LoopState`) resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save
     and restore it as torch's modules do (checkpoint the model and the sampler beside it: the sampler's state holds
-    its noise generator).
+    its noise generator). ``monitor`` (default on): a :class:`~csg.evaluation.monitor.SamplingMonitor` of the sampler,
+    whose temperatures and stage motion :meth:`diagnostics` reads (an integer n measures every n-th sampling step;
+    ``False``: none). A resumed chain's diagnostics cover the steps since it resumed.
     """
 
     def __init__(self, sampler: torch.optim.Optimizer, schedule: Schedule, *, epochs: int, batches_per_epoch: int,
                  temperature: float, samples_per_cycle: int = 1, plan: Sequence[CollectionPoint] | None = None,
                  store: SampleStore | str | Path | None = None, state: LoopState | None = None,
-                 keep: bool | None = None):
+                 keep: bool | None = None, monitor: bool | int = True):
+        from csg.evaluation.monitor import SamplingMonitor
+
         self.sampler, self.schedule, self.temperature = sampler, schedule, float(temperature)
         self.epochs, self.batches_per_epoch = int(epochs), int(batches_per_epoch)
         self.plan = list(plan) if plan is not None else collection_points(schedule, self.epochs,
@@ -68,6 +73,14 @@ class Chain:
         self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
         self.keep = self.store is None if keep is None else keep
         self.kept: list[dict[str, torch.Tensor]] = []  # the samples' states, when kept in memory
+        if isinstance(monitor, bool) or monitor == 0:
+            every = 1 if monitor else None
+        elif isinstance(monitor, int) and monitor > 0:
+            every = monitor
+        else:
+            raise ValueError(f"monitor: True, False or an integer n >= 1 (measure every n-th sampling step), got "
+                             f"{monitor!r}")
+        self.monitor = SamplingMonitor(sampler, every=every) if every is not None else None
         self._last_set()
 
     def _last_set(self) -> None:
@@ -137,6 +150,12 @@ class Chain:
             self.kept.append(cpu_state(model))
         self.state.samples.append(record)
         return record
+
+    def diagnostics(self):
+        """The sampler's temperatures against T and its sampling stages' motion so far
+        (:class:`~csg.evaluation.monitor.SamplerReading`; ``str()`` of it reads them in one line), None without a
+        monitor."""
+        return self.monitor.reading() if self.monitor is not None else None
 
     def sample_states(self) -> list[dict[str, torch.Tensor]]:
         """The samples' state dicts in collection order (read back, weights only, from a store)."""

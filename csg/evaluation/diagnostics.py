@@ -66,6 +66,24 @@ class ChainDiagnostics:
     consecutive_agreement: list[float | None] = field(default_factory=list)
     verdict: str = ""
     reading: str = ""
+    temperatures: dict[str, Any] | None = None  # the sampler's (csg.evaluation.monitor.SamplerReading.to_dict())
+    spread: dict[str, Any] | None = None  # the members' (csg.evaluation.spread.MemberSpread.to_dict())
+    sampling_check: str | None = None  # the end-of-run line (csg.evaluation.sampling_check), None if nothing flagged
+
+    @property
+    def configurational_temperature(self) -> float | None:
+        """The sampler's configurational temperature over its sampling steps (:mod:`csg.evaluation.monitor`)."""
+        return (self.temperatures or {}).get("configurational")
+
+    @property
+    def kinetic_temperature(self) -> float | None:
+        """SGHMC's kinetic temperature over its sampling steps (:mod:`csg.evaluation.monitor`)."""
+        return (self.temperatures or {}).get("kinetic")
+
+    @property
+    def effective_members(self) -> float | None:
+        """The members' effective number, from their disagreement (:mod:`csg.evaluation.spread`)."""
+        return (self.spread or {}).get("effective_members")
 
     def to_dict(self) -> dict[str, Any]:
         """The diagnostics as JSON-ready values (metrics.json's ``diagnostics``)."""
@@ -78,7 +96,19 @@ class ChainDiagnostics:
         return cls(**{key: value for key, value in values.items() if key in names})
 
     def __str__(self) -> str:
-        return self.reading
+        from csg.evaluation.monitor import SamplerReading
+        from csg.evaluation.spread import MemberSpread
+
+        if self.temperatures is None and self.spread is None and not self.sampling_check:
+            return self.reading
+        lines = [f"chains: {self.reading}"]
+        if self.temperatures is not None:
+            lines.append(f"sampler: {SamplerReading.from_dict(self.temperatures)}")
+        if self.spread is not None:
+            lines.append(f"members: {MemberSpread.from_dict(self.spread)}")
+        if self.sampling_check:
+            lines.append(self.sampling_check)
+        return "\n".join(lines)
 
 
 def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) -> ChainDiagnostics:

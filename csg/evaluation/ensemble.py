@@ -65,6 +65,7 @@ class EnsembleResult:
     predicted: Tensor | None = None
     targets: Tensor | None = None
     ood_probs: Tensor | None = None
+    member_probs: Tensor | None = None  # (samples, keep_examples, classes) float32: the first test inputs' probabilities
 
 
 def evaluate_samples(
@@ -80,6 +81,7 @@ def evaluate_samples(
     groups: Sequence[int] | None = None,
     gather: Callable[[Tensor], Tensor] | None = None,
     head: str | None = None,
+    keep_examples: int = 0,
 ) -> EnsembleResult:
     """Load each sample into ``model`` in turn and average the predictions with ``weights``.
 
@@ -99,7 +101,8 @@ def evaluate_samples(
     last layer on a frozen trunk, :func:`csg.engine.part.head_of`). The trunk then runs once per loader: its
     features (the head's inputs) are kept and each sample applies its head to them
     (:class:`csg.evaluation.heads.TrunkFeatures`). Where the head's output is not the model's (checked on the first
-    batch), every sample runs the whole model as without ``head``.
+    batch), every sample runs the whole model as without ``head``. ``keep_examples``: every sample's probabilities
+    of the first that many test inputs are kept (``member_probs``, for :mod:`csg.evaluation.spread`).
     """
     from csg.evaluation.heads import TrunkFeatures
     from csg.evaluation.ood import entropy, ood_metrics
@@ -123,7 +126,7 @@ def evaluate_samples(
     group_averages: dict[int, Tensor] = {}
     expected_entropy: Tensor | None = None  # sum_i w_i H[p_i] per example
     ood_expected_entropy: Tensor | None = None
-    log_likelihoods, predicted = [], []
+    log_likelihoods, predicted, kept = [], [], []
     targets: Tensor | None = None
     result = EnsembleResult(ensemble={})
     for state_dict, weight, group in zip(state_dicts, weights, groups, strict=True):
@@ -135,6 +138,8 @@ def evaluate_samples(
         result.per_sample.append(classification_metrics(probs, targets, n_bins))
         log_likelihoods.append(probs.gather(1, targets[:, None].long()).squeeze(1).double().clamp_min(1e-300).log())
         predicted.append(probs.argmax(1))
+        if keep_examples:
+            kept.append(probs[:keep_examples].float().cpu())
         average = _accumulate(average, probs, weight / total)
         expected_entropy = _accumulate(expected_entropy, entropy(probs), weight / total)
         if len(group_totals) > 1:
@@ -152,6 +157,7 @@ def evaluate_samples(
                        "predictive_entropy": total_entropy.mean().item(), "mutual_information": mutual_information}
     result.probs, result.targets, result.ood_probs = average, targets, ood_average
     result.log_likelihoods, result.predicted = torch.stack(log_likelihoods), torch.stack(predicted)
+    result.member_probs = torch.stack(kept) if kept else None
     result.group_ensembles = {
         g: {**classification_metrics(a, targets, n_bins), "num_samples": groups.count(g)}
         for g, a in sorted(group_averages.items())

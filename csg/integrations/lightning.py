@@ -17,6 +17,7 @@ equal), and only global rank 0 writes samples to ``store``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ import csg  # noqa: F401  (csg first: its torchvision guard, before lightning im
 from csg.engine.sampling import Chain
 from csg.errors import ConfigError
 from csg.schedules import Schedule
+
+log = logging.getLogger(__name__)
 
 try:
     from lightning.pytorch.callbacks import Callback
@@ -135,6 +138,18 @@ class CyclicalSGMCMC(Callback):
         loss = trainer.callback_metrics.get("train_loss")
         metadata = {"train_loss": float(loss)} if isinstance(loss, torch.Tensor) and loss.numel() == 1 else {}
         self.chain.end_epoch(self._target(pl_module), **metadata)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        """The sampler's temperatures against T and its sampling stages' motion (:meth:`diagnostics`), logged by
+        the chain's first process."""
+        reading = self.diagnostics()
+        if reading is not None and trainer.global_rank == 0:
+            log.info("sampler: %s", reading)
+
+    def diagnostics(self):
+        """Does the chain sample? The sampler's configurational and kinetic temperatures against T and its sampling
+        stages' relaxation (:meth:`csg.Chain.diagnostics`, :mod:`csg.evaluation.monitor`), None before training."""
+        return self.chain.diagnostics() if self.chain is not None else None
 
     def state_dict(self) -> dict[str, Any]:
         """The chain's position and samples, and the run's epochs and batches per epoch (Lightning saves it in its

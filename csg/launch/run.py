@@ -213,6 +213,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
             samples=[s for c in chains for s in c.trained.samples],
             **interaction_summary(chains),
         )
+        metrics.update(_sampling_diagnostics(chains, metrics))
         if chains[-1].prepared.trace is not None:
             trace, trained = chains[-1].prepared.trace, chains[-1].trained
             if layout.is_global_zero:
@@ -232,6 +233,31 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     if layout.is_global_zero:
         print(format_metrics(metrics))
     return metrics
+
+
+def _sampling_diagnostics(chains: list[FittedChain], metrics: dict[str, Any]) -> dict[str, Any]:
+    """metrics.json's ``sampling`` (the sampler's temperatures and stage motion, this process's chains:
+    :mod:`csg.evaluation.monitor`) and ``sampling_check``: the end-of-run line, or None
+    (:mod:`csg.evaluation.sampling_check`)."""
+    from csg.engine.interaction import ContourInteraction
+    from csg.evaluation.monitor import SamplerReading
+    from csg.evaluation.sampling_check import sampling_check
+
+    readings = [c.trained.sampling for c in chains]
+    sampling = (SamplerReading.combine(readings) if any(r is not None for r in readings) else
+                SamplerReading(note="trainer.monitor_every=0 turned the monitor off")).to_dict()
+    contour = isinstance(chains[-1].prepared.interaction, ContourInteraction)
+    check = sampling_check(sampling, metrics.get("spread"), epochs=chains[0].trained.epoch_rows,
+                           judge_temperatures=not contour)
+    return {"sampling": sampling, "sampling_check": check}
+
+
+def temperature_source(cfg: DictConfig) -> str:
+    """Where the run's T comes from, for its first log line: the data set's recipe, or a setting."""
+    raw = OmegaConf.to_container(cfg.sampler, resolve=False).get("temperature")
+    if isinstance(raw, str) and "data.recipe.temperature" in raw:
+        return f"data={label(cfg, 'data')}'s recipe"
+    return "sampler.temperature, as set"
 
 
 def _stack_chains(cfg: DictConfig, prepared: list[PreparedChain], layout: distributed.Layout,
@@ -276,10 +302,10 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
                         "(no samples there)", total_steps, cfg.sampler.cycles, total_steps % cfg.sampler.cycles)
     chains = ", ".join(str(c.chain + 1) for c in group)
     log.info(
-        "%s on %s (%s, %d parameters), chain%s %s of %d on %d process(es)%s: %d epochs x %d iterations, "
-        "%d samples planned per chain, device %s, run dir %s",
+        "%s on %s (%s, %d parameters), T = %g (%s), chain%s %s of %d on %d process(es)%s: %d epochs x %d "
+        "iterations, %d samples planned per chain, device %s, run dir %s",
         label(cfg, "sampler"), label(cfg, "data"), label(cfg, "model"),
-        sum(p.numel() for p in first.model.parameters()),
+        sum(p.numel() for p in first.model.parameters()), float(cfg.sampler.temperature), temperature_source(cfg),
         "s" if len(group) > 1 else "", chains, layout.chains, layout.chain_size,
         _together(method, device) if len(group) > 1 else "", cfg.trainer.epochs, len(data.train), len(first.plan),
         device, run_dir,
@@ -317,6 +343,7 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
             world_size=layout.chain_size,
             callbacks=callbacks or (),
             task=likelihood.task,
+            monitor_every=int(cfg.trainer.get("monitor_every", 1)),
         )
         results = train_chains(lanes, first.schedule, step=step, settings=settings)
     for prepared, trained in zip(group, results):

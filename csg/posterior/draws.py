@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from csg.evaluation.diagnostics import ChainDiagnostics, chain_diagnostics
 
-__all__ = ["FunctionDraws", "arviz_major", "function_draws"]
+__all__ = ["FunctionDraws", "arviz_major", "function_draws", "run_diagnostics"]
 
 
 def arviz_major() -> int:
@@ -125,3 +125,31 @@ def function_draws(members: Iterable[tuple[nn.Module, float]], probs_of: Callabl
     return FunctionDraws(log_likelihood=torch.stack(log_likelihood), predicted=torch.stack(predicted),
                          targets=targets, chains=list(chains), weights=weights, names=list(names),
                          probs=torch.stack(probs) if keep_probs else None)
+
+
+def run_diagnostics(posterior, loader=None) -> ChainDiagnostics:
+    """:meth:`csg.Posterior.diagnostics`: the chains' diagnostics (metrics.json's where recorded and ``loader`` is
+    None, else computed on ``loader``, or on the run's test set), with the run's recorded sampler ``temperatures``
+    and ``sampling_check``, and the members' ``spread`` (recorded, or computed from the draws' probabilities)."""
+    from csg.evaluation.spread import member_spread
+
+    metrics = posterior.metrics
+    spread = metrics.get("spread")
+    if loader is None and isinstance(metrics.get("diagnostics"), dict):
+        diagnostics = ChainDiagnostics.from_dict(metrics["diagnostics"])
+    else:
+        wanted = loader is not None or not isinstance(spread, dict)
+        draws = posterior.function_draws(loader, probabilities=wanted)
+        diagnostics = draws.diagnostics()
+        spread = member_spread(draws.probs, draws.weights).to_dict() if wanted else spread
+    return with_run_readings(diagnostics, metrics, spread)
+
+
+def with_run_readings(diagnostics: ChainDiagnostics, metrics: dict, spread: dict | None = None) -> ChainDiagnostics:
+    """``diagnostics`` with the sampler's temperatures and the end-of-run line ``metrics`` records, and ``spread``."""
+    from dataclasses import replace
+
+    sampling, check = metrics.get("sampling"), metrics.get("sampling_check")
+    return replace(diagnostics, temperatures=sampling if isinstance(sampling, dict) else None,
+                   spread=spread if isinstance(spread, dict) else None,
+                   sampling_check=check if isinstance(check, str) else None)

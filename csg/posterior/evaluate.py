@@ -29,6 +29,7 @@ from csg.engine.samples import SampleStore
 from csg.errors import ConfigError, describe
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.regression import evaluate_regression_samples
+from csg.evaluation.spread import member_spread, spread_examples
 from csg.evaluation.weights import importance_weights
 from csg.io.atomic import atomic_write_json
 from csg.components import label
@@ -120,7 +121,8 @@ def evaluate_store(
         result = evaluate_samples(  # head: a sampled last layer on a frozen trunk, the trunk runs once
             model, members.states(), weights, data.test, device, n_bins=cfg.evaluation.ece_bins,
             autocast=precision.autocast, ood_loader=ood_loader, groups=chains,
-            gather=lambda t: distributed.gather_rows(t, layout), head=head_of(model, part_of(cfg, model)))
+            gather=lambda t: distributed.gather_rows(t, layout), head=head_of(model, part_of(cfg, model)),
+            keep_examples=spread_examples(data.num_classes))
     per_sample = [
         {"file": name, "chain": chain, "weight": weight, **sample_metrics}
         for name, chain, weight, sample_metrics in zip(names, chains, weights, result.per_sample)
@@ -129,6 +131,8 @@ def evaluate_store(
                "manifests": manifest_hashes(store, int(cfg.sampler.get("chains", 1))), **members.extra}
     if result.group_ensembles:
         metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
+    if result.member_probs is not None:  # how far apart are the members? (csg.evaluation.spread)
+        metrics["spread"] = member_spread(result.member_probs, weights).to_dict()
     if len(set(chains)) > 1:  # do the chains agree? (ArviZ, imported for multi-chain runs only)
         from csg.evaluation.diagnostics import chain_diagnostics
 
@@ -324,6 +328,16 @@ def format_metrics(metrics: dict[str, Any]) -> str:
                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
     if "diagnostics" in metrics:
         rows.append(f"chains: {metrics['diagnostics']['reading']}")
+    if "sampling" in metrics:
+        from csg.evaluation.monitor import SamplerReading
+
+        rows.append(f"sampler: {SamplerReading.from_dict(metrics['sampling'])}")
+    if "spread" in metrics:
+        from csg.evaluation.spread import MemberSpread
+
+        rows.append(f"members: {MemberSpread.from_dict(metrics['spread'])}")
+    if metrics.get("sampling_check"):
+        rows.append(metrics["sampling_check"])
     if "reference" in metrics:
         scores = metrics["reference"]
         rows.append(f"against the reference {Path(scores['file']).name}: " + "; ".join(

@@ -360,17 +360,16 @@ class Posterior:
                               keep_probs=probabilities)
 
     def diagnostics(self, loader: Iterable | None = None):
-        """Do the chains agree? Split-R-hat and ESS of the members' test log-likelihoods across chains, and each
-        chain's autocorrelation of its predictions (:mod:`csg.evaluation.diagnostics`): a
-        :class:`~csg.evaluation.diagnostics.ChainDiagnostics`, whose ``reading`` says whether the chains agree.
+        """Do the chains agree, and does the chain sample? A :class:`~csg.evaluation.diagnostics.ChainDiagnostics`:
+        split-R-hat and ESS of the members' log-likelihoods across chains and each chain's autocorrelation
+        (:mod:`csg.evaluation.diagnostics`; its ``reading`` says whether the chains agree), with the sampler's
+        ``temperatures`` as the run measured them (:mod:`csg.evaluation.monitor`), the members' ``spread``
+        (:mod:`csg.evaluation.spread`) and the end-of-run ``sampling_check`` line. Without ``loader``: what the run's
+        final evaluation wrote to ``metrics.json`` where it did, else computed on the run's test set; with
+        ``loader``, the chains' diagnostics and the spread computed on its ``(x, y)`` batches."""
+        from csg.posterior.draws import run_diagnostics
 
-        Without ``loader``: the diagnostics the run's final evaluation wrote to ``metrics.json`` (a run of more than
-        one chain), else computed on the run's test set; with ``loader``, computed on its ``(x, y)`` batches."""
-        from csg.evaluation.diagnostics import ChainDiagnostics
-
-        if loader is None and isinstance(self.metrics.get("diagnostics"), dict):
-            return ChainDiagnostics.from_dict(self.metrics["diagnostics"])
-        return self.function_draws(loader).diagnostics()
+        return run_diagnostics(self, loader)
 
     def to_inference_data(self, loader: Iterable | None = None, probabilities: bool = True):
         """ArviZ's ``InferenceData`` (0.x) or ``DataTree`` (1.x) of the function-space draws on ``loader``'s

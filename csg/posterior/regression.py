@@ -146,13 +146,17 @@ class RegressionPosterior(Posterior):
     @torch.no_grad()
     def diagnostics(self, loader: Iterable | None = None):
         """Split-R-hat and ESS of the members' test log densities across chains
-        (:func:`csg.evaluation.diagnostics.chain_diagnostics`)."""
+        (:func:`csg.evaluation.diagnostics.chain_diagnostics`), with the sampler's temperatures and the end-of-run
+        line as the run recorded them (:mod:`csg.evaluation.monitor`; the members' spread is classification's)."""
         from csg.evaluation.diagnostics import ChainDiagnostics, chain_diagnostics
+        from csg.posterior.draws import with_run_readings
 
         if loader is None and isinstance(self.metrics.get("diagnostics"), dict):
-            return ChainDiagnostics.from_dict(self.metrics["diagnostics"])
-        mixture, y = self.gaussians(loader)
-        return chain_diagnostics(mixture.member_log_densities(y), self.chains)
+            diagnostics = ChainDiagnostics.from_dict(self.metrics["diagnostics"])
+        else:
+            mixture, y = self.gaussians(loader)
+            diagnostics = chain_diagnostics(mixture.member_log_densities(y), self.chains)
+        return with_run_readings(diagnostics, self.metrics)
 
     def function_draws(self, loader=None, probabilities: bool = False):
         """Not for regression yet: :meth:`diagnostics` reads the members' log densities."""

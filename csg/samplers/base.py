@@ -68,6 +68,14 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
         self.capturable, self.compiled = False, False
         self._scalars: list[dict[str, Tensor]] = []
         self._compiled_rules: dict[Callable, Callable] = {}
+        self.observers: list[Callable[[torch.optim.Optimizer], None]] = []  # see observe()
+
+    def observe(self, observer: Callable[[torch.optim.Optimizer], None]) -> Callable[[], None]:
+        """Call ``observer(sampler)`` in every :meth:`step` once the gradients are known (after a ``closure``) and
+        before the update (:class:`csg.evaluation.monitor.SamplingMonitor` reads the temperatures there). Returns a
+        function that removes it."""
+        self.observers.append(observer)
+        return lambda: self.observers.remove(observer) if observer in self.observers else None
 
     def accelerate(self, *, compile_rule: bool = True) -> None:
         """Read the hyper-parameters from device scalars from now on, and compile the update rule if asked."""
@@ -99,6 +107,8 @@ class SGMCMCOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        for observer in self.observers:
+            observer(self)
         for index, group in enumerate(self.param_groups):
             params, grads = self._params_with_grad(group)
             if not params:

@@ -49,6 +49,12 @@ def test_the_callback_sets_the_schedules_step_and_temperature_and_collects_by_th
                                                   module.net.state_dict().values()))
     posterior = sgmcmc.posterior(module.net, input_shape=(5,))
     assert isinstance(posterior, csg.Posterior) and len(posterior) == 4 and posterior.num_classes == 3
+    # the sampler's temperatures, read in its sampling steps only: after Lightning's closure, before the update
+    reading = sgmcmc.diagnostics()
+    sampling_steps = sum(SCHEDULE.sampling(k) for k in range(18))
+    assert reading.steps == sampling_steps and reading.target == pytest.approx(0.5)
+    assert [stage.steps for stage in reading.stages] == [sampling_steps // 2] * 2
+    assert reading.configurational is not None and str(reading).startswith("configurational temperature")
 
 
 def test_a_run_resumed_from_lightnings_checkpoint_takes_the_uninterrupted_runs_samples(tmp_path):

@@ -152,7 +152,11 @@ def test_the_runs_evaluation_writes_the_diagnostics_that_diagnostics_shows(poste
     assert saved["chains"] == 2 and saved["draws_per_chain"] == [4, 4] and saved["examples"] == posterior.metrics[
         "num_test"]
     shown = posterior.diagnostics()
-    assert shown.to_dict() == saved and str(shown) == saved["reading"] and "\n" not in str(shown)
+    recorded = {"temperatures": posterior.metrics["sampling"], "spread": posterior.metrics["spread"],
+                "sampling_check": posterior.metrics["sampling_check"]}
+    assert shown.to_dict() == {**saved, **recorded}  # the chains' as saved, the sampler's and members' beside them
+    assert str(shown).splitlines()[0] == f"chains: {saved['reading']}" and shown.effective_members > 1
+    assert str(shown).splitlines()[1].startswith("sampler: configurational temperature")
     assert shown.verdict in ("agree", "disagree", "no disagreement found") and len(shown.lag1_autocorrelation) == 2
     again = posterior.function_draws().diagnostics()  # computed anew from the members' test predictions
     assert again.verdict == shown.verdict and again.rhat_median == pytest.approx(shown.rhat_median, rel=1e-6)

@@ -135,7 +135,11 @@ class CapturedStep(CompiledStep):
         self.sampler.stage_hyperparameters()
         key = (tuple(x.shape), x.dtype, tuple(y.shape), self.sampler.noise_on())
         if key not in self.graphs:
-            self.graphs[key] = self._capture(x, y)
+            self.sampler._csg_capturing = True  # a SamplingMonitor's hook skips the warm-up and the capture
+            try:
+                self.graphs[key] = self._capture(x, y)
+            finally:
+                self.sampler._csg_capturing = False
         graph, static_x, static_y, outputs = self.graphs[key]
         static_x.copy_(x)
         static_y.copy_(y)
