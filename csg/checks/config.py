@@ -162,6 +162,8 @@ def check_sampler(cfg: DictConfig) -> None:
     number(cfg, "sampler.temperature", minimum=0)
     positive_int(cfg, "sampler.samples_per_cycle")
     number(cfg, "sampler.weight_decay", minimum=0)
+    if _get(cfg, "prior.variance") is not None:  # None: not set, or a run saved before the key existed
+        number(cfg, "prior.variance", minimum=0, strict=True)
     if not custom_sampler:
         momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
         if update in ("sgld", "psgld") and momentum != 0:

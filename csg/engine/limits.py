@@ -210,14 +210,17 @@ def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) ->
         dtypes.add(torch.bfloat16)
     dtype = min(dtypes, key=lambda d: torch.finfo(d).max)
     limit = torch.finfo(dtype).max
-    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), float(cfg.sampler.weight_decay)
+    from csg.engine.build import weight_decay_of
+
+    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), weight_decay_of(cfg, num_data)
+    decay_key = "sampler.weight_decay" if cfg.get("prior", {}).get("variance") is None else "prior.variance"
     rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != cfg.sampler.lr0
                                                         else ""), lr),
             ("sampler.temperature", "the temperature", temperature),
-            ("sampler.weight_decay", "the weight decay", decay)]
+            (decay_key, "the weight decay", decay)]
     if cfg.sampler.get("optimizer") is None:
         momentum = float(cfg.sampler.momentum)
-        rows.append(("sampler.weight_decay", "lr0 x weight_decay", lr * decay))
+        rows.append((decay_key, "lr0 x weight_decay", lr * decay))
         if cfg.sampler.update_rule == "sghmc":
             rows.append(("sampler.temperature",
                          f"the SGHMC noise scale sqrt(2 lr0 (1 - momentum) T / N), N={num_data},",

@@ -162,7 +162,7 @@ class SamplerReading:
             owner = "the prior's" if stage.scale_from == "prior" else "the weights'"
             text += (f"; a sampling stage diffuses {stage.diffusion:.3g} per weight against {owner} scale "
                      f"{stage.scale:.3g}: {relaxation:.3g} of the steps needed to relax (median of "
-                     f"{len(self.stages)} stages)")
+                     f"{len(self.stages)} stage{'s' if len(self.stages) != 1 else ''})")
         return text
 
 

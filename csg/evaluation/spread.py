@@ -69,7 +69,8 @@ class MemberSpread:
         return cls(**{key: values[key] for key in cls.__dataclass_fields__})
 
     def __str__(self) -> str:
-        return (f"{self.members} members worth {self.effective_members:.1f} (effective number from their "
+        return (f"{self.members} member{'s' if self.members != 1 else ''} worth {self.effective_members:.1f} "
+                f"(effective number from their "
                 f"disagreement), mutual information {self.mutual_information:.4f} nats, members "
                 f"{self.member_tv:.4f} TV apart, {self.tv_to_average:.4f} TV from their average")
 
