@@ -50,6 +50,17 @@ def _register_resolvers() -> None:
     # a number times a factor: the constant-step baselines' step, half the data set's alpha_0 (configs/sampler/)
     OmegaConf.register_new_resolver("csg_times", lambda value, factor: float(value) * float(factor), replace=True)
     OmegaConf.register_new_resolver("csg_label", _label, replace=True)
+    OmegaConf.register_new_resolver("csg_per_chain", _per_chain, replace=True)
+
+
+def _per_chain(budget, chains, default):
+    """``${csg_per_chain:${.epochs_all_chains},${sampler.chains},200}``: the epochs of each chain, ``default`` when no
+    budget over all chains is given, else the budget split over the chains (a non-integer where it does not
+    divide: the config check then refuses ``trainer.epochs_all_chains`` in one line)."""
+    if budget is None:
+        return default
+    share = budget / max(int(chains), 1)
+    return int(share) if float(share).is_integer() else share
 
 
 def _label(group: str, *, _root_) -> str:

@@ -209,6 +209,17 @@ RESUME_MODES = (True, False, "auto", "always", "never")  # trainer.checkpoint.re
 
 def check_trainer(cfg: DictConfig) -> None:
     """``trainer``: epochs, device, precision, logging intervals, checkpoints, determinism, stacking, compiling."""
+    budget = _get(cfg, "trainer.epochs_all_chains")
+    if budget is not None:  # None: not set, or a run saved before the key existed
+        chains = _get(cfg, "sampler.chains") or 1
+        positive_int(cfg, "trainer.epochs_all_chains")
+        if budget % chains:
+            raise ConfigError("trainer.epochs_all_chains", budget, f"a multiple of sampler.chains={chains}: each "
+                              "chain runs epochs_all_chains / chains epochs")
+        if _get(cfg, "trainer.epochs") != budget // chains:
+            raise ConfigError("trainer.epochs", _get(cfg, "trainer.epochs"), f"unset with "
+                              f"trainer.epochs_all_chains={budget} (each of sampler.chains={chains} then runs "
+                              f"{budget // chains} epochs), or trainer.epochs_all_chains=null")
     positive_int(cfg, "trainer.epochs")
     device = str(_get(cfg, "trainer.device"))
     if not _DEVICE.match(device):

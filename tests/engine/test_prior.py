@@ -1,4 +1,4 @@
-"""A prior set as a variance (issue 73): ``prior.variance`` gives every sampled weight N(0, variance) whatever the
+"""A prior set as a variance and a budget over all chains (issue 73): ``prior.variance`` gives every sampled weight N(0, variance) whatever the
 number of training examples N, where ``sampler.weight_decay`` is per example (precision N wd: a split changes it);
 metrics.json records the prior a run sampled with, and a bad value is one line before any training."""
 
@@ -45,3 +45,19 @@ def test_two_training_sets_of_other_sizes_sample_one_prior(run_train, tmp_path):
     refused, run_dir = run_train("prior.variance=0", run_dir=tmp_path / "refused")
     assert_one_line(refused, 2, "prior.variance=0 is not allowed: a finite number > 0")
     assert not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_a_budget_over_all_chains_is_one_key_split_over_the_chains(run_train, tmp_path):
+    process, run_dir = run_train(*[a for a in TINY if not a.startswith("trainer.epochs")], "sampler.chains=2",
+                                 "trainer.epochs_all_chains=4", run_dir=tmp_path / "budget")
+    assert process.returncode == 0, process.stderr[-2000:]
+    cost = json.loads((run_dir / "metrics.json").read_text())["cost"]
+    assert cost == {"epochs_per_chain": 2, "epochs_all_chains": 4}
+    for arguments, line in ((["trainer.epochs_all_chains=5", "sampler.chains=2"],
+                             "trainer.epochs_all_chains=5 is not allowed: a multiple of sampler.chains=2"),
+                            (["trainer.epochs_all_chains=4", "trainer.epochs=3"],
+                             "trainer.epochs=3 is not allowed: unset with trainer.epochs_all_chains=4")):
+        refused, where = run_train(*arguments, run_dir=tmp_path / "refused")
+        assert_one_line(refused, 2, line)
+        assert not where.exists()
