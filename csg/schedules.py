@@ -80,9 +80,11 @@ class Cyclical(Schedule):
     """
 
     def __init__(self, lr0: float, total_steps: int, cycles: int, explore: float, *, exact_length: bool = False,
-                 hold_sampling_lr: bool = False):
+                 hold_sampling_lr: bool = False, sampling_lr: float | None = None):
         if lr0 <= 0:
             raise ValueError(f"lr0 must be > 0, got {lr0}")
+        if sampling_lr is not None and not 0 < sampling_lr <= 1:
+            raise ValueError(f"sampling_lr must be in (0, 1] (a fraction of lr0), got {sampling_lr}")
         if cycles < 1 or total_steps < cycles:
             raise ValueError(f"need 1 <= cycles <= total_steps, got cycles={cycles}, total_steps={total_steps}")
         super().__init__(total_steps=total_steps, explore=explore)
@@ -90,14 +92,18 @@ class Cyclical(Schedule):
         self.cycles = cycles
         self.cycle_length = total_steps / cycles if exact_length else total_steps // cycles
         self.hold_sampling_lr = hold_sampling_lr
+        self.sampling_lr = sampling_lr
 
     def proportion(self, k: int) -> float:
         """r(k): the completed proportion of the current cycle, in [0, 1)."""
         return (k % self.cycle_length) / self.cycle_length
 
     def lr(self, k: int) -> float:
-        """Eq. (1); with ``hold_sampling_lr`` the sampling stage keeps the step size of its start (cyclical SWAG)."""
+        """Eq. (1); with ``hold_sampling_lr`` the sampling stage keeps the step size of its start (cyclical SWAG);
+        with ``sampling_lr`` it takes ``sampling_lr x lr0`` throughout, whatever beta."""
         r = self.proportion(k)
+        if self.sampling_lr is not None and r >= self.explore:
+            return self.lr0 * self.sampling_lr
         if self.hold_sampling_lr and r >= self.explore:
             r = self.explore
         return self.lr0 / 2.0 * (math.cos(math.pi * r) + 1.0)
@@ -198,20 +204,21 @@ def create_schedule(
     lr_final: float | None = None,
     gamma: float = DECREASING_GAMMA,
     hold_sampling_lr: bool = HOLD_SAMPLING_LR,
+    sampling_lr: float | None = None,
     milestones: tuple[float, ...] = STEP_MILESTONES,
     factor: float = STEP_FACTOR,
 ) -> Schedule:
     """The schedule of a run of ``total_steps`` iterations.
 
     - ``cyclical``: :class:`Cyclical` (lr0, cycles, explore = beta; ``hold_sampling_lr``: constant
-      step size in the sampling stage);
+      step size in the sampling stage; ``sampling_lr``: that step as a fraction of lr0, whatever beta);
     - ``decreasing``: :class:`Decreasing` from lr0 down to ``lr_final`` at the last
       iteration, exponent ``gamma``; the first ``explore`` fraction is burn-in;
     - ``constant``: :class:`Constant` lr0; the first ``explore`` fraction is burn-in;
     - ``step``: :class:`StepDecay` lr0 x ``factor`` at each of ``milestones`` (fractions of the run).
     """
     if kind == "cyclical":
-        return Cyclical(lr0, total_steps, cycles, explore, hold_sampling_lr=hold_sampling_lr)
+        return Cyclical(lr0, total_steps, cycles, explore, hold_sampling_lr=hold_sampling_lr, sampling_lr=sampling_lr)
     if kind == "decreasing":
         if lr_final is None:
             raise ValueError("the decreasing schedule needs lr_final")

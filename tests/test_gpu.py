@@ -295,3 +295,16 @@ def test_own_components_resume_on_the_gpu_gives_the_same_samples(run_train, tmp_
             "logger=none", "trainer.deterministic=true"]  # 150 batches an epoch: a stop between two samples
     full_dir, cut_dir = interrupt_then_resume(run_train, tmp_path, args)
     assert_same_four_samples(full_dir, cut_dir)
+
+
+@pytest.mark.parametrize("compile_setting", ["false", "auto"])
+def test_the_samplers_temperatures_on_the_gpu_measured_eagerly_and_said_unmeasured_when_captured(run_train,
+                                                                                                  compile_setting):
+    # the monitor's sums live on the parameters' device (no host sync per step); a captured step's replays run no
+    # Python, so the reading says it was not measured and names trainer.compile=false
+    process, run_dir = run_train(*MLP, "trainer.device=cuda", f"trainer.compile={compile_setting}")
+    sampling = _metrics(process, run_dir)["sampling"]
+    if compile_setting == "false":
+        assert sampling["steps"] > 0 and sampling["kinetic"] is not None and math.isfinite(sampling["configurational"])
+    else:
+        assert sampling["steps"] == 0 and "trainer.compile=false" in sampling["note"]

@@ -90,3 +90,17 @@ def test_cyclical_can_hold_the_sampling_stage_step_size():
     assert [held.lr(k) for k in range(40)] == [plain.lr(k) for k in range(40)]  # exploration unchanged
     assert all(held.lr(k) == pytest.approx(start) for k in range(40, 50)) and plain.lr(49) < start
     assert held.lr(50) == pytest.approx(1.0)  # the next cycle restarts
+
+
+def test_the_sampling_stage_takes_its_own_step_whatever_beta():
+    from csg.schedules import create_schedule
+
+    for beta in (0.8, 0.5, 0.0):
+        schedule = create_schedule("cyclical", lr0=0.1, total_steps=400, cycles=4, explore=beta, sampling_lr=0.3)
+        steps = [schedule.lr(k) for k in range(400) if schedule.sampling(k)]
+        assert steps and all(lr == pytest.approx(0.03) for lr in steps)
+        held = [schedule.lr(k) for k in range(400) if not schedule.sampling(k)]
+        assert held == [create_schedule("cyclical", lr0=0.1, total_steps=400, cycles=4, explore=beta).lr(k)
+                        for k in range(400) if not schedule.sampling(k)]
+    with pytest.raises(ValueError, match="sampling_lr must be in \\(0, 1\\]"):
+        create_schedule("cyclical", lr0=0.1, total_steps=400, cycles=4, explore=0.8, sampling_lr=1.5)

@@ -162,6 +162,14 @@ def check_sampler(cfg: DictConfig) -> None:
     number(cfg, "sampler.temperature", minimum=0)
     positive_int(cfg, "sampler.samples_per_cycle")
     number(cfg, "sampler.weight_decay", minimum=0)
+    if _get(cfg, "sampler.sampling_lr") is not None:
+        if schedule != "cyclical":
+            raise ConfigError("sampler.sampling_lr", _get(cfg, "sampler.sampling_lr"),
+                              f"null with sampler.schedule={schedule} (the cyclical schedule's sampling step)")
+        value = _get(cfg, "sampler.sampling_lr")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError("sampler.sampling_lr", value, "null or a number in (0, 1]: the sampling stage's step as "
+                              "a fraction of lr0")
     if _get(cfg, "prior.variance") is not None:  # None: not set, or a run saved before the key existed
         number(cfg, "prior.variance", minimum=0, strict=True)
     if not custom_sampler:

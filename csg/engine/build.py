@@ -241,6 +241,7 @@ MAX_STEPS = 2**53  # iterations: k and k mod C are exact in float64 below it
 # sampler keys -> create_schedule's keywords, each converted; a key the config lacks takes the schedule's default
 _SCHEDULE_OPTIONS = {"lr_final": ("lr_final", lambda v: v), "gamma": ("gamma", lambda v: v),
                      "hold_sampling_lr": ("hold_sampling_lr", bool), "lr_milestones": ("milestones", tuple),
+                     "sampling_lr": ("sampling_lr", lambda v: None if v is None else float(v)),
                      "lr_factor": ("factor", float)}
 
 

