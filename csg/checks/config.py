@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from csg.checks.sampling_settings import check_budget, check_prior, check_sampling_step
 from csg.errors import ConfigError
 from csg.components import has_target, locate, target_of
 from csg.likelihoods.settings import check_likelihood
@@ -162,16 +163,8 @@ def check_sampler(cfg: DictConfig) -> None:
     number(cfg, "sampler.temperature", minimum=0)
     positive_int(cfg, "sampler.samples_per_cycle")
     number(cfg, "sampler.weight_decay", minimum=0)
-    if _get(cfg, "sampler.sampling_lr") is not None:
-        if schedule != "cyclical":
-            raise ConfigError("sampler.sampling_lr", _get(cfg, "sampler.sampling_lr"),
-                              f"null with sampler.schedule={schedule} (the cyclical schedule's sampling step)")
-        value = _get(cfg, "sampler.sampling_lr")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            raise ConfigError("sampler.sampling_lr", value, "null or a number in (0, 1]: the sampling stage's step as "
-                              "a fraction of lr0")
-    if _get(cfg, "prior.variance") is not None:  # None: not set, or a run saved before the key existed
-        number(cfg, "prior.variance", minimum=0, strict=True)
+    check_sampling_step(cfg)
+    check_prior(cfg)
     if not custom_sampler:
         momentum = number(cfg, "sampler.momentum", minimum=0, below=1)
         if update in ("sgld", "psgld") and momentum != 0:
@@ -217,17 +210,7 @@ RESUME_MODES = (True, False, "auto", "always", "never")  # trainer.checkpoint.re
 
 def check_trainer(cfg: DictConfig) -> None:
     """``trainer``: epochs, device, precision, logging intervals, checkpoints, determinism, stacking, compiling."""
-    budget = _get(cfg, "trainer.epochs_all_chains")
-    if budget is not None:  # None: not set, or a run saved before the key existed
-        chains = _get(cfg, "sampler.chains") or 1
-        positive_int(cfg, "trainer.epochs_all_chains")
-        if budget % chains:
-            raise ConfigError("trainer.epochs_all_chains", budget, f"a multiple of sampler.chains={chains}: each "
-                              "chain runs epochs_all_chains / chains epochs")
-        if _get(cfg, "trainer.epochs") != budget // chains:
-            raise ConfigError("trainer.epochs", _get(cfg, "trainer.epochs"), f"unset with "
-                              f"trainer.epochs_all_chains={budget} (each of sampler.chains={chains} then runs "
-                              f"{budget // chains} epochs), or trainer.epochs_all_chains=null")
+    check_budget(cfg)
     positive_int(cfg, "trainer.epochs")
     device = str(_get(cfg, "trainer.device"))
     if not _DEVICE.match(device):

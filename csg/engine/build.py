@@ -21,7 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from csg.engine import distributed
 from csg.engine.collection import (capacity, collection_points, eligible_epochs, first_sampling_iteration,
                                    sampling_iterations)
-from csg.engine.limits import check_labels, check_memory, check_model_fits, check_step_values, check_task
+from csg.engine.prior import prior_record, weight_decay
+from csg.engine.limits import (check_labels, check_memory, check_model_fits, check_step_values, check_task,
+                               prior_settings)
 from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
@@ -254,22 +256,6 @@ def _create_schedule(cfg: DictConfig, total_steps: int):
                            cycles=cfg.sampler.cycles, explore=cfg.sampler.explore, **options)
 
 
-def weight_decay_of(cfg: DictConfig, num_data: int) -> float:
-    """The samplers' weight decay wd: ``1 / (N prior.variance)`` where ``prior.variance`` is set (the prior
-    N(0, variance I) whatever N is), else ``sampler.weight_decay`` (the prior's precision N wd)."""
-    variance = OmegaConf.select(cfg, "prior.variance", default=None)
-    return 1.0 / (num_data * float(variance)) if variance is not None else float(cfg.sampler.weight_decay)
-
-
-def prior_record(cfg: DictConfig, num_data: int) -> dict[str, Any]:
-    """metrics.json's ``prior``: the Gaussian prior's variance and precision per weight, its weight decay and the
-    key that set it."""
-    decay = weight_decay_of(cfg, num_data)
-    given = OmegaConf.select(cfg, "prior.variance", default=None) is not None
-    return {"variance": 1.0 / (num_data * decay) if decay > 0 else None, "precision": num_data * decay,
-            "weight_decay": decay, "set_by": "prior.variance" if given else "sampler.weight_decay"}
-
-
 def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator,
                   part=None):
     """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set, over
@@ -281,7 +267,7 @@ def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Lay
     check_step_values(cfg, model, num_data)
     params = _sampled_parameters(model, part, set(parameter_names(build_likelihood(cfg))))
     options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
-                   weight_decay=weight_decay_of(cfg, num_data), generator=generator)
+                   weight_decay=weight_decay(num_data, **prior_settings(cfg)), generator=generator)
     if has_target(cfg.sampler.get("optimizer")):
         from csg.samplers.custom import create_custom_sampler
 

@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg.components import has_target
+from csg.engine.prior import weight_decay
 from csg.errors import ConfigError, describe
 from csg.schedules import STEP_FACTOR, STEP_MILESTONES
 
@@ -210,9 +211,7 @@ def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) ->
         dtypes.add(torch.bfloat16)
     dtype = min(dtypes, key=lambda d: torch.finfo(d).max)
     limit = torch.finfo(dtype).max
-    from csg.engine.build import weight_decay_of
-
-    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), weight_decay_of(cfg, num_data)
+    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), weight_decay(num_data, **prior_settings(cfg))
     decay_key = "sampler.weight_decay" if cfg.get("prior", {}).get("variance") is None else "prior.variance"
     rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != cfg.sampler.lr0
                                                         else ""), lr),
@@ -238,3 +237,10 @@ def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) ->
         if not math.isfinite(amount) or abs(amount) > limit:
             raise ConfigError(key, OmegaConf.select(cfg, key), f"a value for which {what} fits the step's "
                               f"{str(dtype).removeprefix('torch.')} (at most {limit:.3g}); it is {amount:.3g}")
+
+
+def prior_settings(cfg) -> dict:
+    """The prior's settings of ``cfg`` as :mod:`csg.engine.prior` takes them: ``prior.variance`` (None where unset,
+    or in a run saved before the key existed) and ``sampler.weight_decay``."""
+    variance = cfg.get("prior", {}).get("variance")
+    return {"variance": None if variance is None else float(variance), "decay": float(cfg.sampler.weight_decay)}

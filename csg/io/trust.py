@@ -45,7 +45,7 @@ OPT_IN = "pass trust_code=True / --trust-code if you trust this run directory"
 # Resolvers a saved config may interpolate: OmegaConf's, Hydra's and csg's own (csg/__init__.py); none runs code.
 SAFE_RESOLVERS = frozenset({"oc.env", "oc.select", "oc.decode", "oc.create", "oc.deprecated", "oc.dict.keys",
                             "oc.dict.values", "now", "hydra", "csg_log_file", "csg_rank0", "csg_pending", "csg_times",
-                            "csg_run_stamp", "csg_label"})
+                            "csg_run_stamp", "csg_label", "csg_per_chain"})
 # Data sets whose files on disk are read with pickle (which can run code): what reading them unpickles.
 UNPICKLING = {"cifar10": "CIFAR-10's python-pickle batches", "cifar100": "CIFAR-100's python-pickle files"}
 _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.-]*)\s*:")

@@ -22,7 +22,8 @@ from csg.checks import config as checks
 from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
-from csg.engine.build import build_likelihood, build_ood_loader, interaction_kind, node_options, prior_record
+from csg.engine.build import (build_likelihood, build_ood_loader, interaction_kind, node_options, prior_record,
+                              prior_settings)
 from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
@@ -189,7 +190,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
             model=label(cfg, "model"),
             seed=int(cfg.seed),
             temperature=float(cfg.sampler.temperature),
-            prior=prior_record(cfg, data.num_train),
+            prior=prior_record(data.num_train, **prior_settings(cfg)),
             num_data=data.num_train,
             num_test=data.num_test,
             num_classes=int(data.num_classes),

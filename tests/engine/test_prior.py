@@ -9,7 +9,8 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from csg.engine.build import prior_record, weight_decay_of
+from csg.engine.limits import prior_settings
+from csg.engine.prior import prior_record, weight_decay
 from tests.conftest import assert_one_line
 
 TINY = ["trainer.epochs=2", "sampler.cycles=1", "sampler.explore=0.5", "sampler.samples_per_cycle=1",
@@ -18,16 +19,17 @@ TINY = ["trainer.epochs=2", "sampler.cycles=1", "sampler.explore=0.5", "sampler.
 
 def test_the_variance_fixes_the_prior_whatever_n_and_the_weight_decay_stays_per_example():
     cfg = OmegaConf.create({"sampler": {"weight_decay": 5e-4}, "prior": {"variance": None}})
-    assert [weight_decay_of(cfg, n) for n in (1000, 4000)] == [5e-4, 5e-4]  # precision N wd: 0.5, then 2
-    assert prior_record(cfg, 4000) == {"variance": 0.5, "precision": 2.0, "weight_decay": 5e-4,
-                                       "set_by": "sampler.weight_decay"}
+    assert [weight_decay(n, **prior_settings(cfg)) for n in (1000, 4000)] == [5e-4, 5e-4]  # precision N wd: 0.5, 2
+    assert prior_record(4000, **prior_settings(cfg)) == {"variance": 0.5, "precision": 2.0, "weight_decay": 5e-4,
+                                                        "set_by": "sampler.weight_decay"}
     cfg.prior.variance = 0.5
     for n in (1000, 4000):
-        record = prior_record(cfg, n)
+        record = prior_record(n, **prior_settings(cfg))
         assert record["variance"] == pytest.approx(0.5) and record["precision"] == pytest.approx(2.0)
-        assert weight_decay_of(cfg, n) == pytest.approx(1 / (n * 0.5)) and record["set_by"] == "prior.variance"
+        assert weight_decay(n, **prior_settings(cfg)) == pytest.approx(1 / (n * 0.5))
+        assert record["set_by"] == "prior.variance"
     saved_before_the_key = OmegaConf.create({"sampler": {"weight_decay": 1e-3}})
-    assert weight_decay_of(saved_before_the_key, 10) == 1e-3
+    assert weight_decay(10, **prior_settings(saved_before_the_key)) == 1e-3
 
 
 @pytest.mark.slow
@@ -43,7 +45,7 @@ def test_two_training_sets_of_other_sizes_sample_one_prior(run_train, tmp_path):
     for n, prior in records:
         assert prior["variance"] == pytest.approx(0.25) and prior["weight_decay"] == pytest.approx(1 / (n * 0.25))
     refused, run_dir = run_train("prior.variance=0", run_dir=tmp_path / "refused")
-    assert_one_line(refused, 2, "prior.variance=0 is not allowed: a finite number > 0")
+    assert_one_line(refused, 2, "prior.variance=0 is not allowed: null or a finite number > 0")
     assert not run_dir.exists()
 
 

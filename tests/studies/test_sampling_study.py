@@ -37,13 +37,13 @@ def test_the_study_runs_its_arms_from_a_draw_and_reports_each_beside_its_control
     flat = torch.cat([value.reshape(-1) for value in start.values()]).numpy()
     assert np.array_equal(flat, np.load(draws / "draws_T1.npy")[1, 250])  # seed 1: chain 1's draw 250
     assert [row.get("members") for row in rows] == [4] * 8, [row.get("check") for row in rows]
-    assert {row["part"] for row in rows} == {"stationarity", "dose"}
+    assert {row["part"] for row in rows} == {"from a NUTS draw", "dose"}
     noisy = [row for row in rows if row["noise"]]
     assert all(row["kinetic"] is not None and row["configurational"] is not None for row in noisy)
     assert all(0 < row["tv"] < 1 for row in rows)
     pd.DataFrame(rows).to_csv(tmp_path / "sampling_study_runs.csv", index=False)
     pd.DataFrame([reference]).to_csv(tmp_path / "sampling_study_reference.csv", index=False)
     text = write_report(tmp_path).read_text()
-    assert "| stationarity | SGHMC from NUTS | T | 4 | " in text and "| dose | cSGHMC beta 0.8, step 0.095 lr0 | off |" in text
+    assert "| from a NUTS draw | SGHMC from NUTS | T | 4 | " in text and "| dose | cSGHMC beta 0.8, step 0.095 lr0 | off |" in text
     assert "One family of 4 comparisons" in text and "Holm" in text
     assert text.count("(n = 2)") == 4  # every comparison paired over the 2 seeds
