@@ -211,8 +211,9 @@ def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) ->
         dtypes.add(torch.bfloat16)
     dtype = min(dtypes, key=lambda d: torch.finfo(d).max)
     limit = torch.finfo(dtype).max
-    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), weight_decay(num_data, **prior_settings(cfg))
-    decay_key = "sampler.weight_decay" if cfg.get("prior", {}).get("variance") is None else "prior.variance"
+    prior = prior_settings(cfg)
+    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), weight_decay(num_data, **prior)
+    decay_key = "sampler.weight_decay" if prior["variance"] is None else "prior.variance"
     rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != cfg.sampler.lr0
                                                         else ""), lr),
             ("sampler.temperature", "the temperature", temperature),

@@ -35,7 +35,7 @@ import numpy as np
 
 from csg.evaluation import convergence
 
-__all__ = ["AGREE_RHAT", "MIN_DRAWS", "ChainDiagnostics", "chain_diagnostics", "exchangeable_rhat"]
+__all__ = ["AGREE_RHAT", "MIN_DRAWS", "ChainDiagnostics", "chain_diagnostics", "exchangeable_rhat", "sampling_lines"]
 
 AGREE_RHAT = 1.01  # Vehtari et al. 2021's threshold
 MIN_DRAWS = 4  # split-R-hat halves each chain, and needs two draws in each half
@@ -96,19 +96,8 @@ class ChainDiagnostics:
         return cls(**{key: value for key, value in values.items() if key in names})
 
     def __str__(self) -> str:
-        from csg.evaluation.monitor import SamplerReading
-        from csg.evaluation.spread import MemberSpread
-
-        if self.temperatures is None and self.spread is None and not self.sampling_check:
-            return self.reading
-        lines = [f"chains: {self.reading}"]
-        if self.temperatures is not None:
-            lines.append(f"sampler: {SamplerReading.from_dict(self.temperatures)}")
-        if self.spread is not None:
-            lines.append(f"members: {MemberSpread.from_dict(self.spread)}")
-        if self.sampling_check:
-            lines.append(self.sampling_check)
-        return "\n".join(lines)
+        lines = sampling_lines(self.temperatures, self.spread, self.sampling_check)
+        return "\n".join([f"chains: {self.reading}", *lines]) if lines else self.reading
 
 
 def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) -> ChainDiagnostics:
@@ -164,6 +153,19 @@ def chain_diagnostics(log_likelihoods, chains: Sequence[int], predicted=None) ->
     return ChainDiagnostics(**common, rhat_median=median, rhat_max=float(rhat.max()),
                             rhat_share_above=float((rhat > AGREE_RHAT).mean()), rhat_reference=reference,
                             verdict=verdict, reading=reading + within)
+
+
+def sampling_lines(temperatures: dict[str, Any] | None, spread: dict[str, Any] | None,
+                   check: str | None) -> list[str]:
+    """Does the chain sample? The lines a run prints under its table and :class:`ChainDiagnostics` under its reading:
+    the sampler's temperatures (:mod:`csg.evaluation.monitor`), the members' spread (:mod:`csg.evaluation.spread`)
+    and the end-of-run line (:mod:`csg.evaluation.sampling_check`), each where recorded."""
+    from csg.evaluation.monitor import SamplerReading
+    from csg.evaluation.spread import MemberSpread
+
+    lines = [f"sampler: {SamplerReading.from_dict(temperatures)}"] if temperatures is not None else []
+    lines += [f"members: {MemberSpread.from_dict(spread)}"] if spread is not None else []
+    return lines + ([check] if check else [])
 
 
 @functools.lru_cache(maxsize=64)

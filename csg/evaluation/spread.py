@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from csg.evaluation.diversity import pairwise_total_variation
 from csg.evaluation.uncertainty import member_uncertainty, normalised_weights
 
 __all__ = ["MemberSpread", "member_spread", "spread_examples"]
@@ -95,13 +96,7 @@ def member_spread(member_probs: Tensor, weights: Sequence[float] | Tensor | None
     mutual_information = float(member_uncertainty(probs, w).mutual_information.mean())
     to_average = 0.5 * (probs - average).abs().sum(-1).mean(-1)  # (members,)
     pairs = 1.0 - float((w * w).sum())
-    member_tv = 0.0
-    if members > 1 and pairs > 1e-12:
-        total = 0.0
-        for i in range(members):
-            tv = 0.5 * (probs[i] - probs).abs().sum(-1).mean(-1)  # (members,), TV of member i to each
-            total += float((w[i] * w * tv).sum())
-        member_tv = total / pairs
+    member_tv = float(w @ pairwise_total_variation(probs) @ w) / pairs if members > 1 and pairs > 1e-12 else 0.0
     return MemberSpread(members=members, effective_members=min(effective, float(members)),
                         mutual_information=mutual_information, member_tv=member_tv,
                         tv_to_average=float((w * to_average).sum()), examples=probs.shape[1])

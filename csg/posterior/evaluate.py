@@ -28,6 +28,7 @@ from csg.engine.devices import Precision, resolve_device
 from csg.engine.samples import SampleStore
 from csg.errors import ConfigError, describe
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
+from csg.evaluation.diagnostics import sampling_lines
 from csg.evaluation.regression import evaluate_regression_samples
 from csg.evaluation.spread import member_spread, spread_examples
 from csg.evaluation.weights import importance_weights
@@ -328,16 +329,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
                     f"{sum(s['auroc'] for s in ood['per_sample']) / len(ood['per_sample']):.3f} (mean)")
     if "diagnostics" in metrics:
         rows.append(f"chains: {metrics['diagnostics']['reading']}")
-    if "sampling" in metrics:
-        from csg.evaluation.monitor import SamplerReading
-
-        rows.append(f"sampler: {SamplerReading.from_dict(metrics['sampling'])}")
-    if "spread" in metrics:
-        from csg.evaluation.spread import MemberSpread
-
-        rows.append(f"members: {MemberSpread.from_dict(metrics['spread'])}")
-    if metrics.get("sampling_check"):
-        rows.append(metrics["sampling_check"])
+    rows += sampling_lines(metrics.get("sampling"), metrics.get("spread"), metrics.get("sampling_check"))
     if "reference" in metrics:
         scores = metrics["reference"]
         rows.append(f"against the reference {Path(scores['file']).name}: " + "; ".join(

@@ -24,6 +24,14 @@ def _gaussian_loss(theta: torch.Tensor) -> torch.Tensor:
     return 0.5 * (theta ** 2).sum() / (N * SIGMA ** 2)
 
 
+def _steps(sampler, theta: torch.Tensor, count: int) -> None:
+    """``count`` steps of ``sampler`` on the Gaussian's loss."""
+    for _ in range(count):
+        sampler.zero_grad()
+        _gaussian_loss(theta).backward()
+        sampler.step()
+
+
 def _sampler(kind: str, theta, lr: float, temperature: float):
     generator = torch.Generator().manual_seed(1)
     if kind == "sgld":
@@ -39,15 +47,9 @@ def test_a_chain_at_stationarity_on_a_gaussian_reads_its_temperature(kind, lr):
     temperature = 0.5
     theta = torch.nn.Parameter(torch.randn(D) * math.sqrt(temperature / PRECISION))  # a draw of the target
     sampler = _sampler(kind, theta, lr, temperature)
-    for _ in range(1500):  # the velocity's burn-in (SGHMC starts it at 0)
-        sampler.zero_grad()
-        _gaussian_loss(theta).backward()
-        sampler.step()
+    _steps(sampler, theta, 1500)  # the velocity's burn-in (SGHMC starts it at 0)
     monitor = SamplingMonitor(sampler)
-    for _ in range(1500):
-        sampler.zero_grad()
-        _gaussian_loss(theta).backward()
-        sampler.step()
+    _steps(sampler, theta, 1500)
     reading = monitor.reading()
     assert reading.steps == 1500 and reading.target == pytest.approx(temperature)
     assert reading.configurational == pytest.approx(temperature, rel=0.08)
@@ -72,10 +74,7 @@ def test_a_chain_started_cold_at_the_mode_reads_far_below_its_temperature_and_th
     theta = torch.nn.Parameter(torch.zeros(D))  # the mode, where a noise-free exploration stage leaves a chain
     sampler = _sampler(kind, theta, lr, 0.5)
     monitor = SamplingMonitor(sampler)
-    for _ in range(20):
-        sampler.zero_grad()
-        _gaussian_loss(theta).backward()
-        sampler.step()
+    _steps(sampler, theta, 20)
     reading = monitor.reading()
     assert reading.configurational < 0.1 * 0.5
     line = sampling_check(reading.to_dict(), None)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -101,6 +102,17 @@ def _state_of(theta: np.ndarray, template: dict) -> dict:
     return state
 
 
+@functools.lru_cache(maxsize=None)
+def _template(temperature: float) -> dict:
+    """The task's model's state dict (its keys and shapes), built once per temperature in a process."""
+    import torch
+
+    from csg.engine.build import build_data_and_model
+    from csg.studies.benchmark.task import compose
+
+    return build_data_and_model(compose(temperature), torch.device("cpu"))[1].state_dict()
+
+
 def run_arm(arm: Arm, temperature: float, seed: int, noise: bool, runs: Path, draws_dir: Path = DRAWS,
             extra: tuple[str, ...] = ()) -> dict:
     """One run of ``arm`` at ``temperature`` (or T = 0 where ``noise`` is off) and ``seed``: its row (``extra``:
@@ -119,14 +131,9 @@ def run_arm(arm: Arm, temperature: float, seed: int, noise: bool, runs: Path, dr
     if arm.from_draw:
         draws = _draws(temperature, draws_dir)
         chain, index = seed % draws.shape[0], min(250 * (seed // draws.shape[0] + 1), draws.shape[1] - 1)
-        from csg.engine.build import build_data_and_model
-        from csg.studies.benchmark.task import compose
-
-        cfg = compose(temperature)
-        _, model = build_data_and_model(cfg, torch.device("cpu"))
         start = run_dir.parent / f"start_seed{seed}.pt"
         start.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(_state_of(draws[chain, index], model.state_dict()), start)
+        torch.save(_state_of(draws[chain, index], _template(temperature)), start)
         overrides.append(f"model.weights={start}")
     if (run_dir / "metrics.json").is_file():
         metrics = json.loads((run_dir / "metrics.json").read_text())
