@@ -97,7 +97,7 @@ def problem(words: list[str]) -> str | None:
                     return f"{' '.join(words)} runs {line}: {found}"
         return None
     installed = {"csg-train": "train.py", "csg-evaluate": "scripts/evaluate_run.py",
-                 "csg-compare": "scripts/compare_runs.py", "csg-reproduce": "scripts/reproduce.py"}
+                 "csg-compare": "scripts/compare_runs.py", "csg-reproduce": "scripts/reproduce.py", "csg-tune": "scripts/tune.py"}
     if words[0] in installed:  # the commands pip puts on PATH: what the clone's scripts are
         return problem([PYTHON, installed[words[0]], *words[1:]])
     if words[0] == "torchrun" and "-m" in words and words[words.index("-m") + 1:][:1] == ["csg"]:

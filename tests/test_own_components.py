@@ -171,3 +171,12 @@ def test_a_run_directorys_target_in_the_folder_you_run_in_says_how_to_trust_it(t
                                        "directory's code is imported from the Python path only: PYTHONPATH=. puts "
                                        "this folder on it)")
     assert "mine_xyz" not in sys.modules
+
+
+def test_a_user_s_data_at_the_default_step_is_told_its_network_is_still_training(tmp_path):
+    # data=custom's recipe step (lr0 0.1) on the blobs: the loss at each cycle's exploration end still falls
+    # (0.52, 0.21, 0.14, 0.12), and the end-of-run line says so and names the step
+    metrics, _ = _run(tmp_path, *DATA, *MODEL, "trainer.epochs=24", "sampler.cycles=4", "sampler.samples_per_cycle=1",
+                      "logger=none", "trainer.progress=false", "trainer.device=cpu")
+    assert metrics["sampling_check"] and "the training loss is still falling" in metrics["sampling_check"]
+    assert "sampler.lr0" in metrics["sampling_check"].split("still falling")[1]

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from csg.checks.sampling_settings import check_budget, check_prior, check_sampling_step
+from csg.checks.sampling_settings import check_budget, check_holdout, check_prior, check_sampling_step
 from csg.errors import ConfigError
 from csg.components import has_target, locate, target_of
 from csg.likelihoods.settings import check_likelihood
@@ -125,6 +125,7 @@ def check_data(cfg: DictConfig) -> None:
     positive_int(cfg, "data.batch_size")
     positive_int(cfg, "data.eval_batch_size")
     non_negative_int(cfg, "data.num_workers")
+    check_holdout(cfg)
 
 
 def check_model(cfg: DictConfig) -> None:

@@ -1,6 +1,6 @@
 """The checks of the settings that say how much a run samples and under which prior: the sampling stage's own step
 (``sampler.sampling_lr``), a prior set as a variance (``prior.variance``) and a budget over all chains
-(``trainer.epochs_all_chains``). Each key may be missing: a run saved before it existed."""
+(``trainer.epochs_all_chains``), and the share of the training split held out for tuning (``data.holdout``). Each key may be missing: a run saved before it existed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from csg.errors import ConfigError
 
-__all__ = ["check_budget", "check_prior", "check_sampling_step"]
+__all__ = ["check_budget", "check_holdout", "check_prior", "check_sampling_step"]
 
 
 def _get(cfg: DictConfig, key: str):
@@ -49,3 +49,11 @@ def check_budget(cfg: DictConfig) -> None:
     if _get(cfg, "trainer.epochs") != budget // chains:
         raise ConfigError("trainer.epochs", _get(cfg, "trainer.epochs"), f"unset with trainer.epochs_all_chains="
                           f"{budget} (each of sampler.chains={chains} then runs {budget // chains} epochs)")
+
+
+def check_holdout(cfg: DictConfig) -> None:
+    """``data.holdout``: missing, 0, or a share in (0, 1) of the training split held out as the test split."""
+    share = _get(cfg, "data.holdout")
+    if share is not None and share != 0 and (not _number(share) or not 0 < share < 1):
+        raise ConfigError("data.holdout", share, "0 or a number in (0, 1): the share of the training split held out "
+                          "and scored as the test split")

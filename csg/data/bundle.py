@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from csg.data.splits import InMemoryDataset, Splits, TargetScale
+from csg.data.splits import InMemoryDataset, Splits, TargetScale, hold_out
 from csg.data.transforms import BatchAugment, Normalize
 from csg.errors import ConfigError
 
@@ -238,6 +238,7 @@ def build_data(
     world_size: int = 1,
     eval_rank: int | None = None,
     eval_world_size: int | None = None,
+    holdout: float | None = None,
     **options: Any,
 ) -> DataBundle:
     """Load data set ``name`` and build its loaders.
@@ -250,10 +251,13 @@ def build_data(
     is a GPU) the tensors move to ``device`` once and batches are augmented
     there; otherwise augmented image sets go through a ``DataLoader`` with
     per-example torchvision transforms. ``options`` (``root``, ``download``, ...)
-    go to the registered loader.
+    go to the registered loader. ``holdout`` > 0 (``data.holdout``): that share of the training split is held out
+    and served as the test split (:func:`csg.data.splits.hold_out`).
     """
     device = torch.device(device)
     splits = load_splits(name, **options)
+    if holdout:
+        splits = hold_out(splits, holdout)
     for split, dataset in (("training", splits.train), ("test", splits.test)):
         if len(dataset) == 0:
             raise ConfigError("data.name", name, f"a data set whose {split} split is not empty (with {options})")

@@ -10,7 +10,9 @@ from torch.utils.data import Dataset, TensorDataset
 
 from csg.data.transforms import Normalize
 
-__all__ = ["InMemoryDataset", "Splits", "TargetScale", "standardize_targets"]
+__all__ = ["HOLDOUT_SEED", "InMemoryDataset", "Splits", "TargetScale", "hold_out", "standardize_targets"]
+
+HOLDOUT_SEED = 20_211_129  # one permutation for every run, whatever its seed: grid points share their held-out set
 
 
 class InMemoryDataset(TensorDataset):
@@ -82,3 +84,32 @@ def standardize_targets(train: torch.Tensor, test: torch.Tensor) -> tuple[torch.
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     to_z = lambda y: ((y.double() - shift) / scale).to(train.dtype)  # noqa: E731
     return to_z(train), to_z(test), TargetScale(tuple(shift.tolist()), tuple(scale.tolist()))
+
+
+def _subset(dataset: Dataset, indices: torch.Tensor) -> Dataset:
+    if isinstance(dataset, InMemoryDataset):
+        return InMemoryDataset(*(tensor[indices] for tensor in dataset.tensors))
+    return torch.utils.data.Subset(dataset, indices.tolist())
+
+
+def hold_out(splits: Splits, share: float, seed: int = HOLDOUT_SEED) -> Splits:
+    """``splits`` with ``share`` of the training examples held out as the test split (``data.holdout``, what
+    ``csg-tune`` scores on): the last ``round(share x N)`` of one permutation seeded by ``seed`` (the same for every
+    run), taken with the test-time transform; the rest trains. The original test split is not read by such a run.
+    Regression targets keep the standardisation of the whole training split."""
+    n = len(splits.train)
+    held = round(share * n)
+    if not 1 <= held < n:
+        from csg.errors import ConfigError
+
+        raise ConfigError("data.holdout", share, f"a share in (0, 1) that holds out at least one of the {n} training "
+                          "examples and keeps at least one")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    keep, out = order[:-held].sort().values, order[-held:].sort().values
+    test_source = splits.train_eval if splits.train_eval is not None else splits.train
+    return Splits(train=_subset(splits.train, keep), test=_subset(test_source, out), num_classes=splits.num_classes,
+                  input_shape=splits.input_shape,
+                  train_eval=None if splits.train_eval is None else _subset(splits.train_eval, keep),
+                  source=f"{splits.source} (training split less {held} held out)".strip(),
+                  normalize=splits.normalize, augment=splits.augment, padding=splits.padding, task=splits.task,
+                  target_scale=splits.target_scale)

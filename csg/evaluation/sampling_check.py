@@ -14,7 +14,9 @@ flags, each with its threshold:
   scale the prior and T imply in the steps it takes (:mod:`csg.evaluation.monitor`);
 - members that are **near copies**: fewer than half as many effective members as members (at least 3 members);
 - a **training loss still falling**: the last cycle's exploration ends 20 % (and 0.005 nats) below the previous
-  one's (without cycles: the last tenth of the epochs against the tenth before): the network is undertrained.
+  one's, or each of the last two cycles' ends 10 % below the one before (and 0.005 nats over the two: a slow,
+  steady descent, as a step 10 times too small gives); without cycles, the last tenth of the epochs against the
+  tenth before: the network is undertrained.
 
 The temperatures are not judged for the contour samplers, whose target is flattened, not exp(-U / T).
 """
@@ -29,6 +31,7 @@ __all__ = ["BAND", "NEAR_COPIES", "falling_loss", "sampling_check"]
 BAND = (0.5, 2.0)  # a temperature within [BAND[0] T, BAND[1] T] reads as T
 NEAR_COPIES = 0.5  # effective members below this share of the members: near copies
 FALL, FALL_NATS = 0.8, 0.005  # the loss still falling: below 0.8 x the earlier value, by more than 0.005 nats
+STEADY = 0.9  # or twice in a row below 0.9 x the cycle before
 
 
 def sampling_check(temperatures: dict[str, Any] | None, spread: dict[str, Any] | None, *,
@@ -86,6 +89,10 @@ def falling_loss(epochs: Sequence[dict[str, Any]]) -> tuple[float, float] | None
     if len(ends) >= 2:
         cycles = sorted(ends)
         earlier, later = ends[cycles[-2]], ends[cycles[-1]]
+        if len(ends) >= 3 and not (later < FALL * earlier and earlier - later > FALL_NATS):
+            first = ends[cycles[-3]]
+            if later < STEADY * earlier and earlier < STEADY * first and first - later > FALL_NATS:
+                return first, later
     else:
         tenth = max(len(rows) // 10, 1)
         earlier = sum(float(r["train_loss"]) for r in rows[-2 * tenth:-tenth]) / tenth

@@ -66,6 +66,10 @@ def test_the_end_of_run_line_names_near_copies_and_an_undertrained_network_and_i
               for stage in ["exploration"] * 4 + ["sampling"]]
     assert falling_loss(cycles) == (0.2, 0.1)
     assert "the training loss is still falling (0.2 -> 0.1)" in sampling_check(warm, fine, epochs=cycles)
+    slow = [dict(row, train_loss=[0.52, 0.21, 0.144, 0.119][row["cycle"]]) for row in cycles]  # 17 % a cycle, twice
+    assert falling_loss(slow) == (0.21, 0.119)
+    wobbly = [dict(row, train_loss=[0.52, 0.15, 0.144, 0.119][row["cycle"]]) for row in cycles]  # 4 % then 17 %
+    assert falling_loss(wobbly) is None
     flat = [dict(row, train_loss=0.001 * (1 + row["cycle"] % 2)) for row in cycles]
     assert falling_loss(flat) is None  # 0.002 -> 0.001 is below 0.005 nats
     steady = [{"train_loss": 1.0 - epoch / 50} for epoch in range(40)]  # no cycles: the last tenth against the one before

@@ -48,12 +48,16 @@ def test_the_wheel_holds_the_configs_the_launcher_and_the_commands(installed):
     assert "csg-reproduce = csg.studies.reproduce:console" in entry_points
     assert "csg-evaluate = csg.launch.evaluate_cli:console" in entry_points
     assert "csg-compare = csg.launch.compare_cli:console" in entry_points
+    assert "csg-tune = csg.launch.tune_cli:console" in entry_points
     shipped = {p.relative_to(installed / "csg" / "configs").as_posix() for p in (installed / "csg" / "configs").rglob("*.yaml")}
     assert shipped == {p.relative_to(ROOT / "configs").as_posix() for p in (ROOT / "configs").rglob("*.yaml")}
     assert (installed / "hydra_plugins" / "csg_slurm_launcher.py").is_file()
     assert not (installed / "hydra_plugins" / "__init__.py").exists()  # a namespace package, shared with submitit's
-    for script in ("csg-train", "csg-reproduce", "csg-evaluate", "csg-compare"):
+    for script in ("csg-train", "csg-reproduce", "csg-evaluate", "csg-compare", "csg-tune"):
         assert os.access(installed_bin(installed) / script, os.X_OK), script
+    helped = subprocess.run([str(installed_bin(installed) / "csg-tune"), "--help"], env=_env(installed),
+                            capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and helped.stdout.startswith("csg-tune: pick a sampler's settings"), helped.stderr
 
 
 @pytest.fixture(scope="module")

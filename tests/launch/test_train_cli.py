@@ -37,6 +37,7 @@ BAD_INPUTS = {
     "zero batch size": (["data.batch_size=0"], ["data.batch_size=0", "positive integer"]),
     "augment not a boolean": (["data=cifar10", "data.augment=maybe"], ["data.augment='maybe'", "true or false"]),
     "zero cycles": (["sampler.cycles=0"], ["sampler.cycles=0", "positive integer"]),
+    "holdout of the whole split": (["data.holdout=1"], ["data.holdout=1", "(0, 1)"]),
     "explore of 1": (["sampler.explore=1.0"], ["sampler.explore=1.0", "[0, 1)"]),
     "negative explore": (["sampler.explore=-0.2"], ["sampler.explore=-0.2", "[0, 1)"]),
     "negative temperature": (["sampler.temperature=-1"], ["sampler.temperature=-1", ">= 0"]),

@@ -64,6 +64,19 @@ def test_floors_shrink_with_members_and_vanish_for_identical_draws():
     assert reference.floors(same, sizes=(1, 5), repeats=5)["1"]["total_variation"] < 1e-6
 
 
+def test_a_verdict_shows_its_effect_and_whether_it_is_within_the_margin():
+    from types import SimpleNamespace
+
+    from csg.studies.benchmark.report import effect, floor_of
+
+    small = SimpleNamespace(metric="tv", verdict="hurts", difference=0.0013)
+    large = SimpleNamespace(metric="tv", verdict="hurts", difference=0.0246)
+    assert effect(small) == "hurts (+0.0013, within the margin 0.005)" and effect(large) == "hurts (+0.0246)"
+    assert effect(SimpleNamespace(metric="tv", verdict="inconclusive", difference=0.001)) == "inconclusive (+0.0010)"
+    sizes = {"5": {"total_variation": 0.05}, "12": {"total_variation": 0.03}, "48": {"total_variation": 0.01}}
+    assert floor_of(sizes, 12) == (12, 0.03) and floor_of(sizes, 40) == (48, 0.01)  # exact, else the nearest
+
+
 def _draws(rng, chains, draws, shift=0.0):
     logits = rng.standard_normal((1, 1, 50, 3)) * 2 + rng.standard_normal((chains, draws, 50, 3)) * 0.3
     logits[0] += shift  # one chain elsewhere
@@ -325,7 +338,9 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     assert "| tiny | SGHMC |" in text and "| tiny | cSGHMC, noise off |" in text
     assert "/ 1.0040" in text and "every check passed" in text
     found = pd.read_csv(tmp_path / "out" / report.VERDICTS)
-    assert len(found) == 5 * 4 and set(found.metric) == set(report.METRICS)
+    assert len(found) == 5 * 5 and set(found.metric) == set(report.METRICS)  # OOD TV judged too
+    assert "expected TV of S exact draws" in text and "floor" not in text and "cannot do better" not in text
+    assert "cSGHMC is csg's recipe: 4 cosine cycles" in text and "held at its start (0.095 lr0)" in text
     assert "| laplace-torch LL-KFAC | a Gaussian |" in text
     assert (tmp_path / "out" / report.FIGURE).stat().st_size > 0
 

@@ -12,8 +12,9 @@ epochs, so parallel chains and ensembles pay for every member.
 ``SGHMC``, ``SGLD``    constant step (``sghmc_constant``, ``sgld_constant``): noise in the last 25 %, 20 samples
 ``Snapshot-SGDM``      cSGHMC with the noise off (T = 0): the same cycles and samples; the control for noise
 ``cSGHMC x4``          4 independent cSGHMC chains of budget / 4 epochs, pooled
-``deep ensemble x5``   5 independent SGD-momentum runs of budget / 5 epochs (momentum 0.9, one cosine decay of the
-                       step: cSGHMC's update at T = 0 with one cycle), their final models
+``deep ensemble x5``   5 independent SGD-momentum runs of budget / 5 epochs (momentum 0.9; cSGHMC's update at T = 0
+                       with one cycle: a cosine decay over the first 80 % of the epochs, then the step held at
+                       0.095 lr0 for the rest, as the recipe's sampling stage), their final models
 ``cycSWAG``            cyclical SWAG: a Gaussian fitted to each cycle's snapshots, 10 draws per cycle
 =====================  ==========================================================================================
 

@@ -119,7 +119,7 @@ def report(references: dict) -> str:
             floor_rows.append(f"| {float(key):g} | " + " | ".join(
                 f"{c['floors_test'][size]['total_variation']:.4f} / "
                 + (f"{c['floors_ood'][size]['total_variation']:.4f}" if "floors_ood" in c else "-")
-                for size in c["floors_test"]) + " |")
+                for size in sorted(c["floors_test"], key=int)) + " |")
             sizes = list(c["floors_test"])
     first = references[sorted(references, key=float)[0]]
     from csg.studies.benchmark.reference import HALVES_TV_MAX, OOD_CHECKED, RHAT_MAX, RHAT_SHARE, RHAT_WORST
@@ -157,10 +157,10 @@ def report(references: dict) -> str:
         "error is about half the halves' TV (each half has half the draws); the OOD columns are on the first "
         f"{OOD_CHECKED} OOD inputs.",
         "",
-        *([f"What a perfect sampler of S members scores (the floors): the mean total variation, test / OOD, between "
-           f"the average of S draws taken at random from the chains and the reference; a method with S members is "
-           f"read beside its floor.", "",
-           "| T | " + " | ".join(f"S = {size}" for size in sizes) + " |",
+        *([f"The expected TV of S exact draws: the mean total variation, test / OOD, between the average of S draws "
+           f"taken at random from the chains and the reference; a method with S members is read beside it (a "
+           f"yardstick for S independent posterior draws, not a bound).", "",
+           "| T | " + " | ".join(f"S = {size}" for size in sorted(sizes, key=int)) + " |",
            "|---:|" + "---|" * len(sizes), *floor_rows, ""] if floor_rows else []),
         "A method's score against these: "
         "`evaluation.reference=results/benchmark/reference/<file>` (train.py), `scripts/evaluate_run.py RUN "

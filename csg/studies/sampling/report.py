@@ -69,12 +69,12 @@ def _verdicts(runs: pd.DataFrame) -> list[tuple[str, str, str, object]]:
 
 
 def write_report(out: Path) -> Path:
+    """results/sampling/sampling_study.md (and its figure) from the study's CSVs in ``out``."""
     from csg.io.atomic import atomic_write_text
 
     runs, reference = _frame(out)
     seeds = sorted(runs["seed"].unique())
-    lines = ["# Does the chain sample? The sampling study (first slice: chains from NUTS draws and the sampling stage's dose)",
-             "",
+    lines = ["# Does the chain sample? The sampling study", "",
              f"`python -m csg.studies.sampling.study` (csg/studies/sampling/study.py), full scale as designed: the "
              f"posterior benchmark's task (`experiment=posterior_benchmark`: an MLP 49-32-10 on 1000 shipped digits, "
              f"N = 1000, 200 epochs of 10 batches), seeds {', '.join(map(str, seeds))}, each arm beside its control "
@@ -130,6 +130,9 @@ def write_report(out: Path) -> Path:
         name = "TV to NUTS (lower is better)" if metric == "tv" else "MI ratio (higher: more spread)"
         lines.append(f"| {where} | {arm} | {name} | {verdict.describe(3)} | {verdict.detectable:.3g} |")
     lines.append("")
+    from csg.studies.sampling.cost_report import cost_lines
+
+    lines += cost_lines(out)
     path = out / "sampling_study.md"
     atomic_write_text(path, "\n".join(lines))
     return path

@@ -45,7 +45,7 @@ import numpy as np
 
 from csg.paths import ROOT
 
-__all__ = ["ARMS", "Arm", "main", "reference_spread", "run_arm"]
+__all__ = ["ARMS", "Arm", "main", "nuts_draws", "reference_spread", "run_arm", "write_csv"]
 
 TEMPERATURES = (1.0, 0.2)
 DRAWS = Path("data") / "reference-network"
@@ -83,7 +83,8 @@ ARMS = (
 )
 
 
-def _draws(temperature: float, folder: Path = DRAWS) -> np.ndarray:
+def nuts_draws(temperature: float, folder: Path = DRAWS) -> np.ndarray:
+    """The NUTS draws of ``temperature`` (chains, draws, weights), as make reference-network writes them."""
     path = Path(folder) / f"draws_T{temperature:g}.npy"
     if not path.is_file():
         raise SystemExit(f"error: {path} is missing: make reference-network writes the NUTS draws there (~20 min)")
@@ -129,7 +130,7 @@ def run_arm(arm: Arm, temperature: float, seed: int, noise: bool, runs: Path, dr
                  f"evaluation.reference={REFERENCE / f'mnist_mlp_T{temperature:g}.npz'}",
                  *extra, f"hydra.run.dir={run_dir}"]
     if arm.from_draw:
-        draws = _draws(temperature, draws_dir)
+        draws = nuts_draws(temperature, draws_dir)
         chain, index = seed % draws.shape[0], min(250 * (seed // draws.shape[0] + 1), draws.shape[1] - 1)
         start = run_dir.parent / f"start_seed{seed}.pt"
         start.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +155,8 @@ def run_arm(arm: Arm, temperature: float, seed: int, noise: bool, runs: Path, dr
             "check": metrics.get("sampling_check") or ""}
 
 
-def reference_spread(temperature: float, per_chain: int = 100, draws_dir: Path = DRAWS) -> dict:
+def reference_spread(temperature: float, per_chain: int = 100, draws_dir: Path = DRAWS,
+                     sizes: tuple[int, ...] = SUBSET_SIZES) -> dict:
     """The reference's mutual information and an exact draw's mean total variation to the predictive, on the test
     set, from ``per_chain`` evenly spaced draws of each NUTS chain."""
     import torch
@@ -163,7 +165,7 @@ def reference_spread(temperature: float, per_chain: int = 100, draws_dir: Path =
     from csg.studies.benchmark.reference import predictive
     from csg.studies.benchmark.task import load_task
 
-    draws = _draws(temperature, draws_dir)
+    draws = nuts_draws(temperature, draws_dir)
     picked = draws[:, np.linspace(0, draws.shape[1] - 1, per_chain).astype(int)].reshape(-1, draws.shape[-1])
     task, _ = load_task(temperature)
     probs = torch.from_numpy(predictive(picked, task.test_x, task.layers))
@@ -171,7 +173,7 @@ def reference_spread(temperature: float, per_chain: int = 100, draws_dir: Path =
     row = {"temperature": temperature, "draws": len(picked), "mutual_information": spread.mutual_information,
            "tv_to_average": spread.tv_to_average, "effective_members": spread.effective_members}
     generator = np.random.default_rng(0)
-    for size in SUBSET_SIZES:  # as many exact draws as an arm has members: the plug-in MI and TV shrink with S
+    for size in sizes:  # as many exact draws as an arm has members: the plug-in MI and TV shrink with S
         subsets = [member_spread(probs[generator.choice(len(picked), size, replace=False)]) for _ in range(SUBSETS)]
         row[f"mutual_information_S{size}"] = float(np.mean([s.mutual_information for s in subsets]))
         row[f"tv_to_average_S{size}"] = float(np.mean([s.tv_to_average for s in subsets]))
@@ -191,10 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--draws", type=Path, default=DRAWS, help="the NUTS draws' folder (make reference-network)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from the committed CSVs")
+    parser.add_argument("--parts", default="dose,oracle,cost", help="of dose (the first slice), oracle (the grid and "
+                        "csg-tune's rule), cost (the cost curve and the decomposition; after oracle)")
     args = parser.parse_args(argv)
+    from csg.studies.sampling import cost, oracle
     from csg.studies.sampling.report import write_report
 
-    if not args.report_only:
+    parts = set(args.parts.split(","))
+    if parts - {"dose", "oracle", "cost"}:
+        parser.error(f"--parts: of dose, oracle, cost (not {args.parts})")
+    common = ["--out", str(args.out), "--workers", str(args.workers)]
+    if not args.report_only and "oracle" in parts:
+        oracle.main(["--runs", str(args.runs / "grid"), *common])
+    if not args.report_only and "cost" in parts:
+        cost.main(["--runs", str(args.runs / "cost"), "--draws", str(args.draws), *common])
+    if not args.report_only and "dose" in parts:
         seeds = [int(s) for s in args.seeds.split(",")]
         temperatures = [float(t) for t in args.temperatures.split(",")]
         references = [reference_spread(t, draws_dir=args.draws) for t in temperatures]
@@ -203,13 +216,14 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(max_workers=args.workers, mp_context=get_context("spawn")) as pool:
             rows = list(pool.map(_job, jobs))
         args.out.mkdir(parents=True, exist_ok=True)
-        _write_csv(args.out / "sampling_study_runs.csv", rows)
-        _write_csv(args.out / "sampling_study_reference.csv", references)
+        write_csv(args.out / "sampling_study_runs.csv", rows)
+        write_csv(args.out / "sampling_study_reference.csv", references)
     write_report(args.out)
     return 0
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` as a CSV at ``path``, written atomically (the columns: every key, in order of first appearance)."""
     import io
 
     from csg.io.atomic import atomic_write_text

@@ -169,7 +169,7 @@ def _verdicts(frame: pd.DataFrame) -> list[str]:
     if not specs:
         return []
     verdicts = compare_paired(specs)
-    lines = [f"All {len(verdicts)} comparisons: {tally(verdicts)}.", ""]
+    lines = [f"All {len(verdicts)} comparisons: {tally(verdicts)}.", "", *_noise_summary(labels, verdicts)]
     for metric, lower, unit in metrics:
         lines += [f"### {metric.replace('_', ' ')} ({unit}; {'lower' if lower else 'higher'} is better)", "",
                   "| set | method | baseline | difference [interval] | margin | detectable | verdict |",
@@ -187,6 +187,21 @@ def _verdicts(frame: pd.DataFrame) -> list[str]:
                                  "results, as a review pointed out), so nothing is equivalent in RMSE",
                                  pairing="paired by split, both metrics in one family")
     return [statement, "", *lines]
+
+
+def _noise_summary(labels: list, verdicts: list) -> list[str]:
+    """What the noise does (cSGHMC against its own cycles at T = 0), per metric: the sets of each verdict, with the
+    differences, generated from the verdicts."""
+    lines = []
+    for metric, words in (("rmse", "test RMSE"), ("log_likelihood", "test log-likelihood")):
+        found: dict[str, list[str]] = {}
+        for (which, name, method, baseline, _), verdict in zip(labels, verdicts):
+            if which == metric and (method, baseline) == ("csghmc", "csghmc_t0"):
+                found.setdefault(verdict.verdict, []).append(f"{name} ({verdict.difference:+.3g})")
+        if found:
+            said = "; ".join(f"{kind} on {len(sets)} ({', '.join(sets)})" for kind, sets in sorted(found.items()))
+            lines.append(f"- **The noise** (cSGHMC against its own cycles at T = 0), {words}: {said}.")
+    return [*lines, ""] if lines else []
 
 
 def report(frame: pd.DataFrame, out: Path, scale: str, command: str) -> Path:

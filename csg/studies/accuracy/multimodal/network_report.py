@@ -5,6 +5,7 @@ reference, its arrival table; and the marks every verdict table uses for a mean 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -25,9 +26,16 @@ def compared_cells(row) -> str:
             f"{miss_mark(row.baseline_meets)} | {row.difference:+.3f} | {interval_text(row.low, row.high, '+.3f')}")
 
 
+def within_margin(row) -> bool:
+    """A helps or hurts whose difference is smaller than its margin: found, and negligible by the margin's own
+    standard."""
+    return row.verdict in ("helps", "hurts") and math.isfinite(row.margin) and abs(row.difference) < row.margin
+
+
 def verdict_mark(row) -> str:
     both_miss = miss_mark(row.method_meets) and miss_mark(row.baseline_meets)
-    return f"{row.verdict}*" if both_miss and row.verdict in ("helps", "hurts") else row.verdict
+    mark = f"{row.verdict}*" if both_miss and row.verdict in ("helps", "hurts") else row.verdict
+    return mark + (", within the margin" if within_margin(row) else "")
 
 
 def burnin_lines(burnin: pd.DataFrame | None) -> list[str]:

@@ -17,7 +17,7 @@ from csg.evaluation.comparison import method_statement, tally
 from csg.io.atomic import atomic_write_text
 from csg.studies.accuracy.multimodal import contour_report, figures, reading, study, tuning, verdicts
 from csg.studies.accuracy.multimodal.network_report import (NETWORK, arrival_lines, burnin_lines,  # noqa: F401
-                                                            compared_cells, network_lines, verdict_mark)
+                                                            compared_cells, network_lines, verdict_mark, within_margin)
 from csg.studies.accuracy.multimodal.targets import SPECS
 
 FILES = {"runs": "accuracy_multimodal_runs.csv", "tuning": "accuracy_multimodal_tuning.csv",
@@ -41,9 +41,8 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cell(mean: float, se: float, digits: int = 3) -> str:
-    if not math.isfinite(mean):
-        return "-"
-    return f"{mean:.{digits}f} +- {se:.{digits}f}" if math.isfinite(se) else f"{mean:.{digits}f}"
+    shown = f"{mean:.{digits}f}" + (f" +- {se:.{digits}f}" if math.isfinite(se) else "")
+    return shown if math.isfinite(mean) else "-"
 
 
 def _setting(row) -> str:
@@ -116,11 +115,13 @@ def _family_lines(found: pd.DataFrame, title: str, mine: str, theirs: str, famil
         lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
                       f"(80 % power at the family's level) is in median {block.detectable.median():.3g} "
                       f"({block.detectable.min():.3g} to {block.detectable.max():.3g}).", ""]
-    missed = found[found.verdict.isin(["helps", "hurts"]) & (found.method_meets == False)  # noqa: E712
-                   & (found.baseline_meets == False)]  # noqa: E712
+    missed, small = found[found.verdict.isin(["helps", "hurts"]) & (found.method_meets == False)  # noqa: E712
+                          & (found.baseline_meets == False)], sum(map(within_margin, found.itertuples()))  # noqa: E712
     return lines + [f"- **all {len(found)}**, one Holm family: {tally(found.itertuples())}; of the helps and hurts, "
                     f"{len(missed)} are between two methods that both miss the bar (marked *: a difference found, "
-                    "neither meets the bar).", "", "A mean marked ' (miss)' does not meet the bar.", ""]
+                    f"neither meets the bar), and {small} are smaller than their margin (marked 'within the margin': "
+                    "found, but negligible by the margin the report states).", "", "A mean marked ' (miss)' does not "
+                    "meet the bar.", ""]
 
 
 def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
