@@ -62,6 +62,17 @@ class ConfigError(CsgError, ValueError):
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"{key}={value!r} is not allowed: {allowed}")
 
+    def __reduce__(self):
+        """Pickled as its class, message and fields (a refusal raised in a worker process reaches its parent)."""
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(kind: type, args: tuple, state: dict) -> Exception:
+    error = Exception.__new__(kind)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class DataNotFoundError(ConfigError):
     """A data set that is neither on disk nor downloadable."""

@@ -236,3 +236,23 @@ def test_ctrl_c_ends_in_one_line_and_the_same_command_resumes(tmp_path):
     resumed = train(args, run_dir, tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed chain 0" in (run_dir / "train.log").read_text()
+
+
+def test_a_refusal_raised_in_a_worker_process_reaches_its_parent_whole():
+    """A study's process pool returns a worker's refusal as the refusal (not a broken pool): it pickles."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from csg.errors import ConfigError
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        future = pool.submit(_refuse, "sampler.samples_per_cycle", 3)
+        with pytest.raises(ConfigError, match="samples_per_cycle=3 is not allowed: 1..2") as raised:
+            future.result()
+    assert (raised.value.key, raised.value.value, raised.value.allowed) == ("sampler.samples_per_cycle", 3, "1..2")
+
+
+def _refuse(key, value):
+    from csg.errors import ConfigError
+
+    raise ConfigError(key, value, "1..2")

@@ -68,7 +68,7 @@ def _synthetic(tmp_path):
     grid = [{"temperature": t, "lr0": lr0, "beta": beta, "cycles": 4, "seed": seed,
              "tv_a": 0.05 + 0.1 * abs(lr0 - 0.4) + 0.01 * generator.random(), "tv_b": 0.06 + 0.01 * generator.random(),
              "tv": 0.06, "validation_nll": 0.45 + lr0 / 10 + 0.001 * seed, "effective_members": 3 + beta,
-             "check": "fires"}
+             "check": "fires", "epochs": 200}
             for t in (1.0, 0.2) for lr0 in (0.2, 0.4, 0.8) for beta in (0.8, 0.5) for seed in (0, 1, 2)]
     methods = {"cSGHMC": (12, 0.06, 0.02), "Snapshot-SGDM": (12, 0.058, 0.01), "cSGHMC x4": (48, 0.045, 0.08),
                "cSGHMC x4 noise off": (48, 0.044, 0.03), "deep ensemble x5": (5, 0.04, 0.05),
@@ -76,7 +76,7 @@ def _synthetic(tmp_path):
                "SGHMC": (20, 0.07, 0.02)}
     runs = [{"temperature": t, "method": m, "budget_epochs": b, "seed": s, "members": k,
              "tv": tv + 0.001 * generator.random(), "mutual_information": mi, "tv_to_average": 0.1 if m == "cSGHMC x4" else 0.03,
-             "effective_members": 3.0}
+             "effective_members": 3.0, "configurational": 0.5 * t}
             for t in (1.0, 0.2) for m, (k, tv, mi) in methods.items() for b in (200, 800) for s in range(5)]
     nuts = [{"temperature": t, "method": "NUTS (one chain)", "members": k, "tv": 0.1 / k ** 0.5,
              "mutual_information": 0.15, "tv_to_average": 0.1, "epochs": 300_000 + 500 * k}
@@ -94,6 +94,9 @@ def test_the_second_slice_reports_the_oracle_the_rule_the_decomposition_and_the_
     by = {(r.temperature, r.who): (r.lr0, r.beta, r.cycles) for r in picks.itertuples()}
     assert by[(1.0, "oracle")][0] == 0.4 and by[(1.0, "recipe")] == (0.4, 0.8, 4)
     assert by[(1.0, "rule")] == (0.2, 0.8, 4)  # the least held-out NLL; within its bound the most effective members
+    jobs = oracle.fresh_jobs(picks, tmp_path)  # each chosen point once a temperature, at seeds no choice saw
+    distinct = {(t, point) for (t, who), point in by.items()}
+    assert len(jobs) == len(distinct) * len(oracle.FRESH_SEEDS) and not {j[1] for j in jobs} & set(oracle.SEEDS)
     grid.to_csv(tmp_path / "sampling_oracle_grid.csv", index=False)
     picks.to_csv(tmp_path / "sampling_oracle_picks.csv", index=False)
     runs.to_csv(tmp_path / "sampling_cost_runs.csv", index=False)
@@ -103,7 +106,9 @@ def test_the_second_slice_reports_the_oracle_the_rule_the_decomposition_and_the_
     assert "## The oracle bound and csg-tune's rule" in text and "| 1 | rule - oracle |" in text
     assert "One family of 12 comparisons of TV to NUTS" in text  # 6 decompositions x 2 temperatures
     # cSGHMC x4: MI 0.08 / 0.16 (48 members: the 400 draws' value) = 0.5 and member TV 0.1 / 0.1 = 1: it meets both
-    assert "**T = 1**: cSGHMC x4 at 200 epochs" in text
+    assert "**T = 1**: at every seed the spread bar is met by cSGHMC x4 at 200 epochs" in text
+    assert "configurational temperature 0.50 T" in text and "| 48 | 0.0" in text
+    assert "its grid cost 3,600 epochs a temperature" in text  # 3 x 2 points x 3 seeds x 200 epochs
     assert "NUTS meets it from 3 draws" in text  # 0.15 / 0.16 and 0.1 / 0.1
     assert (tmp_path / cost_report.FIGURE).stat().st_size > 0
     assert cost_report.cost_lines(tmp_path / "nothing") == []

@@ -160,7 +160,7 @@ def floors(probs: np.ndarray, sizes=(1, 5, 12, 20, 40, 8, 10, 32, 48), repeats: 
     flat = probs.reshape(-1, *probs.shape[2:])
     pooled = flat.mean(0)
     found = {}
-    for size in sizes:
+    for size in (s for s in sizes if s <= len(flat)):  # a size beyond the draws: not estimated
         tv, agree = [], []
         for _ in range(repeats):
             mean = flat[rng.choice(len(flat), size, replace=False)].mean(0)

@@ -49,12 +49,15 @@ def method_overrides(method: str, budget: int, seed: int, temperature: float, pi
     common = ("ood=none", "trainer.checkpoint.every_n_epochs=0", "trainer.threads=1",
               f"evaluation.reference={REFERENCE / f'mnist_mlp_T{temperature:g}.npz'}")
     if method == "csg-tune's pick":
+        from csg.studies.benchmark.contenders import Contender, fitted
         from csg.studies.sampling.oracle import HELD, MEMBERS
 
-        lr0, beta, cycles = pick
+        lr0, beta, cycles = pick  # where a budget is short: fewer cycles or samples, as the benchmark fits them
+        _, cycles, samples = fitted(Contender("pick", (), cycles=cycles, samples=MEMBERS // cycles, explore=beta),
+                                    budget)
         return ["experiment=posterior_benchmark", "sampler=csghmc", f"seed={seed}", f"trainer.epochs={budget}",
                 f"sampler.lr0={lr0:g}", f"sampler.explore={beta:g}", f"sampler.cycles={cycles}",
-                f"sampler.samples_per_cycle={MEMBERS // cycles}", f"sampler.sampling_lr={HELD}",
+                f"sampler.samples_per_cycle={samples}", f"sampler.sampling_lr={HELD}",
                 f"sampler.temperature={temperature:g}", "logger=none", "trainer.progress=false", *common]
     if method == "cSGHMC x4 noise off":
         return overrides("cSGHMC x4", budget, seed, 0.0, lr0=TUNED["cSGHMC x4"][budget], extra=common)

@@ -50,6 +50,10 @@ def measure(overrides: list[str], run_dir: Path, temperature: float) -> dict:
     if (run_dir / "metrics.json").is_file():
         posterior = csg.Posterior.load(run_dir, device="cpu")
     else:
+        if run_dir.is_dir():  # the study's own run, stopped before it finished (a killed pool): run it again
+            import shutil
+
+            shutil.rmtree(run_dir)
         try:
             posterior = csg.train([*overrides, f"hydra.run.dir={run_dir}"])
         except DivergenceError as error:

@@ -30,6 +30,7 @@ LR0 = (0.1, 0.2, 0.4, 0.8, 1.6)
 BETA = (0.8, 0.5, 0.2)
 CYCLES = (1, 2, 4)
 SEEDS = (0, 1, 2)
+FRESH_SEEDS = (3, 4, 5, 6, 7)  # the chosen points again, at seeds no choice saw
 MEMBERS = 12
 HELD = 0.095  # the recipe's held sampling step as a fraction of lr0
 RECIPE = (0.4, 0.8, 4)
@@ -56,6 +57,13 @@ def jobs(runs: Path, temperatures=(1.0, 0.2)) -> list[tuple]:
     """Every grid point at every seed and temperature, as :func:`run_point`'s jobs."""
     return [(point, seed, t, str(runs)) for t in temperatures
             for point in itertools.product(LR0, BETA, CYCLES) for seed in SEEDS]
+
+
+def fresh_jobs(chosen, runs: Path) -> list[tuple]:
+    """The oracle's, the rule's and the recipe's points (``chosen``: :func:`picks`' rows), each once per temperature,
+    at :data:`FRESH_SEEDS`: scored there, the choice's own seed noise does not favour it."""
+    points = {(float(r.temperature), (float(r.lr0), float(r.beta), int(r.cycles))) for r in chosen.itertuples()}
+    return [(point, seed, t, str(runs)) for t, point in sorted(points) for seed in FRESH_SEEDS]
 
 
 def picks(frame) -> list[dict]:
@@ -98,12 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs") / "sampling-study" / "grid")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "sampling")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--fresh-only", action="store_true", help="only the chosen points at the fresh seeds "
+                        "(after a run that wrote the picks)")
     args = parser.parse_args(argv)
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=get_context("spawn")) as pool:
-        rows = list(pool.map(run_point, jobs(args.runs.resolve())))
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "sampling_oracle_grid.csv", rows)
-    write_csv(args.out / "sampling_oracle_picks.csv", picks(pd.DataFrame(rows)))
+        if not args.fresh_only:
+            rows = list(pool.map(run_point, jobs(args.runs.resolve())))
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_csv(args.out / "sampling_oracle_grid.csv", rows)
+            write_csv(args.out / "sampling_oracle_picks.csv", picks(pd.DataFrame(rows)))
+        chosen = pd.read_csv(args.out / "sampling_oracle_picks.csv")
+        fresh = list(pool.map(run_point, fresh_jobs(chosen, args.runs.resolve())))
+    write_csv(args.out / "sampling_oracle_fresh.csv", fresh)
     return 0
 
 
