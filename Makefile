@@ -31,7 +31,7 @@ help:
 	@echo "make reference  NUTS reference posteriors (NumPyro, installs the reference extra; CPU, ~12 min)"
 	@echo "make reference-network  the posterior benchmark's reference: NUTS on an MLP 49-32-10 on 1000 real digits, T = 1 and 0.2: results/benchmark/reference/ (CPU, ~20 min on 2 cores)"
 	@echo "make reference-cifar10 ARGS=\"probs=P test_x=X test_y=Y\"  Izmailov et al.'s public CIFAR-10 HMC predictive (their starter kit's files) as a csg reference: results/benchmark/reference/cifar10_hmc_izmailov.npz"
-	@echo "make sampling-study  does the chain sample? SGHMC and SGLD started at NUTS draws, cSGHMC's sampling stage dosed, the oracle bound against csg-tune's rule, the decomposition and fidelity against cost, on the benchmark's network at T = 1 and 0.2: results/sampling/ (needs make reference-network's draws in data/reference-network; CPU, ~45 min on 2 cores; SAMPLING_ARGS=--report-only rewrites the report, --parts=oracle,cost a subset)"
+	@echo "make sampling-study  does the chain sample? SGHMC and SGLD started at NUTS draws, cSGHMC's sampling stage dosed, the oracle bound against csg-tune's rule, the decomposition and fidelity against cost, on the benchmark's network at T = 1 and 0.2: results/sampling/ (needs make reference-network's draws in data/reference-network; CPU, ~45 min on 2 cores; SAMPLING_ARGS=--report-only rewrites the report, SAMPLING_ARGS="--parts oracle,cost" a subset)"
 	@echo "make posterior-benchmark  cSGHMC against 9 methods (csg's 7 others, the posteriors library's SGLD, laplace-torch's last-layer Laplace) and its noise-off control at 3 budgets, scored against that reference: results/benchmark/ (CPU, about an hour on 2 cores; SCALE=smoke: 3 methods, 1 budget, 3 seeds)"
 	@echo "make posterior-benchmark-cifar10 [LAUNCHER=slurm] [SEEDS=0,1,2,3,4]  the same at full scale (GPUs, CIFAR-10 on disk or downloaded): ResNet-20-FRN, cSGHMC against 6 methods at 200 epochs' gradients, scored against Izmailov et al.'s HMC (make reference-cifar10 first): results/benchmark/posterior_benchmark_cifar10.md"
 	@echo "make accuracy [SCALE=smoke]  Table 5's samplers against the references: results/csgmcmc/accuracy.md (CPU, ~20 min)"
@@ -131,8 +131,8 @@ reference: $(REFERENCE_STAMP)
 	$(REPRODUCE) reference
 
 .PHONY: sampling-study
-sampling-study: $(REFERENCE_STAMP)  # csg/studies/sampling/study.py; the NUTS draws: make reference-network
-	$(BIN)/python -m csg.studies.sampling.study $(SAMPLING_ARGS)
+sampling-study: $(REFERENCE_STAMP)  # csg/studies/sampling/run.py; the NUTS draws: make reference-network
+	$(BIN)/python -m csg.studies.sampling.run $(SAMPLING_ARGS)
 
 .PHONY: reference-network
 reference-network: $(REFERENCE_STAMP)

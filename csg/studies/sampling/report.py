@@ -75,7 +75,7 @@ def write_report(out: Path) -> Path:
     runs, reference = _frame(out)
     seeds = sorted(runs["seed"].unique())
     lines = ["# Does the chain sample? The sampling study", "",
-             f"`python -m csg.studies.sampling.study` (csg/studies/sampling/study.py), full scale as designed: the "
+             f"`make sampling-study` (csg/studies/sampling/run.py), full scale as designed: the "
              f"posterior benchmark's task (`experiment=posterior_benchmark`: an MLP 49-32-10 on 1000 shipped digits, "
              f"N = 1000, 200 epochs of 10 batches), seeds {', '.join(map(str, seeds))}, each arm beside its control "
              f"with the noise off (T = 0), every run through `csg.train` and scored by what it writes (TV: the "

@@ -45,7 +45,7 @@ import numpy as np
 
 from csg.paths import ROOT
 
-__all__ = ["ARMS", "Arm", "main", "nuts_draws", "reference_spread", "run_arm", "write_csv"]
+__all__ = ["ARMS", "Arm", "main", "nuts_draws", "reference_spread", "run_arm", "run_dose", "write_csv"]
 
 TEMPERATURES = (1.0, 0.2)
 DRAWS = Path("data") / "reference-network"
@@ -184,7 +184,21 @@ def _job(job: tuple) -> dict:
     return run_arm(*job)
 
 
+def run_dose(seeds, temperatures, runs: Path, out: Path, workers: int = 2, draws: Path = DRAWS) -> None:
+    """The first slice's runs (:data:`ARMS` at ``temperatures`` and ``seeds``, each with its noise-off control) and
+    the reference's spread, written as CSVs into ``out``."""
+    references = [reference_spread(t, draws_dir=draws) for t in temperatures]
+    jobs = [(arm, t, seed, noise, runs.resolve(), draws.resolve()) for t in temperatures for arm in ARMS
+            for noise in (True, False) for seed in seeds]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        rows = list(pool.map(_job, jobs))
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "sampling_study_runs.csv", rows)
+    write_csv(out / "sampling_study_reference.csv", references)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The first slice alone (the whole study: :mod:`csg.studies.sampling.run`), then the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--temperatures", default="1,0.2")
@@ -193,31 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--draws", type=Path, default=DRAWS, help="the NUTS draws' folder (make reference-network)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from the committed CSVs")
-    parser.add_argument("--parts", default="dose,oracle,cost", help="of dose (the first slice), oracle (the grid and "
-                        "csg-tune's rule), cost (the cost curve and the decomposition; after oracle)")
     args = parser.parse_args(argv)
-    from csg.studies.sampling import cost, oracle
     from csg.studies.sampling.report import write_report
 
-    parts = set(args.parts.split(","))
-    if parts - {"dose", "oracle", "cost"}:
-        parser.error(f"--parts: of dose, oracle, cost (not {args.parts})")
-    common = ["--out", str(args.out), "--workers", str(args.workers)]
-    if not args.report_only and "oracle" in parts:
-        oracle.main(["--runs", str(args.runs / "grid"), *common])
-    if not args.report_only and "cost" in parts:
-        cost.main(["--runs", str(args.runs / "cost"), "--draws", str(args.draws), *common])
-    if not args.report_only and "dose" in parts:
-        seeds = [int(s) for s in args.seeds.split(",")]
-        temperatures = [float(t) for t in args.temperatures.split(",")]
-        references = [reference_spread(t, draws_dir=args.draws) for t in temperatures]
-        jobs = [(arm, t, seed, noise, args.runs.resolve(), args.draws.resolve()) for t in temperatures for arm in ARMS
-                for noise in (True, False) for seed in seeds]
-        with ProcessPoolExecutor(max_workers=args.workers, mp_context=get_context("spawn")) as pool:
-            rows = list(pool.map(_job, jobs))
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_csv(args.out / "sampling_study_runs.csv", rows)
-        write_csv(args.out / "sampling_study_reference.csv", references)
+    if not args.report_only:
+        run_dose([int(s) for s in args.seeds.split(",")], [float(t) for t in args.temperatures.split(",")],
+                 args.runs, args.out, args.workers, args.draws)
     write_report(args.out)
     return 0
 
