@@ -185,11 +185,22 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_part.py
 	$(BIN)/python scripts/bench_summary.py
 
+# make test: the suite, then the other-Python checks (tests/pythons) on their own, each within its budget (the
+# suite 12 min on 2 cores, the other Pythons 3 more); PYTEST_ARGS=...: one pytest command with those arguments
 test: $(REFERENCE_STAMP)  # the reference code's tests run NUTS
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/pythons
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests/pythons
+else
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+endif
 
-test-report: $(REFERENCE_STAMP)  # make test's command, its counts and wall time written to results/tests.md
+test-report: $(REFERENCE_STAMP)  # make test's commands, their counts and wall times written to results/tests.md
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(BIN)/python scripts/test_report.py --pythons-apart -- -n $(TEST_WORKERS) --dist loadfile
+else
 	$(BIN)/python scripts/test_report.py -- -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+endif
 
 test-pythons: $(STAMP)  # scripts/check_pythons.py with pip: every Python requires-python admits (make test: the oldest and newest, with uv)
 	$(BIN)/python scripts/check_pythons.py --all --out results/pythons.md \
