@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from csg.engine.accounting import Clock, check_finite, sync
+from csg.engine.accounting import Clock, check_finite, check_restart, sync
 from csg.engine.callbacks import LoopCallbacks, LoopEvent
 from csg.engine.checkpoint import LoopState
 from csg.engine.collection import CollectionPoint
@@ -382,8 +382,9 @@ class _LockStepLoop:
             if not self.bar.disable and i == 0:
                 self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))
             self.logger.log_epoch(epoch, values)
-            self.epoch_rows[i].append({"cycle": values["cycle"], "stage": values["stage"],
-                                       "train_loss": values["train_loss"]})
+            self.epoch_rows[i].append({k: values[k] for k in ("cycle", "stage", "train_loss")})
+            check_restart(self.epoch_rows[i], getattr(self.schedule, "lr0", self.lr), len(state.samples),
+                          lane.chain if self.several else None)
             meta = {"train_loss": values["train_loss"]}
             if epoch in chain.collect_at and lane.interaction is not None:
                 meta.update(lane.interaction.sample_metadata())

@@ -62,12 +62,16 @@ def _sampling(method: str, epochs: int) -> list[str]:
     return ["sampler=sgd"]
 
 
+LR0 = 0.05  # the protocol's step for every set, fixed before its runs (the presets' own recipes may differ since)
+
+
 def overrides(name: str, split: int, method: str, scale: str, runs: Path, seed: int = 0) -> list[str]:
     """The train.py overrides of ``method`` (``sgd`` at ``seed`` for the ensemble's members) on ``split``."""
     epochs = EPOCHS[scale][name]
     folder = run_dir(runs, name, split, method if seed == 0 else f"{method}_seed{seed}")
     return [f"data={name}", f"data.split={split}", "likelihood=gaussian_precision", "model=mlp",
             f"model.hidden=[{HIDDEN.get(name, 50)}]", *_sampling(method, epochs), f"trainer.epochs={epochs}",
+            f"sampler.lr0={LR0}",
             f"seed={seed}", "logger=csv", "trainer.progress=false", "trainer.device=cpu", f"hydra.run.dir={folder}"]
 
 
