@@ -36,6 +36,23 @@ from csg.paths import CONFIGS
 EXTRA_OVERRIDES = "CSG_EXTRA_OVERRIDES"
 
 
+def extra_overrides() -> list[str]:
+    """``CSG_EXTRA_OVERRIDES`` as overrides: ``key=value`` words only (a flag there, ``-m`` say, would turn every
+    command into something else); a one-line :class:`~csg.errors.ConfigError` naming the variable otherwise."""
+    from csg.errors import ConfigError
+
+    text = os.environ.get(EXTRA_OVERRIDES, "")
+    try:
+        words = shlex.split(text)
+    except ValueError as error:  # an unbalanced quote
+        raise ConfigError(EXTRA_OVERRIDES, text, f"key=value overrides as a shell would split them ({error})") from None
+    for word in words:
+        if word.startswith("-") or ("=" not in word and not word.startswith("~")):
+            raise ConfigError(EXTRA_OVERRIDES, text, f"key=value overrides only, appended to every command ({word!r} "
+                              "is not one: flags such as --multirun belong on the command line)")
+    return words
+
+
 def task(cfg: DictConfig) -> float | None:
     """One job: a study on analytic targets (``synthetic=``), or a network's chains; returns the ensemble's NLL
     (what a Hydra sweeper would minimise)."""
@@ -58,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from csg.studies import STUDY_CHECKS
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    argv += shlex.split(os.environ.get(EXTRA_OVERRIDES, ""))  # after the command's own: the last value wins
+    argv += run_or_exit(extra_overrides)  # after the command's own: the last value wins
     # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
     check_or_exit(argv, CONFIGS, study_checks=STUDY_CHECKS)
     first, rest = split_config_dir(argv)

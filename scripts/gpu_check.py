@@ -224,10 +224,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="every part on the CPU at tiny budgets")
     parser.add_argument("--budget-s", type=float, default=480.0, help="the whole check's time (default 8 minutes)")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench")
+    parser.add_argument("--out", type=Path, default=None, help="the record's folder (default results/bench; a "
+                        "--dry-run must name its own: that folder holds the GPU's record)")
     parser.add_argument("--parts", nargs="+", metavar="PART", choices=PART_NAMES,
                         help="only these parts (default: all), in the check's order: " + ", ".join(PART_NAMES))
     args = parser.parse_args(argv)
+    if not args.budget_s > 0:
+        print(f"error: --budget-s={args.budget_s:g} is not allowed: a number of seconds > 0", file=sys.stderr)
+        return 2
+    if args.dry_run and args.out is None:
+        print("error: --dry-run writes a CPU record: name its folder with --out (make gpu-check DRY=1 writes "
+              "build/gpu-check; results/bench/gpu-check.md holds the GPU's record)", file=sys.stderr)
+        return 2
+    args.out = args.out or ROOT / "results" / "bench"
     import torch
 
     if not args.dry_run and not torch.cuda.is_available():

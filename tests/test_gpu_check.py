@@ -60,3 +60,16 @@ def test_a_part_out_of_time_is_listed_not_hidden(tmp_path):
     assert [row["part"] for row in rows] == PARTS and [row["verdict"] for row in rows] == ["not run"] * len(PARTS)
     assert rows[0]["found"].startswith("out of time:")
     assert "0 of 12 parts passed" in (tmp_path / "gpu-check.md").read_text()
+
+
+@pytest.mark.parametrize("arguments, fragment", [
+    (("--dry-run", "--budget-s", "-5", "--out", "OUT"), "--budget-s=-5 is not allowed: a number of seconds > 0"),
+    (("--dry-run",), "--dry-run writes a CPU record: name its folder with --out"),
+])
+def test_a_bad_budget_or_a_dry_run_over_the_gpus_record_is_one_line_and_writes_nothing(tmp_path, arguments, fragment):
+    record = ROOT / "results" / "bench" / "gpu-check.md"
+    before = record.read_bytes() if record.exists() else None
+    done = _check(*(str(tmp_path / "out") if a == "OUT" else a for a in arguments), timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and fragment in lines[0], done.stderr
+    assert not (tmp_path / "out").exists() and (record.read_bytes() if record.exists() else None) == before

@@ -194,3 +194,19 @@ def test_csg_extra_overrides_are_appended_to_every_command(tmp_path):
                              capture_output=True, text=True, timeout=120)
     _assert_one_line_error(process, "trainer.epochs=0 is not allowed: a positive integer")
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("value, fragments", [
+    ("--multirun", ["CSG_EXTRA_OVERRIDES='--multirun'", "key=value overrides only"]),
+    ("trainer.epochs='2", ["CSG_EXTRA_OVERRIDES=", "No closing quotation"]),
+    ("trainer.epochs=2 seed", ["'seed' is not one"]),
+])
+def test_extra_overrides_in_the_environment_are_key_value_words_only(tmp_path, value, fragments):
+    """CSG_EXTRA_OVERRIDES appends overrides to every command: a flag there would silently turn a run into a sweep,
+    an unbalanced quote was a traceback (issue 74); both are one line, before anything is written."""
+    env = {**os.environ, "CSG_EXTRA_OVERRIDES": value}
+    process = subprocess.run([sys.executable, str(ROOT / "train.py"), "trainer.epochs=1",
+                              f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+    _assert_one_line_error(process, *fragments)
+    assert process.returncode == 2 and list(tmp_path.iterdir()) == []
