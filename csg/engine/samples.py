@@ -34,6 +34,7 @@ __all__ = ["MANIFEST", "MANIFEST_MAX_BYTES", "SampleStore", "cpu_state", "non_fi
 MANIFEST = "manifest.json"  # in each store's folder: the samples the run recorded (SampleStore)
 REST = "rest.pt"  # in each store's folder of a part-sampling run: the frozen rest of the model, once
 MANIFEST_MAX_BYTES = 64 << 20  # a manifest entry is ~200 bytes
+MANIFEST_FORMAT = 1  # the manifest's layout; another is refused when read
 _SAMPLE_NAME = re.compile(r"sample_(\d{4,})_cycle(\d{2,})_epoch(\d{4,})\.pt")
 
 
@@ -181,6 +182,9 @@ class SampleStore:
         entries = data.get("samples") if isinstance(data, dict) else None
         if not isinstance(entries, list):
             raise refuse("it has no list of samples")
+        if data.get("format", MANIFEST_FORMAT) != MANIFEST_FORMAT:  # none: a manifest of a run from before formats
+            raise refuse(f"its format is {data['format']!r}, and this csg reads format {MANIFEST_FORMAT} (a manifest "
+                         "another version of csg wrote: read it with that version)")
         for number, entry in enumerate(entries):
             name = _SAMPLE_NAME.fullmatch(str(entry.get("file", ""))) if isinstance(entry, dict) else None
             if name is None:
@@ -220,7 +224,7 @@ class SampleStore:
 
     def _write_manifest(self) -> None:
         rest = {"rest": self._rest_entry} if self._rest_entry is not None else {}
-        atomic_write_json(self.manifest_path, {"format": 1, "chain": self.chain, "planned": self.planned,
+        atomic_write_json(self.manifest_path, {"format": MANIFEST_FORMAT, "chain": self.chain, "planned": self.planned,
                                                "samples": self._entries, **rest})
 
     @staticmethod

@@ -321,3 +321,14 @@ def test_damaged_run_files_in_a_report_folder_are_refused_naming_them(tmp_path, 
     _one_line(REPRODUCE, ["fig3", "--scale", "smoke", "--report-only", "--runs", runs, "--out", out],
               "metrics.json cannot be read as JSON", capsys=capsys, monkeypatch=monkeypatch)
     assert not out.exists()
+
+
+def test_a_manifest_of_another_format_version_is_refused_naming_it(run):
+    """A manifest another csg wrote (format 2) is refused in one line, not read as this version's (issue 74); one
+    without a format (a run from before formats) is read as format 1."""
+    manifest = run / "samples" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "format": 2}))
+    _refused(run, [], "manifest.json", "its format is 2, and this csg reads format 1")
+    manifest.write_text(json.dumps({key: value for key, value in data.items() if key != "format"}))
+    assert SampleStore(run / "samples").manifest()["samples"] == data["samples"]
