@@ -29,6 +29,9 @@ def device_of(device: str | torch.device) -> torch.device:
     one-line ConfigError (key ``device``) for one this machine lacks."""
     from csg.engine.devices import resolve_device
 
+    if str(device).split(":")[0] == "meta":
+        raise ConfigError("device", str(device), "a device that holds values: auto, cpu, cuda, cuda:<index> or mps "
+                          "(meta holds shapes only)")
     try:
         return resolve_device(str(device))
     except ConfigError as error:

@@ -64,7 +64,14 @@ def checked_states(states: Sequence[dict[str, Tensor]], reference: dict[str, Ten
                 shape = list(tensor.shape) if isinstance(tensor, Tensor) else type(tensor).__name__
                 raise ConfigError(f"{key}[{index}]", f"{name} of shape {shape}",
                                   f"the model's shape {list(reference[name].shape)}")
-    return [{name: tensor.detach().to("cpu") for name, tensor in state.items()} for state in states]
+            if tensor.is_floating_point() != reference[name].is_floating_point() or tensor.is_meta:
+                raise ConfigError(f"{key}[{index}]", f"{name} of dtype {tensor.dtype} on {tensor.device.type}",
+                                  f"a tensor holding values of the model's kind ({reference[name].dtype})")
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ConfigError(f"{key}[{index}]", f"{name} with non-finite values", "finite weights (a member "
+                                  "whose weights hold NaN or infinity would make every prediction NaN)")
+    # copies: the caller's later training must not move the posterior's members
+    return [{name: tensor.detach().to("cpu", copy=True) for name, tensor in state.items()} for state in states]
 
 
 def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence[dict[str, Tensor]], *,
@@ -104,14 +111,17 @@ def posterior_parts(model: nn.Module | Callable[[], nn.Module], states: Sequence
             raise ConfigError(key, f"{len(values)} values", f"one per state dict ({count})")
     if precision not in PRECISIONS:
         raise ConfigError("precision", str(precision), ", ".join(PRECISIONS[:-1]) + f" or {PRECISIONS[-1]}")
-    if num_classes is None:  # what the model says: one forward pass of zeros
-        try:
-            with torch.no_grad():
-                model.load_state_dict(states[0])
-                num_classes = int(model(torch.zeros(1, *input_shape, device=device)).shape[-1])
-        except Exception as error:  # noqa: BLE001 - the model's own complaint, in one line
-            raise ConfigError("input_shape", str(list(input_shape)), f"the shape of one input the model takes "
-                              f"(a batch of it: {describe(error, limit=120)})") from None
+    try:  # what the model says: one forward pass of zeros
+        with torch.no_grad():
+            model.load_state_dict(states[0])
+            outputs = int(model(torch.zeros(1, *input_shape, device=device)).shape[-1])
+    except Exception as error:  # noqa: BLE001 - the model's own complaint, in one line
+        raise ConfigError("input_shape", str(list(input_shape)), f"the shape of one input the model takes "
+                          f"(a batch of it: {describe(error, limit=120)})") from None
+    if num_classes is None:
+        num_classes = outputs
+    elif likelihood.task == "classification" and num_classes != outputs:
+        raise ConfigError("num_classes", str(num_classes), f"None or the model's {outputs} outputs (one per class)")
     members = EnsembleMembers(names, chains, weights, "equal" if len(set(weights)) == 1 else "given",
                               lambda: iter(states))
     facts = {"num_classes": int(num_classes), "input_shape": list(input_shape), "num_samples": count,

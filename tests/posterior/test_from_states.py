@@ -75,6 +75,14 @@ def test_a_saved_posterior_of_state_dicts_loads_back_only_with_its_model(tmp_pat
     ({"input_shape": ("a",)}, r"^input_shape=.* positive whole numbers"),
     ({"weights": [1e308] * 4}, r"^weights=.* a finite positive sum$"),
     ({"ece_bins": 0}, r"^ece_bins='0' is not allowed: a positive whole number$"),
+    # issue 74: NaN weights, integer weights, the meta device, a class count the model does not output
+    ({"states": [{**_states(1)[0], "1.bias": torch.full((4,), float("nan"))}]},
+     r"^states\[0\]='1.bias with non-finite values' is not allowed: finite weights"),
+    ({"states": [{k: v.long() for k, v in _states(1)[0].items()}]},
+     r"^states\[0\]='1.(weight|bias) of dtype torch.int64 on cpu' is not allowed: a tensor holding values of the "
+     r"model's kind \(torch.float32\)"),
+    ({"device": "meta"}, r"^device='meta' is not allowed: a device that holds values"),
+    ({"num_classes": 2}, r"^num_classes='2' is not allowed: None or the model's 4 outputs"),
 ])
 def test_a_wrong_argument_is_one_line(change, message):
     arguments = {"model": _factory, "states": _states(), "input_shape": (2, 3), **change}
@@ -101,3 +109,16 @@ def test_the_callers_module_is_left_as_it_was():
     posterior.predict(torch.randn(2, 2, 3))
     assert module.training and all(torch.equal(before[k], v) for k, v in module.state_dict().items())
     assert posterior.model is not module
+
+
+def test_the_posterior_keeps_its_own_copy_of_the_callers_tensors():
+    """The caller's training after the call moves the caller's tensors, not the posterior's members (issue 74)."""
+    states = _states(2)
+    posterior = csg.Posterior.from_states(_factory, states, input_shape=(2, 3))
+    x = torch.randn(3, 2, 3, generator=torch.Generator().manual_seed(0))
+    before = posterior.predict(x).clone()
+    with torch.no_grad():
+        for state in states:
+            for tensor in state.values():
+                tensor.add_(1.0)  # in place, as an optimizer's step would
+    assert torch.equal(posterior.predict(x), before)
