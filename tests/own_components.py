@@ -183,3 +183,19 @@ class SigtermAfterEpoch:
 
         if event.epoch == self.epoch:
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+class SummingNll(StudentT):
+    """A flawed likelihood: its nll sums over the batch instead of one value per example."""
+
+    def nll(self, output, y, params):
+        return super().nll(output, y, params).sum()
+
+
+class NoPredictive(Likelihood):
+    """A flawed likelihood: an nll, and no predictive (csg evaluates members with it)."""
+
+    task = "regression"
+
+    def nll(self, output, y, params):
+        return (output.float().reshape(-1) - y.float().reshape(-1)).square()

@@ -155,10 +155,41 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
                           f"{got}{_num_classes_hint(cfg, data.num_classes)}")
     if not output.is_floating_point():
         raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
+    check_likelihood(cfg, likelihood, outputs, data.num_classes)
     single = [label for label, values in per_channel if values == 1]
     if single and getattr(data, "num_train", None) and getattr(data, "batch_size", None):
         _check_batchnorm_batches(single[0], int(data.num_train), int(data.batch_size),
                                  1 if sync_batchnorm else processes)
+
+
+def check_likelihood(cfg: DictConfig, likelihood, outputs: int, targets: int) -> None:
+    """The likelihood's :meth:`nll` gives one finite value per example and its :meth:`predictive` answers, on a
+    probe batch of 3 zero outputs and targets, before any training (a one-line ConfigError naming the likelihood's
+    key: a sum over the batch would train on a wrong scale, a missing predictive would fail only at evaluation)."""
+    node = cfg.get("likelihood")
+    key = "likelihood._target_" if node is not None and has_target(node) else "likelihood.name"
+    value = repr(likelihood)
+    output = torch.zeros(3, outputs)
+    y = (torch.zeros(3, dtype=torch.long) if likelihood.task == "classification"
+         else torch.zeros(3) if targets == 1 else torch.zeros(3, targets))
+    params = {name: torch.as_tensor(v, dtype=torch.float32) for name, v in likelihood.initial_parameters().items()}
+    try:
+        per_example = likelihood.nll(output, y, params)
+    except Exception as error:  # noqa: BLE001 - the user's likelihood's own complaint, in one line
+        raise ConfigError(key, value, f"a likelihood whose nll takes (outputs, targets, params): {describe(error)}") \
+            from None
+    if not isinstance(per_example, torch.Tensor) or tuple(per_example.shape) != (3,):
+        got = tuple(per_example.shape) if isinstance(per_example, torch.Tensor) else type(per_example).__name__
+        raise ConfigError(key, value, f"a likelihood whose nll gives one value per example, shape (batch,): on a "
+                          f"batch of 3 it gave {got} (a sum or mean over the batch would train on another scale)")
+    try:
+        likelihood.predictive(output, params)
+    except NotImplementedError:
+        raise ConfigError(key, value, "a likelihood with a predictive(output, params): csg evaluates every member "
+                          "with it after training") from None
+    except Exception as error:  # noqa: BLE001
+        raise ConfigError(key, value, f"a likelihood whose predictive(output, params) answers: {describe(error)}") \
+            from None
 
 
 def smallest_batch(num_train: int, batch_size: int, processes: int = 1) -> int:

@@ -163,6 +163,12 @@ def test_regression_data_a_model_cannot_use_is_refused_in_one_line(flaw, fragmen
     (["likelihood=categorical"], "float32 (real-valued targets: a regression likelihood, likelihood=gaussian"),
     (["likelihood.shape=-2"], "likelihood.shape=-2 is not allowed: a finite number > 0"),
     (["likelihood=custom", "likelihood._target_=tests.own_components.blobs"], "a csg.likelihoods.Likelihood"),
+    # issue 74: found before training, not after it (or never)
+    (["likelihood=custom", "likelihood._target_=tests.own_components.SummingNll"],
+     "likelihood._target_='SummingNll()' is not allowed: a likelihood whose nll gives one value per example, shape "
+     "(batch,): on a batch of 3 it gave ()"),
+    (["likelihood=custom", "likelihood._target_=tests.own_components.NoPredictive"],
+     "likelihood._target_='NoPredictive()' is not allowed: a likelihood with a predictive(output, params)"),
 ])
 def test_a_likelihood_that_does_not_fit_the_data_is_refused_in_one_line(tmp_path, overrides, fragment):
     from csg.launch.run import run
