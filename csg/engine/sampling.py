@@ -40,6 +40,36 @@ from csg.schedules import Schedule
 __all__ = ["Chain"]
 
 
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle) -> None:
+    """:class:`Chain`'s arguments, each refused in one line naming it (issue 74: they were taken without a word)."""
+    import math
+
+    from csg.errors import ConfigError
+
+    for key, value in (("epochs", epochs), ("batches_per_epoch", batches_per_epoch),
+                       ("samples_per_cycle", samples_per_cycle)):
+        if not _whole(value):
+            raise ConfigError(key, value, "a whole number >= 1")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ConfigError("temperature", temperature, "a finite number >= 0: T of the sampling stages")
+    if not isinstance(sampler, torch.optim.Optimizer):
+        raise ConfigError("sampler", type(sampler).__name__, "a torch.optim.Optimizer: a csg sampler (csg.samplers)")
+    if temperature > 0 and "temperature" not in sampler.defaults:
+        raise ConfigError("sampler", type(sampler).__name__, "a sampler whose param groups take a temperature (a "
+                          "csg sampler: csg.samplers); this optimizer would ignore T and add no noise (temperature=0 "
+                          "for a noise-free ensemble)")
+    if not isinstance(schedule, Schedule):
+        raise ConfigError("schedule", type(schedule).__name__, "a csg.schedules.Schedule")
+    if schedule.total_steps != epochs * batches_per_epoch:
+        raise ConfigError("schedule", f"{schedule.total_steps} steps", f"a schedule over the chain's epochs x "
+                          f"batches_per_epoch = {epochs * batches_per_epoch} iterations")
+
+
 class Chain:
     """The schedule position, stage switch and collection of one chain of ``sampler`` (a csg sampler, or any
     ``torch.optim.Optimizer`` whose param groups take ``lr`` and ``temperature``).
@@ -63,6 +93,7 @@ class Chain:
                  keep: bool | None = None, monitor: bool | int = True):
         from csg.evaluation.monitor import SamplingMonitor
 
+        _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle)
         self.sampler, self.schedule, self.temperature = sampler, schedule, float(temperature)
         self.epochs, self.batches_per_epoch = int(epochs), int(batches_per_epoch)
         self.plan = list(plan) if plan is not None else collection_points(schedule, self.epochs,

@@ -164,3 +164,34 @@ def test_a_restored_chain_refuses_a_samples_folder_that_lost_its_samples(tmp_pat
     resumed.load_state_dict(state)
     with pytest.raises(DamagedFileError, match="sample_0001_cycle00_epoch0002.pt"):
         _run(resumed, model, sampler, batches, range(3, 6))
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"epochs": 0}, "epochs=0 is not allowed: a whole number >= 1"),
+    ({"samples_per_cycle": 0}, "samples_per_cycle=0 is not allowed: a whole number >= 1"),
+    ({"temperature": -1.0}, "temperature=-1.0 is not allowed: a finite number >= 0"),
+    ({"temperature": float("nan")}, "temperature=nan is not allowed: a finite number >= 0"),
+    ({"sampler": "sgd"}, "sampler='torch.optim.SGD'"),
+    ({"schedule": "short"}, "schedule='50 steps' is not allowed: a schedule over the chain's epochs x batches_per_epoch "
+                            "= 100 iterations"),
+])
+def test_a_chain_of_bad_arguments_is_one_line_naming_the_argument(change, fragment):
+    """csg.Chain took these without a word (issue 74): SGD called a chain at T > 0 adds no noise; a schedule of
+    another length than the chain's iterations; a negative or NaN temperature; no samples."""
+    import csg
+    from csg.errors import ConfigError
+    from csg.samplers import SGHMC
+    from csg.schedules import Cyclical
+
+    theta = torch.nn.Parameter(torch.zeros(3))
+    arguments = {"sampler": SGHMC([theta], lr=0.1, num_data=100), "schedule": Cyclical(0.1, 100, 2, 0.5),
+                 "epochs": 10, "batches_per_epoch": 10, "temperature": 1.0, "samples_per_cycle": 1}
+    if change.get("sampler") == "sgd":
+        change = {"sampler": torch.optim.SGD([theta], lr=0.1)}
+        fragment = "sampler='SGD' is not allowed: a sampler whose param groups take a temperature"
+    if change.get("schedule") == "short":
+        change = {"schedule": Cyclical(0.1, 50, 2, 0.5)}
+    arguments.update(change)
+    with pytest.raises(ConfigError) as refused:
+        csg.Chain(arguments.pop("sampler"), arguments.pop("schedule"), **arguments)
+    assert fragment in str(refused.value) and "\n" not in str(refused.value), str(refused.value)

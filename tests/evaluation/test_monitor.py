@@ -141,8 +141,8 @@ def test_an_optimizer_without_noise_and_a_bad_setting_are_said_plainly():
     with pytest.raises(ValueError, match="every: an integer >= 1"):
         SamplingMonitor(sgd, every=0)
     with pytest.raises(ValueError, match="monitor: True, False or an integer"):
-        Chain(sgd, Constant(0.1, total_steps=10), epochs=1, batches_per_epoch=10, temperature=1.0,
+        Chain(sgd, Constant(0.1, total_steps=10), epochs=1, batches_per_epoch=10, temperature=0.0,
               monitor=-1)
     monitor.close()
-    assert Chain(sgd, Constant(0.1, total_steps=10), epochs=1, batches_per_epoch=10, temperature=1.0,
+    assert Chain(sgd, Constant(0.1, total_steps=10), epochs=1, batches_per_epoch=10, temperature=0.0,
                  monitor=False).diagnostics() is None
