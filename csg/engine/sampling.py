@@ -65,7 +65,7 @@ def _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, 
                           "for a noise-free ensemble)")
     if not isinstance(schedule, Schedule):
         raise ConfigError("schedule", type(schedule).__name__, "a csg.schedules.Schedule")
-    if schedule.total_steps != epochs * batches_per_epoch:
+    if schedule.total_steps not in (None, epochs * batches_per_epoch):
         raise ConfigError("schedule", f"{schedule.total_steps} steps", f"a schedule over the chain's epochs x "
                           f"batches_per_epoch = {epochs * batches_per_epoch} iterations")
 
