@@ -27,7 +27,7 @@ from csg.engine.callbacks import LoopCallbacks, LoopEvent
 from csg.engine.checkpoint import LoopState
 from csg.engine.collection import CollectionPoint
 from csg.engine.samples import SampleStore
-from csg.engine.sampling import Chain
+from csg.engine.sampling import LoopChain
 from csg.engine.devices import Precision
 from csg.schedules import Schedule
 from csg.engine.step.single import Step
@@ -217,7 +217,7 @@ class _LockStepLoop:
         self.loaders = [lane.loader for lane in lanes]
         self.batches = len(self.loaders[0])
         self.clock = Clock([s.seconds for s in self.states])
-        self.chains = [Chain(lane.sampler, schedule, epochs=settings.epochs, batches_per_epoch=self.batches,
+        self.chains = [LoopChain(lane.sampler, schedule, epochs=settings.epochs, batches_per_epoch=self.batches,
                              temperature=settings.temperature, plan=settings.plan, store=lane.store, state=state,
                              keep=False, monitor=int(settings.monitor_every))
                        for lane, state in zip(self.lanes, self.states)]

@@ -37,15 +37,18 @@ from csg.engine.collection import CollectionPoint, collection_points
 from csg.engine.samples import SampleStore, cpu_state
 from csg.schedules import Schedule
 
-__all__ = ["Chain"]
+__all__ = ["Chain", "LoopChain"]
 
 
 def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle) -> None:
-    """:class:`Chain`'s arguments, each refused in one line naming it (issue 74: they were taken without a word)."""
+def _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle,
+                     strict: bool = True) -> None:
+    """:class:`Chain`'s arguments, each refused in one line naming it (issue 74: they were taken without a word);
+    ``strict`` False (csg's own loop, whose config checks have judged its sampler and schedule already): the
+    numbers only."""
     import math
 
     from csg.errors import ConfigError
@@ -57,6 +60,8 @@ def _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, 
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
             or temperature < 0:
         raise ConfigError("temperature", temperature, "a finite number >= 0: T of the sampling stages")
+    if not strict:
+        return
     if not isinstance(sampler, torch.optim.Optimizer):
         raise ConfigError("sampler", type(sampler).__name__, "a torch.optim.Optimizer: a csg sampler (csg.samplers)")
     if temperature > 0 and "temperature" not in sampler.defaults:
@@ -87,13 +92,15 @@ class Chain:
     ``False``: none). A resumed chain's diagnostics cover the steps since it resumed.
     """
 
+    _strict = True  # the sampler and schedule checked (csg's own loop: LoopChain)
+
     def __init__(self, sampler: torch.optim.Optimizer, schedule: Schedule, *, epochs: int, batches_per_epoch: int,
                  temperature: float, samples_per_cycle: int = 1, plan: Sequence[CollectionPoint] | None = None,
                  store: SampleStore | str | Path | None = None, state: LoopState | None = None,
                  keep: bool | None = None, monitor: bool | int = True):
         from csg.evaluation.monitor import SamplingMonitor
 
-        _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle)
+        _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle, self._strict)
         self.sampler, self.schedule, self.temperature = sampler, schedule, float(temperature)
         self.epochs, self.batches_per_epoch = int(epochs), int(batches_per_epoch)
         self.plan = list(plan) if plan is not None else collection_points(schedule, self.epochs,
@@ -208,3 +215,10 @@ class Chain:
         in the folder, intact: checked at the next sample, a one-line :class:`~csg.errors.DamagedFileError`)."""
         self.state, self.kept = LoopState(**state["loop"]), list(state["kept"])
         self._last_set()
+
+
+class LoopChain(Chain):
+    """A :class:`Chain` of csg's own loop: its sampler (a wrapper, a user's optimizer) and schedule were judged by the
+    run's config checks, so only the numbers are checked here."""
+
+    _strict = False
