@@ -29,7 +29,7 @@ from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
 from csg.engine.samples import SampleStore
 from csg.engine.devices import Precision, resolve_device, set_deterministic
-from csg.errors import ConfigError, Interrupted
+from csg.errors import ConfigError, DivergenceError, Interrupted
 from csg.evaluation.ess import ess_summary
 from csg.posterior.evaluate import evaluate_store, format_metrics
 from csg.engine.loggers import NullLogger, build_logger, check_wandb_online
@@ -40,6 +40,8 @@ from csg.engine.step.single import make_step
 from csg.engine.loop import Hooks, Lane, LoopSettings, train_chains
 
 log = logging.getLogger(__name__)
+
+DIVERGED = "diverged.json"  # a run stopped by a DivergenceError says so in its folder: a sweep's outcome, not a gap
 
 
 def _experiment_preset() -> str | None:
@@ -72,6 +74,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 metrics = _run(cfg, directory, layout, started, signals)
             except BaseException as error:
                 distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
+                if isinstance(error, DivergenceError) and csg.process_rank() == 0:
+                    atomic_write_json(run_dir / DIVERGED, {"error": str(error).splitlines()[0], "epoch": error.epoch,
+                                                           "lr": error.lr, "chain": error.chain})
                 if isinstance(error, KeyboardInterrupt) and not isinstance(error, Interrupted):
                     raise Interrupted(signals.phase) from error  # where Ctrl-C stopped the run, for its line
                 raise

@@ -64,6 +64,10 @@ def main(workdir: Path | None = None, argv: list[str] | None = None) -> None:
                         "table's protocol (preset, budget, methods, seeds)")
     parser.add_argument("--add", action="append", default=[], metavar="OVERRIDES",
                         help="one more method, as space-separated train.py overrides (repeatable; table1, table3)")
+    parser.add_argument("--tune-factors", help="a tuning stage's grid: comma-separated factors x each method's recipe "
+                        "step (posterior-benchmark-cifar10; default the table's)")
+    parser.add_argument("--tune-seeds", help="a tuning stage's seeds, each once, none of the table's "
+                        "(posterior-benchmark-cifar10; default the table's)")
     args = parser.parse_intermixed_args(argv)
     target = TARGETS[args.target]
     # the user's paths, from where they typed them; the target's own, from the working folder
@@ -77,6 +81,7 @@ def main(workdir: Path | None = None, argv: list[str] | None = None) -> None:
     job = Job(target=target.name, out=out or default_out(target, args.scale), out_given=out is not None,
               scale=args.scale, launcher=args.launcher, seeds=args.seeds, report_only=args.report_only, runs=runs,
               preset=args.preset, overrides=tuple(args.overrides), add=tuple(args.add),
+              tune_factors=args.tune_factors, tune_seeds=args.tune_seeds,
               stamp=datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     target.check(job)
     for line in target.make(job):

@@ -129,7 +129,9 @@ def test_the_full_scale_target_runs_every_contender_and_writes_the_table_with_th
     reference = _stand_in(tmp_path, 4)
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
-                           "--out", str(out), "--seeds", "0,1", f"data.root={tmp_path / 'data'}",
+                           "--out", str(out), "--runs", str(tmp_path / "runs"), "--seeds", "0,1", "--tune-factors", "1",
+                           "--tune-seeds", "100",
+                           f"data.root={tmp_path / 'data'}",
                            "data.download=false", f"evaluation.reference={reference}", "trainer.epochs=20",
                            "sampler.samples_per_cycle=1", "data.batch_size=50", "data.num_workers=0", "logger=none",
                            "model=mlp", "model.hidden=[8]"],   # ResNet-20-FRN's own run: the test above
@@ -145,6 +147,10 @@ def test_the_full_scale_target_runs_every_contender_and_writes_the_table_with_th
     assert "Not this table's protocol" in text
     assert "cSGHMC | Deep ensemble (4)" in text and "Missing runs" not in text
     assert "agreement, paper" not in text   # Izmailov et al.'s numbers are for their ResNet-20-FRN, not beside an MLP
+    tuning = pd.read_csv(out / "posterior_benchmark_cifar10_tuning.csv")  # the stage ran first, on held-out images
+    assert set(tuning.method) == {"csghmc", "csgld", "sghmc_constant", "sgld_constant", "csghmc_x4", "ensemble_x4"}
+    assert tuning.picked.all() and tuning.edge.all() and "## The tuning stage" in text and "seeds 100 " in text
+    assert len(list((tmp_path / "runs" / "tuning_stage").glob("*/*/*/metrics.json"))) == 6
     runs.assign(model="resnet20_frn").to_csv(tmp_path / "record.csv", index=False)   # as the real model's runs
     again = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "posterior-benchmark-cifar10",
                             "--report-only", "--runs", str(tmp_path / "record.csv"), "--out", str(tmp_path / "again")],
@@ -171,10 +177,10 @@ def test_on_slurm_each_run_of_the_full_scale_target_takes_one_gpu_and_its_quarte
     spec = tables.TABLES["posterior_benchmark_cifar10"]
     launch.run_sweeps(spec.presets["full"], sweeps.expand(spec, "full", 200), tmp_path, "slurm", ["trainer.epochs=200"],
                       spec.processes, gpus_per_run=spec.gpus_per_run)
-    assert len(calls) == 3
+    assert len(calls) == 7   # one multirun a method: each its own tuned step
     for command in calls:
         assert "hydra.launcher.gpus_per_node=1" in command and "hydra.launcher.tasks_per_node=1" in command
-    assert "trainer.epochs=50" in calls[1] and "trainer.epochs=200" not in calls[1]   # the 4 chains' quarter
+    assert "trainer.epochs=50" in calls[5] and "trainer.epochs=200" not in calls[5]   # the 4 chains' quarter
     assert "trainer.epochs=200" in calls[0]
 
 

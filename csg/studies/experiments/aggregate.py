@@ -21,9 +21,13 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
+TUNING_STAGE = "tuning_stage"  # a table's tuning runs, below its runs folder (csg.studies.experiments.tuning_stage)
+
+
 def load_runs(root: str | Path) -> pd.DataFrame:
     """One row per run directory (a folder holding ``.hydra/config.yaml``) below ``root``, but not the earlier
-    runs that ``trainer.checkpoint.resume=false`` moved into a run's ``earlier/`` folder.
+    runs that ``trainer.checkpoint.resume=false`` moved into a run's ``earlier/`` folder, nor a tuning stage's
+    (``tuning_stage/``: :mod:`csg.studies.experiments.tuning_stage` reads them).
 
     Columns: ``run_dir``, ``status`` ("done" with a metrics.json, else "missing metrics"),
     the run's config flattened (``sampler.name``, ``data.name``, ``seed``, ...) and its metrics
@@ -38,8 +42,8 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     rows = []
     for config_path in sorted(Path(root).glob("**/.hydra/config.yaml")):
         run_dir = config_path.parent.parent
-        if EARLIER in run_dir.relative_to(root).parts[:-1]:
-            continue  # a run started over with resume=false moved here: not one of the sweep's runs
+        if {EARLIER, TUNING_STAGE} & set(run_dir.relative_to(root).parts[:-1]):
+            continue  # a run started over with resume=false moved here, or a tuning stage's: not the sweep's runs
         row: dict[str, Any] = {"run_dir": str(run_dir)}
         try:
             config = read_yaml(config_path)

@@ -22,7 +22,10 @@ class Job:
     overrides: tuple[str, ...] = ()
     stamp: str = ""                 # <date>_<time>: the folder of this call's runs
     add: tuple[str, ...] = ()       # --add: each a user's method (space-separated train.py overrides)
+    tune_factors: str | None = None  # --tune-factors: a tuning stage's grid, x each method's recipe step
+    tune_seeds: str | None = None    # --tune-seeds: a tuning stage's seeds
 
 
 # every flag a target may take, with its default: Target.flags names those a target takes
-FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": ()}
+FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": (),
+         "tune_factors": None, "tune_seeds": None}

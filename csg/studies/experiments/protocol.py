@@ -128,12 +128,13 @@ def _text(value: Any) -> str:
 _ABSENT = object()
 
 
-def compare(run: dict[str, Any], preset: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{key: (the run's value, the preset's)}`` at every protocol key where they differ (absent: ``_ABSENT``)."""
+def compare(run: dict[str, Any], preset: dict[str, Any], tuned: tuple[str, ...] = ()) -> dict[str, tuple[Any, Any]]:
+    """``{key: (the run's value, the preset's)}`` at every protocol key where they differ (absent: ``_ABSENT``), but
+    the keys a tuning stage sets (``tuned``: the report checks them against the stage's picks)."""
     out = {}
     for key in sorted(set(run) | set(preset)):
         mine, theirs = run.get(key, _ABSENT), preset.get(key, _ABSENT)
-        if is_protocol_key(key) and not _same(mine, theirs):
+        if is_protocol_key(key) and key not in tuned and not _same(mine, theirs):
             out[key] = (mine, theirs)
     return out
 
@@ -167,6 +168,12 @@ class Differences:
         if len(self.keys) > SHOWN:
             out.append(f"{len(self.keys) - SHOWN} more keys")
         return out + self.other
+
+
+def tuned_keys(plan) -> tuple[str, ...]:
+    """The keys ``plan``'s tuning stage sets per method (none without one)."""
+    tuning = getattr(plan, "tuning", None)
+    return (tuning.key,) if tuning else ()
 
 
 def _candidates(plan, scale: str, epochs: int, preset: str | None, composer: Composer,
@@ -232,7 +239,8 @@ def check_runs(plan, scale: str, epochs: int, preset: str | None, runs, configs:
         if not mine:
             continue  # not a method of the table: the report lists it as left out
         compared += 1
-        method, _, _, differences = min(((m, p, c, compare(run, c)) for m, p, c in mine), key=lambda t: len(t[3]))
+        method, _, _, differences = min(((m, p, c, compare(run, c, tuned_keys(plan))) for m, p, c in mine),
+                                              key=lambda t: len(t[3]))
         methods.add(method)
         found.add(differences, str(run_dir))
         seed = _text(run.get("seed", _ABSENT))
@@ -279,7 +287,7 @@ def check_command(plan, scale: str, epochs: int, table_preset: str | None, *, pr
         if isinstance(made, str):  # train.py refuses it too; said here as a difference, not skipped
             found.other = [f"{' '.join(point_overrides(point))} does not compose with the command's ({made})"]
         else:
-            found.add(compare(made, expected), str(point))
+            found.add(compare(made, expected, tuned_keys(plan)), str(point))
     check.items += found.items(len(candidates))
     if (found.keys or found.other) and check.flag is None:
         keys = [(o, o.lstrip("+~").split("=", 1)[0]) for o in overrides]

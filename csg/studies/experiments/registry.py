@@ -25,6 +25,7 @@ from pathlib import Path
 
 from csg.errors import ConfigError
 from csg.studies.experiments import fig3, fig4, protocol, table5, tables
+from csg.studies.experiments import tuning_stage as stage
 from csg.studies.experiments.added import added_label, added_protocol, read_added, record_added
 from csg.studies.experiments.aggregate import load_runs, runs_to_report
 from csg.studies.experiments.in_process import (checked_options, run_accuracy, run_accuracy_multimodal, run_bandit,
@@ -144,6 +145,10 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
         own = plan.presets[job.scale]  # the table's preset, and its budget: the protocol
         protocol_epochs = preset_epochs(own, []) if own else 0
         committed = _committed(job)
+        tuned_plan = None  # with a tuning stage: the plan with the stage's grid and seeds (--tune-factors, --tune-seeds)
+        if getattr(plan, "tuning", None) is not None:
+            stage.check_command(plan, list(job.overrides))
+            tuned_plan = stage.with_flags(plan, job, committed)
 
         def compare(runs: Path, frame, *, before: bool) -> protocol.Check:
             check = protocol.check_command(plan, job.scale, protocol_epochs, own, preset=job.preset, seeds=job.seeds,
@@ -180,7 +185,10 @@ def _sweeps(plan, report: Callable[[Job, Path, int, str | None], list[str]], pre
                 record_added(runs, plan.name, {name: overrides for name, overrides, _ in added})
                 run_sweeps(preset, [sweep for _, _, sweep in added], runs, job.launcher, list(job.overrides),
                            folders=[f"add_{name}" for name, _, _ in added])
-            run_sweeps(preset, expand(plan, job.scale, epochs, job.seeds), runs, job.launcher,
+            tuned = None if tuned_plan is None else stage.run_stage(  # each method's step, on held-out training data
+                tuned_plan, job.scale, epochs, preset, runs, job.launcher, list(job.overrides), CONFIGS,
+                plan.gpus_per_run)
+            run_sweeps(preset, expand(plan, job.scale, epochs, job.seeds, tuned), runs, job.launcher,
                        list(job.overrides), plan.processes, gpus_per_run=getattr(plan, "gpus_per_run", None))
             check = compare(runs, load_runs(runs), before=False)
         lines = report(job, runs, epochs, preset)
@@ -305,7 +313,7 @@ def _studies(*studies: str, report: Callable[[Path], Path] | None = None) -> Cal
     return make
 
 
-SWEEP_FLAGS = frozenset(FLAGS) - {"add"}
+SWEEP_FLAGS = frozenset(FLAGS) - {"add", "tune_factors", "tune_seeds"}
 TABLE_FLAGS = SWEEP_FLAGS | {"add"}  # the tables whose methods are rows: a user's method can be one more
 BOTH = ("full", "smoke")
 _TABLES = {name: _sweeps(tables.TABLES[name], _table_report) for name in ("table1", "table2", "table3")}
@@ -348,7 +356,7 @@ TARGETS: dict[str, Target] = {target.name: target for target in (
            "cSGHMC against 6 methods at one gradient budget, scored against Izmailov et al.'s HMC predictive (make "
            "reference-cifar10 first), their published numbers beside ours", "benchmark",
            _with_reference(_sweeps(tables.TABLES["posterior_benchmark_cifar10"], _table_report)), ("full",),
-           SWEEP_FLAGS),
+           SWEEP_FLAGS | {"tune_factors", "tune_seeds"}),
     Target("accuracy-multimodal", "Where do cycles pay? cSGLD against SGLD, and the ICSGLD paper's reSGLD, CSGLD and "
            "ICSGLD x4, on mixtures whose barriers we control, tuned and judged on fresh seeds (CPU, ~25 min for the "
            "six SGLD / SGHMC methods, ~48 min more for the ICSGLD paper's three on 2 busy cores; "

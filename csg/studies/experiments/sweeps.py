@@ -39,6 +39,24 @@ class Metric:
     per_example: bool = False  # summed over the test set: the margin is per test example
 
 
+TUNED = "<tuned>"  # a tuned placeholder's value until the tuning stage has picked it
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """A table's tuning stage, run before its sweeps (:mod:`csg.studies.experiments.tuning_stage`): each method
+    (placeholder name -> the sweep overrides that make it, placeholders of :class:`TableSpec` filled in) runs at
+    ``factors`` x its recipe's ``key`` on the training split less the share ``holdout`` (``data.holdout``), at
+    ``seeds`` disjoint from the table's, and :func:`csg.evaluation.tuning.pick` chooses its value from the held-out
+    examples alone; the table's sweeps name it as ``{<placeholder>}``."""
+
+    methods: dict[str, tuple[str, ...]]
+    factors: tuple[float, ...]
+    seeds: str
+    holdout: float
+    key: str = "sampler.lr0"
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """One paper table. ``sweeps`` are lists of train.py overrides with ``{data}``, ``{seeds}``, ``{epochs}``,
@@ -75,6 +93,8 @@ class TableSpec:
     full_scale: str = ""
     # GPUs (and processes) of each SLURM job where a sweep has no processes of its own (None: the launcher's)
     gpus_per_run: int | None = None
+    # a stage that tunes each method's step before the sweeps run (None: the sweeps run the presets' steps)
+    tuning: Tuning | None = None
 
 
 @dataclass(frozen=True)
@@ -90,14 +110,25 @@ class SweepPlan:
     values: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
-def expand(spec: TableSpec | SweepPlan, scale: str, epochs: int, seeds: str | None = None) -> list[list[str]]:
+def placeholders(spec: TableSpec | SweepPlan, scale: str, epochs: int, seeds: str | None = None) -> dict[str, object]:
+    """The values of the ``{placeholders}`` of ``spec``'s sweeps at ``scale`` (a tuned one: :data:`TUNED`)."""
+    tuning = getattr(spec, "tuning", None)
+    return {"data": spec.data.get(scale, ""), "seeds": seeds or spec.seeds[scale], "epochs": epochs,
+            "half_epochs": max(1, epochs // 2), "quad_epochs": 4 * epochs,
+            "quarter_epochs": max(1, epochs // 4), **spec.values.get(scale, {}),
+            **({name: TUNED for name in tuning.methods} if tuning else {})}
+
+
+def expand(spec: TableSpec | SweepPlan, scale: str, epochs: int, seeds: str | None = None,
+           tuned: dict[str, object] | None = None) -> list[list[str]]:
     """The overrides of each multirun of ``spec`` at ``scale`` (comma lists left for Hydra to expand).
 
-    A sweep with an empty value (a model this scale does not have) becomes an empty list: nothing to run."""
-    values = {"data": spec.data.get(scale, ""), "seeds": seeds or spec.seeds[scale], "epochs": epochs,
-              "half_epochs": max(1, epochs // 2), "quad_epochs": 4 * epochs,
-              "quarter_epochs": max(1, epochs // 4), **spec.values.get(scale, {})}
-    sweeps = [[override.format(**values) for override in sweep] for sweep in spec.sweeps]
+    A sweep with an empty value (a model this scale does not have) becomes an empty list: nothing to run. A table
+    with a tuning stage takes its picks as ``tuned`` (placeholder -> value); without them, the overrides that name
+    a tuned value are left out (the sweeps as the presets' steps would run them, what the protocol composes)."""
+    values = {**placeholders(spec, scale, epochs, seeds), **(tuned or {})}
+    sweeps = [[o for o in (override.format(**values) for override in sweep) if not o.endswith(f"={TUNED}")]
+              for sweep in spec.sweeps]
     return [[] if any(o.endswith("=") for o in sweep) else sweep for sweep in sweeps]
 
 

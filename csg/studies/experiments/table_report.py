@@ -16,9 +16,10 @@ import pandas as pd
 from csg.io.atomic import atomic_write_text
 from csg.studies.experiments import comparisons
 from csg.studies.experiments.added import added_label, added_protocol, added_runs, read_added
-from csg.studies.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
+from csg.studies.experiments.aggregate import TUNING_STAGE, mean_and_stderr, refuse_runs, runs_to_report
 from csg.studies.experiments.sweeps import Metric, TableSpec, expand, expected_runs, missing_runs
 from csg.studies.experiments.tables import STEP_NOTES, TABLES
+from csg.studies.experiments.tuning_stage import TUNED_CSV, read_picks, section
 from csg.studies.paper import paper_tables
 
 
@@ -214,7 +215,9 @@ def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, 
     runs = runs_to_report(runs_dir, name)
     added = read_added(runs_dir, name) if spec.add_sweep is not None else {}
     preset = preset or spec.presets[scale]
-    expected = expected_runs(expand(spec, scale, epochs, seeds)) + added_runs(spec, scale, epochs, seeds, added)
+    tuning = _tuning(spec, Path(runs_dir) / TUNING_STAGE / TUNED_CSV)
+    tuned = read_picks(tuning) if tuning is not None else None  # a run at another step than its pick is missing
+    expected = expected_runs(expand(spec, scale, epochs, seeds, tuned)) + added_runs(spec, scale, epochs, seeds, added)
     missing = missing_runs(runs, expected)
     table = aggregate(spec, runs, scale, epochs, preset, added)
     _, others = labelled(spec, runs, epochs, added)
@@ -227,17 +230,26 @@ def report(name: str, runs_dir: str | Path, out_dir: str | Path, scale: str, *, 
     frame = per_run(spec, runs, scale, epochs, added)
     verdicts = compare_methods(spec, frame)
     text = markdown(spec, table, scale, preset, runs_dir, missing, unfinished, others, added, protocol, verdicts)
-    _write(out_dir, name, spec, table, frame, verdicts, text)
+    _write(out_dir, name, spec, table, frame, verdicts, text, tuning)
     return table, missing
 
 
+def _tuning(spec: TableSpec, path: Path) -> pd.DataFrame | None:
+    """The tuning stage's picks (:mod:`csg.studies.experiments.tuning_stage`) of a table that has one, if written."""
+    return pd.read_csv(path) if spec.tuning is not None and path.is_file() else None
+
+
 def _write(out_dir: Path, name: str, spec, table: pd.DataFrame, frame: pd.DataFrame, verdicts: pd.DataFrame,
-           text: str) -> None:
-    """The table's files, each written atomically: <name>.csv, _runs.csv, _comparisons.csv (with claims), .md."""
+           text: str, tuning: pd.DataFrame | None = None) -> None:
+    """The table's files, each written atomically: <name>.csv, _runs.csv, _comparisons.csv (with claims),
+    _tuning.csv (with a tuning stage's picks), .md."""
     atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
     if spec.claims:
         atomic_write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
+    if tuning is not None:
+        atomic_write_text(out_dir / f"{name}_tuning.csv", tuning.to_csv(index=False))
+        text = text.rstrip("\n") + "\n" + "\n".join(section(tuning, spec)) + "\n"
     atomic_write_text(out_dir / f"{name}.md", text)
 
 
@@ -260,7 +272,7 @@ def _report_from_record(name: str, record: Path, out_dir: Path, scale: str, *, e
               + (f"; {unchecked} runs of the sweeps not checked for being missing (their row label needs the run)"
                  if unchecked else ""))
     text = markdown(spec, table, scale, preset, source, missing, [], (), None, "", verdicts, from_record=True)
-    _write(out_dir, name, spec, table, frame, verdicts, text)
+    _write(out_dir, name, spec, table, frame, verdicts, text, _tuning(spec, record.parent / f"{name}_tuning.csv"))
     return table, missing
 
 
