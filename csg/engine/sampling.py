@@ -75,6 +75,33 @@ def _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, 
                           f"batches_per_epoch = {epochs * batches_per_epoch} iterations")
 
 
+def _check_store(store) -> None:
+    """``store``: a folder (not a file) or a SampleStore, or None."""
+    from csg.errors import ConfigError
+
+    if store is None:
+        return
+    if not isinstance(store, (str, Path, SampleStore)):
+        raise ConfigError("store", type(store).__name__, "a folder (str or Path) or a csg SampleStore, or None")
+    folder = store.directory if isinstance(store, SampleStore) else Path(store)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError("store", str(folder), "a folder for the samples (this is a file)")
+
+
+def _check_fresh(store: SampleStore) -> None:
+    """Before a new chain's first sample: its folder holds no samples (a new chain writing into another run's
+    samples would replace that run's manifest, and the run would be lost)."""
+    from csg.errors import ConfigError
+
+    folder = store.directory
+    held = (max(len(SampleStore(folder).manifest_entries() or []), len(list(folder.glob("sample_*.pt"))))
+            if folder.is_dir() else 0)
+    if held:
+        raise ConfigError("store", str(folder), f"an empty or new folder for a new chain (to go on with the chain "
+                          f"that wrote it, load its state first: state= or load_state_dict): it holds {held} "
+                          "samples, which this chain would overwrite")
+
+
 class Chain:
     """The schedule position, stage switch and collection of one chain of ``sampler`` (a csg sampler, or any
     ``torch.optim.Optimizer`` whose param groups take ``lr`` and ``temperature``).
@@ -103,10 +130,12 @@ class Chain:
         _check_arguments(sampler, schedule, epochs, batches_per_epoch, temperature, samples_per_cycle, self._strict)
         self.sampler, self.schedule, self.temperature = sampler, schedule, float(temperature)
         self.epochs, self.batches_per_epoch = int(epochs), int(batches_per_epoch)
-        self.plan = list(plan) if plan is not None else collection_points(schedule, self.epochs,
-                                                                         self.batches_per_epoch, samples_per_cycle)
+        self.plan = self._checked_plan(plan, samples_per_cycle)
         self.collect_at = {point.epoch: point for point in self.plan}
         self.state = state or LoopState()
+        if self._strict:
+            _check_store(store)
+        self._resumed = state is not None  # a chain going on from a state: its store holds its samples
         self.store = SampleStore(store, planned=len(self.plan)) if isinstance(store, (str, Path)) else store
         self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
         self.keep = self.store is None if keep is None else keep
@@ -120,6 +149,26 @@ class Chain:
                              f"{monitor!r}")
         self.monitor = SamplingMonitor(sampler, every=every) if every is not None else None
         self._last_set()
+
+    def _checked_plan(self, plan, samples_per_cycle: int) -> list[CollectionPoint]:
+        """The given plan, checked: CollectionPoints at distinct epochs of the run, in order; else the schedule's."""
+        from csg.errors import ConfigError
+
+        if plan is None:
+            try:
+                return collection_points(self.schedule, self.epochs, self.batches_per_epoch, samples_per_cycle)
+            except ValueError as error:  # a sampling stage shorter than samples_per_cycle
+                raise ConfigError("samples_per_cycle", samples_per_cycle, f"at most the epoch ends of each cycle's "
+                                  f"sampling stage ({error})") from None
+        points = list(plan)
+        if not all(isinstance(point, CollectionPoint) for point in points):
+            raise ConfigError("plan", type(next(p for p in points if not isinstance(p, CollectionPoint))).__name__,
+                              "a list of csg.engine.collection.CollectionPoint (epoch, cycle, iteration)")
+        epochs = [point.epoch for point in points]
+        if any(not 0 <= e < self.epochs for e in epochs) or epochs != sorted(set(epochs)):
+            raise ConfigError("plan", epochs, f"distinct epochs in 0..{self.epochs - 1}, in order (one sample at the "
+                              "end of each)")
+        return points
 
     def _last_set(self) -> None:
         """The step size, temperature and stage last set: iteration k-1's for a chain at k > 0 (a resumed chain's
@@ -151,6 +200,11 @@ class Chain:
     def begin_step(self, lr_scale: float = 1.0, temperature_scale: float = 1.0) -> tuple[float, float]:
         """Set every param group's ``lr`` and ``temperature`` for the next iteration (the schedule's, times the
         scales an interaction between chains gives); returns them."""
+        if self.k >= self.epochs * self.batches_per_epoch:
+            from csg.errors import ConfigError
+
+            raise ConfigError("epochs", self.epochs, f"iterations within the chain's epochs x batches_per_epoch = "
+                              f"{self.epochs * self.batches_per_epoch}: the loop runs past the chain's plan")
         self.lr, self.schedule_temperature, self.stage = self.hyperparameters()
         self.chain_lr, self.chain_temperature = self.lr * lr_scale, self.schedule_temperature * temperature_scale
         for group in self.sampler.param_groups:
@@ -166,6 +220,11 @@ class Chain:
         """The epoch is done: ``model``'s state becomes the next sample when the plan says so (its record, with
         ``metadata`` such as the epoch's ``train_loss``, is returned; else None), and the chain moves to the next
         epoch."""
+        if not isinstance(model, torch.nn.Module):
+            from csg.errors import ConfigError
+
+            raise ConfigError("model", type(model).__name__, "the torch.nn.Module the sampler steps (its state is "
+                              "the sample)")
         epoch = self.state.epoch
         point = self.collect_at.get(epoch)
         record = self.collect(model, point, **metadata) if point is not None else None
@@ -179,6 +238,9 @@ class Chain:
         index = len(self.state.samples)
         record = {"index": index, "cycle": point.cycle, "epoch": point.epoch, **meta}
         if self.store is not None:
+            if self._strict and not self._resumed and not self.state.samples:
+                _check_fresh(self.store)
+                self._resumed = True  # checked once: the samples from here on are this chain's
             if self._adopt:  # the samples a restored state records must be this folder's, intact (checked once)
                 self.store.directory.mkdir(parents=True, exist_ok=True)
                 self.store.adopt([Path(r["path"]).name for r in self.state.samples])
@@ -199,7 +261,9 @@ class Chain:
         """The samples' state dicts in collection order (read back, weights only, from a store)."""
         if self.keep or self.store is None:
             return list(self.kept)
-        return [self.store.state_of(Path(record["path"])) for record in self.state.samples]
+        paths = [Path(record["path"]) for record in self.state.samples]
+        self.store.verify(paths)  # a sample changed on disk since it was written: DamagedFileError naming it
+        return [self.store.state_of(path) for path in paths]
 
     def sample_names(self) -> list[str]:
         """Each sample's file name in csg's format (``sample_0000_cycle00_epoch0003.pt``), in collection order:
@@ -207,13 +271,31 @@ class Chain:
         return [SampleStore.file_name(r["index"], r["cycle"], r["epoch"]) for r in self.state.samples]
 
     def state_dict(self) -> dict[str, Any]:
-        """The chain's position and samples (with the kept states when there is no store)."""
-        return {"loop": asdict(self.state), "kept": list(self.kept)}
+        """The chain's position and samples (with the kept states when there is no store), and its plan."""
+        return {"loop": asdict(self.state), "kept": list(self.kept), "plan": [asdict(p) for p in self.plan],
+                "iterations": self.epochs * self.batches_per_epoch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position and samples of :meth:`state_dict` (with a store, the samples it records must be
-        in the folder, intact: checked at the next sample, a one-line :class:`~csg.errors.DamagedFileError`)."""
-        self.state, self.kept = LoopState(**state["loop"]), list(state["kept"])
+        in the folder, intact: checked at the next sample, a one-line :class:`~csg.errors.DamagedFileError`). A
+        state of another chain's plan or length (another schedule, epochs or samples per cycle) is refused in one
+        line (:class:`~csg.errors.ConfigError`), the chain left as it was."""
+        from csg.errors import ConfigError
+
+        if not isinstance(state, dict) or not isinstance(state.get("loop"), dict) or "kept" not in state:
+            raise ConfigError("state_dict", type(state).__name__ if not isinstance(state, dict) else sorted(state)[:4],
+                              "a Chain.state_dict() (keys loop, kept, plan)")
+        here = ([asdict(p) for p in self.plan], self.epochs * self.batches_per_epoch)
+        if "plan" in state and (state["plan"], state.get("iterations")) != here:
+            raise ConfigError("state_dict", f"a chain of {state.get('iterations')} iterations collecting at epochs "
+                              f"{[p['epoch'] for p in state['plan']]}", f"a state of this chain's plan ({here[1]} "
+                              f"iterations, epochs {[p['epoch'] for p in here[0]]}): the schedule, epochs or "
+                              "samples per cycle differ")
+        try:
+            loop = LoopState(**state["loop"])
+        except TypeError as error:
+            raise ConfigError("state_dict", sorted(state["loop"]), f"a Chain.state_dict()'s loop ({error})") from None
+        self.state, self.kept, self._resumed = loop, list(state["kept"]), True
         self._last_set()
 
 

@@ -195,3 +195,100 @@ def test_a_chain_of_bad_arguments_is_one_line_naming_the_argument(change, fragme
     with pytest.raises(ConfigError) as refused:
         csg.Chain(arguments.pop("sampler"), arguments.pop("schedule"), **arguments)
     assert fragment in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+
+
+def _finished(folder: Path) -> Chain:
+    schedule = Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)
+    model, sampler, batches = _toy()
+    chain = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                  store=folder)
+    _run(chain, model, sampler, batches, range(6))
+    return chain
+
+
+def test_a_new_chain_never_writes_into_another_runs_samples(tmp_path):
+    """issue 74, data lost: a new chain with store=<another finished run's samples> rewrote its manifest."""
+    from csg.errors import ConfigError
+
+    _finished(tmp_path / "theirs")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "theirs").iterdir()}
+    schedule = Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)
+    for store in (tmp_path / "theirs", SampleStore(tmp_path / "theirs")):
+        model, sampler, batches = _toy(seed=3)
+        mine = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                     store=store)
+        with pytest.raises(ConfigError, match=r"store=.*theirs' is not allowed: an empty or new folder .* holds 4 "):
+            _run(mine, model, sampler, batches, range(6))
+    assert {p.name: p.read_bytes() for p in (tmp_path / "theirs").iterdir()} == before
+    SampleStore(tmp_path / "theirs").verify()
+    (tmp_path / "empty").mkdir()  # a folder the user made for it: taken
+    model, sampler, batches = _toy()
+    fresh = Chain(sampler, schedule, epochs=6, batches_per_epoch=3, temperature=0.5, samples_per_cycle=2,
+                  store=tmp_path / "empty")
+    _run(fresh, model, sampler, batches, range(6))
+    assert len(fresh.sample_states()) == 4
+
+
+def test_a_sample_changed_on_disk_is_not_given_back(tmp_path):
+    chain = _finished(tmp_path / "samples")
+    path = Path(chain.samples[1]["path"])
+    saved = torch.load(path, weights_only=True)
+    saved["state_dict"]["weight"] += 1.0
+    torch.save(saved, path)
+    with pytest.raises(DamagedFileError, match=path.name):
+        chain.sample_states()
+
+
+def _chain(**change):
+    model, sampler, _ = _toy()
+    arguments = {"epochs": 6, "batches_per_epoch": 3, "temperature": 0.5, "samples_per_cycle": 2, **change}
+    return Chain(sampler, arguments.pop("schedule", Cyclical(lr0=0.05, total_steps=18, cycles=2, explore=0.5)),
+                 **arguments), model
+
+
+@pytest.mark.parametrize(("change", "key", "fragment"), [
+    ({"samples_per_cycle": 3}, "samples_per_cycle", "at most the epoch ends of each cycle's sampling stage"),
+    ({"plan": [1, 3]}, "plan", "a list of csg.engine.collection.CollectionPoint"),
+    ({"plan": "past"}, "plan", "distinct epochs in 0..5, in order"),
+    ({"plan": "twice"}, "plan", "distinct epochs in 0..5, in order"),
+    ({"store": "file"}, "store", r"a folder for the samples \(this is a file\)"),
+])
+def test_a_bad_plan_or_store_is_one_line_at_the_call(tmp_path, change, key, fragment):
+    from csg.engine.collection import CollectionPoint
+    from csg.errors import ConfigError
+
+    if change.get("plan") == "past":
+        change = {"plan": [CollectionPoint(2, 0, 8), CollectionPoint(9, 1, 29)]}
+    elif change.get("plan") == "twice":
+        change = {"plan": [CollectionPoint(2, 0, 8), CollectionPoint(2, 0, 8)]}
+    elif change.get("store") == "file":
+        (tmp_path / "notes.txt").write_text("mine")
+        change = {"store": tmp_path / "notes.txt"}
+    with pytest.raises(ConfigError, match=fragment) as refused:
+        _chain(**change)
+    assert refused.value.key == key and "\n" not in str(refused.value)
+    assert not change.get("store") or (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_loop_past_the_plan_a_non_module_and_a_foreign_or_other_plans_state_are_refused():
+    from csg.errors import ConfigError
+
+    model, sampler, batches = _toy()
+    chain, _ = _chain()
+    chain.sampler = sampler
+    with pytest.raises(ConfigError, match="model=.OrderedDict. is not allowed: the torch.nn.Module"):
+        chain.end_epoch(model.state_dict())
+    _run(chain, model, sampler, batches, range(6))
+    with pytest.raises(ConfigError, match="epochs=6 is not allowed: .* the loop runs past the chain's plan"):
+        chain.begin_step()
+    other, _ = _chain(epochs=12, schedule=Cyclical(lr0=0.05, total_steps=36, cycles=2, explore=0.5))
+    with pytest.raises(ConfigError, match=r"state_dict=.* is not allowed: a state of this chain's plan \(36 "):
+        other.load_state_dict(chain.state_dict())
+    assert other.k == 0 and other.samples == []  # left as it was
+    for foreign in ({"weight": torch.zeros(3)}, [1, 2], {"loop": {"nope": 1}, "kept": []}):
+        with pytest.raises(ConfigError, match="state_dict=") as refused:
+            other.load_state_dict(foreign)
+        assert "\n" not in str(refused.value)
+    again, _ = _chain()
+    again.load_state_dict(chain.state_dict())
+    assert again.k == chain.k == 18 and len(again.samples) == 4
