@@ -108,8 +108,17 @@ class WandbLogger(NullLogger):
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
-        self.run = wandb.init(project=project, entity=entity, group=group, name=run_name, tags=tags, mode=mode,
-                              dir=str(directory), config=config, reinit="finish_previous")
+        try:
+            self.run = wandb.init(project=project, entity=entity, group=group, name=run_name, tags=tags, mode=mode,
+                                  dir=str(directory), config=config, reinit="finish_previous")
+        except Exception as error:  # noqa: BLE001 - wandb's errors (a server that is not wandb's, a refused key)
+            import re
+
+            said = " ".join(re.sub(r"<[^>]*>", " ", str(error)).split())[:200]  # a server's HTML page, as text
+            raise ConfigError("logger.mode", mode, f"a wandb run wandb.init can start (it failed: "
+                              f"{type(error).__name__}: {said}; server {os.environ.get('WANDB_BASE_URL') or WANDB_URL}"
+                              "): logger.mode=offline logs into the run folder and `wandb sync` uploads it later"
+                              ) from None
         self.run.define_metric("train/global_step")
         self.run.define_metric("train/*", step_metric="train/global_step")
         self.run.define_metric("epoch")
@@ -137,17 +146,32 @@ WANDB_MODES = ("offline", "online", "disabled")
 WANDB_URL = "https://api.wandb.ai"  # wandb's server, unless WANDB_BASE_URL names another
 
 
+def wandb_server() -> tuple[str, str, int]:
+    """(URL, host, port) of wandb's server: ``WANDB_BASE_URL``, else :data:`WANDB_URL`; a malformed one (no http(s),
+    no host, a port out of range, a broken IPv6 address) is a one-line ConfigError naming the variable."""
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("WANDB_BASE_URL") or WANDB_URL
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:  # a port past 65535, an unclosed IPv6 bracket
+        raise ConfigError("WANDB_BASE_URL", url, f"the http(s) URL of a wandb server ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("WANDB_BASE_URL", url, "the http(s) URL of a wandb server, such as https://api.wandb.ai")
+    return url, parts.hostname, port or (80 if parts.scheme == "http" else 443)
+
+
 def check_wandb_online(options: Mapping[str, Any]) -> None:
     """``logger.mode=online``: wandb's server (``WANDB_BASE_URL``, else :data:`WANDB_URL`) can be reached from this
     machine (a TCP connection within 5 s); else a one-line ConfigError saying to log offline: wandb itself would
     fail with a ``CommError`` after the run had started. Other modes need no network."""
-    from urllib.parse import urlsplit
-
-    if str(options.get("mode", "offline")) != "online":
+    mode = str(options.get("mode", "offline"))
+    if mode == "disabled":
         return
-    url = os.environ.get("WANDB_BASE_URL") or WANDB_URL
-    parts = urlsplit(url)
-    host, port = parts.hostname or url, parts.port or (80 if parts.scheme == "http" else 443)
+    url, host, port = wandb_server()  # wandb validates the URL in every mode but disabled
+    if mode != "online":
+        return
     why = _unreachable(host, port)
     if why is not None:
         raise ConfigError("logger.mode", "online", f"offline or disabled on a machine that cannot reach wandb "

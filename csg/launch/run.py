@@ -139,12 +139,23 @@ def _earlier_results_to_move(cfg: DictConfig, run_dir: Path) -> tuple[bool, list
     return bool(found), []
 
 
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, started: float,
          signals: PreemptionSignals) -> dict[str, Any]:
     run_dir = directory.path
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
     if cfg.trainer.get("threads") is not None:  # before any tensor work: the run's float reductions depend on it
+        cores = _cores()
+        if int(cfg.trainer.threads) > cores:  # judged where the run runs: a login node's count is not the job's
+            raise ConfigError("trainer.threads", cfg.trainer.threads, f"at most the {cores} cores this process may "
+                              "use (null: torch's default)")
         torch.set_num_threads(int(cfg.trainer.threads))
     set_deterministic(bool(cfg.trainer.get("deterministic", False)))
     precision = Precision(str(cfg.trainer.precision), device)

@@ -77,3 +77,42 @@ def test_wandb_online_without_a_reachable_server_is_one_line_before_anything_run
     loggers.check_wandb_online({"mode": "offline"})  # offline needs no network
     assert check_command(["logger=wandb", "logger.mode=online"], ROOT / "configs") == str(refused.value)
     assert check_command(["logger=wandb"], ROOT / "configs") is None
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://localhost:99999", "localhost:8080", "ftp://example.org"])
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_a_malformed_wandb_base_url_is_one_line_naming_it(monkeypatch, url, mode):
+    """issue 74: wandb's own URL check (every mode but disabled) ended the run in a traceback."""
+    from csg.engine import loggers
+    from csg.errors import ConfigError
+
+    monkeypatch.setenv("WANDB_BASE_URL", url)
+    with pytest.raises(ConfigError, match="the http\\(s\\) URL of a wandb server") as refused:
+        loggers.check_wandb_online({"mode": mode})
+    assert refused.value.key == "WANDB_BASE_URL" and "\n" not in str(refused.value)
+    loggers.check_wandb_online({"mode": "disabled"})  # no wandb at all: nothing to check
+
+
+def test_a_server_that_is_not_wandbs_is_one_line_when_the_run_starts_logging(monkeypatch, tmp_path):
+    import http.server
+    import threading
+
+    from csg.engine import loggers
+    from csg.errors import ConfigError
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+        monkeypatch.setenv("WANDB_INIT_TIMEOUT", "20")
+        loggers.check_wandb_online({"mode": "online"})  # it answers TCP: the check cannot tell it from wandb's
+        with pytest.raises(ConfigError, match="a wandb run wandb.init can start \\(it failed: ") as refused:
+            loggers.WandbLogger(tmp_path, {}, project="csg-test", mode="online")
+        assert "\n" not in str(refused.value) and "<" not in str(refused.value)
+    finally:
+        server.shutdown()

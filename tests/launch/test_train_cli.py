@@ -60,6 +60,7 @@ BAD_INPUTS = {
     "unknown resume mode": (["trainer.checkpoint.resume=maybe"], ["trainer.checkpoint.resume='maybe'", "always",
                                                                    "never"]),
     "zero threads": (["trainer.threads=0"], ["trainer.threads=0", "positive integer"]),
+    "more threads than cores": (["trainer.threads=100000"], ["trainer.threads=100000", "cores this process may use"]),
 }
 
 
@@ -83,6 +84,8 @@ def test_divergence_is_one_line_and_non_zero(run_train):
                                  "sampler.samples_per_cycle=1", "trainer.log_every_n_steps=5")
     _assert_one_line_error(process, "loss became", "no sample had been written yet")
     assert not (run_dir / "metrics.json").exists()
+    recorded = json.loads((run_dir / "diverged.json").read_text())  # a sweep's outcome: said in the run's folder
+    assert recorded["error"] in process.stderr and recorded["epoch"] >= 1 and recorded["lr"] > 1e4
 
 
 def test_harmonic_cycle_weights_re_evaluate_a_finished_run(run_train):
