@@ -145,6 +145,9 @@ def flawed_regression(flaw: str):
         y[5] = float("nan")
     elif flaw == "int_target":
         y = y.long()
+    elif flaw == "huge_target":  # finite in float64, infinite in the float32 csg trains in
+        y = y.double().clone()
+        y[3] = 1e300
     elif flaw == "widths":
         return TensorDataset(x, y), TensorDataset(test.tensors[0], test.tensors[1].reshape(-1, 1).repeat(1, 2))
     elif flaw == "ragged_items":
@@ -190,6 +193,20 @@ class SummingNll(StudentT):
 
     def nll(self, output, y, params):
         return super().nll(output, y, params).sum()
+
+
+class NanNll(StudentT):
+    """A flawed likelihood: its nll is NaN (a log of a negative number, say)."""
+
+    def nll(self, output, y, params):
+        return super().nll(output, y, params) * float("nan")
+
+
+class InfinitePrior(StudentT):
+    """A flawed likelihood: a prior on its parameters that gives them no density."""
+
+    def prior_energy(self, params):
+        return float("inf")
 
 
 class NoPredictive(Likelihood):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from csg.data.splits import InMemoryDataset, Splits, TargetScale, hold_out
 from csg.data.transforms import BatchAugment, Normalize
@@ -223,6 +223,7 @@ class DataBundle:
     batch_size: int = 0  # the global training batch
     task: str = "classification"  # or regression: num_classes is then the number of target columns
     target_scale: TargetScale | None = None  # standardised regression targets: the map back to their units
+    target_sd: float | None = None  # unstandardised regression targets: their largest column sd on the training split
 
 
 def build_data(
@@ -294,4 +295,24 @@ def build_data(
         batch_size=batch_size,
         task=splits.task,
         target_scale=splits.target_scale,
+        target_sd=_target_sd(splits),
     )
+
+
+def _target_sd(splits: Splits) -> float | None:
+    """The largest column standard deviation of unstandardised regression targets held in memory (else None)."""
+    if splits.task != "regression" or splits.target_scale is not None or not isinstance(splits.train, TensorDataset):
+        return None
+    targets = splits.train.tensors[1].double().reshape(len(splits.train), -1)
+    return float(targets.std(0).max()) if len(targets) > 1 else None
+
+
+def unscaled_targets(data: DataBundle) -> str | None:
+    """The warning for regression targets far from unit scale and not standardised (None: nothing to say): a step
+    tuned for unit-scale targets diverges on targets of sd 77, and the divergence's cause is then the scale."""
+    sd = getattr(data, "target_sd", None)
+    if sd is None or 0.1 <= sd <= 10:
+        return None
+    return (f"the regression targets are not standardised and their standard deviation is {sd:.3g} (data."
+            "standardize_targets=true standardises them on the training split; predictions and metrics stay in their "
+            "units): a step tuned for unit-scale targets may diverge or crawl")

@@ -167,9 +167,10 @@ def _regression_tensors(dataset: Dataset, split: str, path: str) -> tuple[torch.
         raise ConfigError(key, path, f"regression targets: one real number (or a 1-D float tensor) per item; the "
                           f"{split} set's targets are {str(targets.dtype).removeprefix('torch.')} of shape "
                           f"{tuple(targets.shape)} for {len(dataset)} items")
-    finite = torch.isfinite(targets.reshape(len(dataset), -1)).all(1)
+    finite = torch.isfinite(targets.reshape(len(dataset), -1).float()).all(1)  # as trained on: float32
     if not bool(finite.all()):
-        raise ConfigError(key, path, f"finite regression targets; {split}[{int((~finite).nonzero()[0])}] has NaN or inf")
+        raise ConfigError(key, path, f"finite regression targets within float32's range (|y| < 3.4e38); "
+                          f"{split}[{int((~finite).nonzero()[0])}] has NaN, inf or a value beyond it")
     return inputs.float(), targets.reshape(len(dataset), -1).float()
 
 

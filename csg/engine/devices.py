@@ -12,7 +12,7 @@ import torch
 from csg.engine import distributed
 from csg.errors import ConfigError
 
-__all__ = ["Precision", "resolve_device", "set_deterministic"]
+__all__ = ["Precision", "resolve_device", "set_deterministic", "usable_cores"]
 
 
 def resolve_device(name: str, layout: distributed.Layout | None = None) -> torch.device:
@@ -62,3 +62,10 @@ class Precision:
         if self.dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype, cache_enabled=cache)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -182,6 +182,16 @@ def check_likelihood(cfg: DictConfig, likelihood, outputs: int, targets: int) ->
         got = tuple(per_example.shape) if isinstance(per_example, torch.Tensor) else type(per_example).__name__
         raise ConfigError(key, value, f"a likelihood whose nll gives one value per example, shape (batch,): on a "
                           f"batch of 3 it gave {got} (a sum or mean over the batch would train on another scale)")
+    if not bool(torch.isfinite(per_example).all()):
+        raise ConfigError(key, value, f"a likelihood whose nll is finite at zero outputs and targets and its initial "
+                          f"parameters: it gave {per_example.tolist()} (training would stop at its first step)")
+    try:
+        energy = float(likelihood.prior_energy(params))
+    except Exception as error:  # noqa: BLE001
+        raise ConfigError(key, value, f"a likelihood whose prior_energy(params) answers: {describe(error)}") from None
+    if not math.isfinite(energy):
+        raise ConfigError(key, value, f"a likelihood whose prior_energy is finite at its initial parameters: it gave "
+                          f"{energy} (the prior would give them no density)")
     try:
         likelihood.predictive(output, params)
     except NotImplementedError:

@@ -28,7 +28,8 @@ from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
 from csg.engine.samples import SampleStore
-from csg.engine.devices import Precision, resolve_device, set_deterministic
+from csg.data.bundle import unscaled_targets
+from csg.engine.devices import Precision, resolve_device, set_deterministic, usable_cores
 from csg.errors import ConfigError, DivergenceError, Interrupted
 from csg.evaluation.ess import ess_summary
 from csg.posterior.evaluate import evaluate_store, format_metrics
@@ -139,20 +140,13 @@ def _earlier_results_to_move(cfg: DictConfig, run_dir: Path) -> tuple[bool, list
     return bool(found), []
 
 
-def _cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system has one)."""
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, started: float,
          signals: PreemptionSignals) -> dict[str, Any]:
     run_dir = directory.path
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
     if cfg.trainer.get("threads") is not None:  # before any tensor work: the run's float reductions depend on it
-        cores = _cores()
+        cores = usable_cores()
         if int(cfg.trainer.threads) > cores:  # judged where the run runs: a login node's count is not the job's
             raise ConfigError("trainer.threads", cfg.trainer.threads, f"at most the {cores} cores this process may "
                               "use (null: torch's default)")
@@ -184,10 +178,19 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     logger = (build_logger(cfg.logger.name, run_dir, resolved, resume=resuming, resumed_at=resumed_at,
                            **node_options(cfg.logger)) if layout.is_global_zero else NullLogger())
     chains: list[FittedChain] = []
+    unscaled = unscaled_targets(prepared[0].data)
+    if unscaled and layout.is_global_zero:
+        log.warning(unscaled)
     try:
-        for group in [prepared] if method else [[chain] for chain in prepared]:
-            chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, signals, method,
-                                      callbacks))
+        try:
+            for group in [prepared] if method else [[chain] for chain in prepared]:
+                chains.extend(_fit_chains(cfg, group, layout, device, precision, run_dir, logger, signals, method,
+                                          callbacks))
+        except DivergenceError as error:
+            if not unscaled:
+                raise
+            raise DivergenceError(f"{error}; {unscaled.split(': ', 1)[0]}", loss=error.loss, epoch=error.epoch,
+                                  iteration=error.iteration, lr=error.lr, chain=error.chain) from None
         signals.phase = EVALUATING
         signals.raise_if_received()  # a signal after the loop's last poll
         distributed.barrier(layout)

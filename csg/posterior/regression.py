@@ -57,8 +57,21 @@ class Prediction:
         return self.mixture.quantile((1 - level) / 2), self.mixture.quantile((1 + level) / 2)
 
     def log_prob(self, y: Tensor) -> Tensor:
-        """:math:`\\log p(y \\mid x)` of each row's target, ``(batch,)``."""
-        return self.mixture.log_density(y)
+        """:math:`\\log p(y \\mid x)` of each row's target, ``(batch,)`` (``y``: ``(batch, columns)``, or
+        ``(batch,)`` for one column, in the original units)."""
+        return self.mixture.log_density(_fitted(y, self.mixture, "y"))
+
+
+def _fitted(y, mixture: GaussianMixture, key: str) -> Tensor:
+    """``y`` as the mixture's ``(points, columns)``: one line naming ``key`` where its shape is another."""
+    y = torch.as_tensor(y).double().cpu()
+    points, columns = mixture.means.shape[1:]
+    if y.shape == (points,) and columns == 1:
+        y = y.reshape(points, 1)
+    if tuple(y.shape) != (points, columns):
+        raise ConfigError(key, f"targets of shape {tuple(y.shape)}", f"({points}, {columns}): one row per input and "
+                          f"one column per output of the model ({columns})")
+    return y
 
 
 class RegressionPosterior(Posterior):
@@ -107,13 +120,18 @@ class RegressionPosterior(Posterior):
 
     def _targets(self, loader: Iterable | None) -> tuple[list[Tensor], Tensor]:
         """The inputs and targets ``(points, columns)`` (in original units) of ``loader`` (None: the run's test set)."""
+        own = loader is None or self._own_loader(loader)
         batches = list(self.data.test) if loader is None else list(repeatable(loader))
         xs, ys = [], []
         for index, batch in enumerate(batches):
             if not isinstance(batch, (tuple, list)) or len(batch) != 2:
                 raise ConfigError("loader", type(loader).__name__, f"(x, y) batches; batch {index} is not a pair")
             x = self._inputs(batch, f"loader[{index}].x")
-            y = torch.as_tensor(batch[1]).double().reshape(x.shape[0], -1).cpu()
+            y = torch.as_tensor(batch[1]).double().cpu()
+            if y.ndim == 0 or y.shape[0] != x.shape[0]:
+                raise ConfigError("loader", type(loader).__name__, f"(x, y) batches with a target row per input; "
+                                  f"batch {index} has {x.shape[0]} inputs and targets of shape {tuple(y.shape)}")
+            y = y.reshape(x.shape[0], -1)
             if not bool(torch.isfinite(y).all()):
                 raise ConfigError("loader", type(loader).__name__, f"finite targets; batch {index} has NaN or inf")
             xs.append(x)
@@ -121,16 +139,26 @@ class RegressionPosterior(Posterior):
         if not xs:
             raise ConfigError("loader", type(loader).__name__, "a loader that yields at least one batch (it yielded none)")
         y = torch.cat(ys)
-        if loader is None and self.target_scale is not None:  # the run's own loader serves standardised targets
+        if own and self.target_scale is not None:  # the run's own loader serves standardised targets
             y = self.target_scale.targets(y)
         return xs, y
+
+    def _own_loader(self, loader) -> bool:
+        """Whether ``loader`` is the run's own test loader (or one over its data set), whose targets are standardised
+        as the run trained on them."""
+        data = self._data if self.target_scale is not None else None  # built already if the caller holds its loader
+        test = getattr(data, "test", None) if data is not None else None
+        return test is not None and (loader is test or (getattr(loader, "dataset", None) is not None and
+                                                        getattr(loader, "dataset", None) is getattr(test, "dataset",
+                                                                                                    None)))
 
     @torch.no_grad()
     def gaussians(self, loader: Iterable | None = None) -> tuple[GaussianMixture, Tensor]:
         """``(mixture, targets)``: the members' Gaussians on ``loader``'s ``(x, y)`` batches (None: the run's test
         set) and the targets, ``(points, columns)``, both in the original units (what :meth:`evaluate` scores)."""
         xs, y = self._targets(loader)
-        return self._mixture(xs), y
+        mixture = self._mixture(xs)
+        return mixture, _fitted(y, mixture, "loader")
 
     @torch.no_grad()
     def evaluate(self, loader: Iterable | None = None, ood_loader=None, reference=None) -> dict[str, float]:

@@ -83,6 +83,17 @@ def test_a_users_regression_trains_and_its_posterior_predicts_in_the_original_un
     assert means.shape == (4, 80, 1) and torch.allclose(means.mean(0), prediction.mean)
     with pytest.raises(ConfigError, match="level=1.5 is not allowed"):
         prediction.interval(1.5)
+    # issue 74: the run's own test loader serves standardised targets; evaluated as the user's, RMSE was 5x off
+    own = posterior.evaluate(posterior.data.test)
+    assert math.isclose(own["rmse"], ensemble["rmse"], rel_tol=1e-9)
+    # a wrong target width: one line naming the argument, not a traceback
+    with pytest.raises(ConfigError, match=r"y='targets of shape \(80, 2\)' is not allowed: \(80, 1\)"):
+        prediction.log_prob(torch.zeros(80, 2))
+    assert prediction.log_prob(y).shape == (80,)  # (batch,) for one column
+    with pytest.raises(ConfigError, match=r"loader='targets of shape \(80, 3\)' is not allowed: \(80, 1\)"):
+        posterior.evaluate([(x, torch.zeros(80, 3))])
+    with pytest.raises(ConfigError, match="a target row per input; batch 0 has 80 inputs and targets of shape"):
+        posterior.evaluate([(x, torch.zeros(79))])
 
 
 def test_csg_train_run_and_from_states_give_the_same_posterior(regression_run, tmp_path):
@@ -142,7 +153,9 @@ def test_items_read_one_by_one_give_the_tensors_run(tmp_path):
 
 
 @pytest.mark.parametrize("flaw, fragment", [
-    ("nan_target", "finite regression targets; train[5] has NaN or inf"),
+    ("nan_target", "finite regression targets within float32's range (|y| < 3.4e38); train[5] has NaN, inf or a "
+                   "value beyond it"),
+    ("huge_target", "train[3] has NaN, inf or a value beyond it"),  # issue 74: refused only after training began
     ("int_target", "regression targets: one real number (or a 1-D float tensor) per item; the train set's targets "
                    "are int64 of shape (160,) for 160 items"),
     ("widths", "train and test targets of one width: train's have 1 columns, test's 2"),
@@ -169,6 +182,10 @@ def test_regression_data_a_model_cannot_use_is_refused_in_one_line(flaw, fragmen
      "(batch,): on a batch of 3 it gave ()"),
     (["likelihood=custom", "likelihood._target_=tests.own_components.NoPredictive"],
      "likelihood._target_='NoPredictive()' is not allowed: a likelihood with a predictive(output, params)"),
+    (["likelihood=custom", "likelihood._target_=tests.own_components.NanNll"],
+     "likelihood._target_='NanNll()' is not allowed: a likelihood whose nll is finite at zero outputs"),
+    (["likelihood=custom", "likelihood._target_=tests.own_components.InfinitePrior"],
+     "likelihood._target_='InfinitePrior()' is not allowed: a likelihood whose prior_energy is finite"),
 ])
 def test_a_likelihood_that_does_not_fit_the_data_is_refused_in_one_line(tmp_path, overrides, fragment):
     from csg.launch.run import run
@@ -234,3 +251,19 @@ def test_the_readmes_boston_command_gives_a_sane_ensemble_at_every_seed_of_ten(t
                              f"hydra.run.dir={tmp_path / str(seed)}"]).metrics
         best = min(sample["rmse"] for sample in metrics["per_sample"])
         assert metrics["ensemble"]["rmse"] <= 1.5 * best, (seed, metrics["ensemble"]["rmse"], best)
+
+
+def test_targets_far_from_unit_scale_are_named_when_the_run_starts_and_when_it_diverges(tmp_path, caplog):
+    """issue 74: a fixed-noise Gaussian on targets in their own units (sd 77) diverged with advice to lower lr0 only."""
+    from csg.errors import DivergenceError
+
+    far = ["data.standardize_targets=false", "+data.scale=400", "likelihood=gaussian", "data.recipe.lr0=2.0"]
+    with caplog.at_level("WARNING"), pytest.raises(DivergenceError) as stopped:
+        _run(tmp_path, *far)
+    assert "the regression targets are not standardised and their standard deviation is " in str(stopped.value)
+    assert "data.standardize_targets=true" in str(stopped.value) and "\n" not in str(stopped.value)
+    assert any("data.standardize_targets=true" in record.getMessage() for record in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        _run(tmp_path, "data.standardize_targets=true", "+data.scale=400", name="scaled")
+    assert not any("not standardised" in record.getMessage() for record in caplog.records)
