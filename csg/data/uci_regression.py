@@ -101,13 +101,48 @@ def read_package_table(name: str) -> np.ndarray:
     return frame.to_numpy(dtype=np.float64)
 
 
+def _read_numbers(path: Path, dtype, ndmin: int) -> np.ndarray:
+    """A whitespace-separated table of numbers, not empty; else one line naming the file (``data.root``'s)."""
+    import warnings
+
+    from csg.errors import first_line
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy warns of an empty file: refused below, in one line
+            values = np.loadtxt(path, dtype=dtype, ndmin=ndmin)
+    except (OSError, ValueError) as error:
+        raise ConfigError("data.root", str(path), f"a whitespace-separated table of {np.dtype(dtype).name} numbers "
+                          f"({first_line(error)[:160]})") from None
+    if values.size == 0:
+        raise ConfigError("data.root", str(path), "a file of numbers (it is empty)")
+    return values
+
+
+def _columns(values: np.ndarray, path: Path, size: int, what: str) -> np.ndarray:
+    outside = values[(values < 0) | (values >= size)]
+    if outside.size:
+        raise ConfigError("data.root", str(path), f"{what} numbers in 0..{size - 1}: it names {int(outside[0])}")
+    return values
+
+
 def read_benchmark_folder(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """(features, target) of a benchmark folder ``<set>/data/``: ``data.txt`` (whitespace-separated) and its
-    ``index_features.txt`` / ``index_target.txt`` (column numbers)."""
-    table = np.loadtxt(folder / "data.txt", ndmin=2)
-    features = np.loadtxt(folder / "index_features.txt", dtype=np.int64, ndmin=1)
-    target = int(np.loadtxt(folder / "index_target.txt", dtype=np.int64))
-    return table[:, features], table[:, target]
+    ``index_features.txt`` / ``index_target.txt`` (column numbers), each checked: numbers, not empty, finite, the
+    columns within the table; else one line naming the file."""
+    table = _read_numbers(folder / "data.txt", np.float64, 2)
+    rows, columns = np.nonzero(~np.isfinite(table))
+    if rows.size:
+        raise ConfigError("data.root", str(folder / "data.txt"), f"finite numbers: row {int(rows[0]) + 1}, column "
+                          f"{int(columns[0])} is {table[rows[0], columns[0]]}")
+    width = table.shape[1]
+    features = _columns(_read_numbers(folder / "index_features.txt", np.int64, 1), folder / "index_features.txt",
+                        width, f"column (data.txt has {width} columns)")
+    target = _columns(_read_numbers(folder / "index_target.txt", np.int64, 1), folder / "index_target.txt", width,
+                      f"column (data.txt has {width} columns)")
+    if target.size != 1:
+        raise ConfigError("data.root", str(folder / "index_target.txt"), f"one column number (it has {target.size})")
+    return table[:, features], table[:, int(target[0])]
 
 
 def uci_regression(name: str, *, split: int = 0, root: str | None = None, source: str = "auto",
@@ -120,12 +155,17 @@ def uci_regression(name: str, *, split: int = 0, root: str | None = None, source
         raise ConfigError("data.split", split, "a whole number >= 0 (which random 90/10 split)")
     folder = Path(root) / TABLES[name].folder / "data" if root else None
     published = None
-    if folder is not None and (folder / "data.txt").is_file() and source in ("auto", "benchmark"):
+    if folder is not None and source != "package" and not (folder / "data.txt").is_file():
+        raise DataNotFoundError("data.root", str(root), f"a folder holding {TABLES[name].folder}/data/data.txt (the "
+                                f"benchmark's files: {folder / 'data.txt'} is not there), or data.root=null for "
+                                "the package's copy")
+    if folder is not None and source in ("auto", "benchmark"):
         features, target = read_benchmark_folder(folder)
         origin = f"benchmark files: {folder}"
         train_file, test_file = folder / f"index_train_{split}.txt", folder / f"index_test_{split}.txt"
         if train_file.is_file() and test_file.is_file():
-            published = (np.loadtxt(train_file, dtype=np.int64), np.loadtxt(test_file, dtype=np.int64))
+            published = tuple(_columns(_read_numbers(f, np.int64, 1), f, len(target), f"row (data.txt has "
+                                       f"{len(target)} rows)") for f in (train_file, test_file))
     elif source == "benchmark":
         raise DataNotFoundError("data.name", name, f"no benchmark files at {folder or 'data.root (unset)'}")
     else:

@@ -60,8 +60,11 @@ def test_the_benchmarks_own_files_and_published_splits_are_read(tmp_path):
 def test_a_set_with_no_copy_and_bad_options_are_one_line(tmp_path):
     with pytest.raises(DataNotFoundError, match="data.name='energy': no copy of it here; data.root="):
         uci_regression("energy")
-    with pytest.raises(DataNotFoundError, match="no benchmark files at"):
-        uci_regression("yacht", root=str(tmp_path), source="benchmark")
+    for source in ("benchmark", "auto"):  # issue 74: a data.root without the files was never named (auto)
+        with pytest.raises(DataNotFoundError, match=r"data.root='.*': a folder holding yacht/data/data.txt"):
+            uci_regression("yacht", root=str(tmp_path), source=source)
+    with pytest.raises(DataNotFoundError, match="data.root='/nonexistent'"):
+        uci_regression("boston", root="/nonexistent")
     with pytest.raises(ConfigError, match="data.split=-1 is not allowed"):
         uci_regression("boston", split=-1)
 
@@ -71,3 +74,37 @@ def test_build_data_serves_a_uci_set_as_the_run_does():
     assert bundle.task == "regression" and bundle.num_train == 455 and bundle.target_scale is not None
     x, y = next(iter(bundle.train))
     assert x.shape == (32, 13) and y.shape == (32, 1) and y.dtype == torch.float32
+
+
+@pytest.mark.parametrize(("damage", "file", "fragment"), [
+    ("empty index", "index_features.txt", "a file of numbers (it is empty)"),
+    ("empty data", "data.txt", "a file of numbers (it is empty)"),
+    ("words in data", "data.txt", "a whitespace-separated table of float64 numbers"),
+    ("feature out of range", "index_features.txt", "column (data.txt has 7 columns) numbers in 0..6: it names 9"),
+    ("target out of range", "index_target.txt", "numbers in 0..6: it names -1"),
+    ("nan in data", "data.txt", "finite numbers: row 3, column 2 is nan"),
+    ("split out of range", "index_test_0.txt", "row (data.txt has 30 rows) numbers in 0..29: it names 40"),
+])
+def test_damaged_benchmark_files_under_data_root_are_one_line_naming_the_file(tmp_path, damage, file, fragment):
+    """issue 74: tracebacks (an empty index, words in data.txt, a column out of range) or a NaN found only when
+    training diverged."""
+    _benchmark_folder(tmp_path, split=0)
+    folder = tmp_path / "yacht" / "data"
+    if damage.startswith("empty"):
+        (folder / file).write_text("")
+    elif damage == "words in data":
+        (folder / file).write_text("1 2 3 4 5 6 7\nseven eight nine ten a b c\n")
+    elif damage == "feature out of range":
+        np.savetxt(folder / file, [0, 1, 9], fmt="%d")
+    elif damage == "target out of range":
+        np.savetxt(folder / file, [-1], fmt="%d")
+    elif damage == "nan in data":
+        table = np.loadtxt(folder / file)
+        table[2, 2] = np.nan
+        np.savetxt(folder / file, table)
+    else:
+        np.savetxt(folder / file, [0, 1, 40], fmt="%d")
+    with pytest.raises(ConfigError) as refused:
+        uci_regression("yacht", split=0, root=str(tmp_path))
+    assert refused.value.key == "data.root" and str(folder / file) in str(refused.value)
+    assert fragment in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
