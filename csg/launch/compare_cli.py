@@ -10,7 +10,8 @@ Each argument is a run directory of train.py or a folder holding them at any dep
 metrics.json files are read as data (no config is built, nothing imported). The table has one row per run (method,
 seed, test error %, NLL, ECE, Brier, mean mutual information in nats, members, wall time) and, per method, the mean
 and standard error over its seeds. Where two methods of one data set and model share seeds, every method is
-compared with the baseline (--baseline; default: the first method found) on error, NLL, ECE and Brier, paired by
+compared with the baseline (--baseline; default: the first method found) on error, NLL, ECE and Brier
+(regression runs: RMSE and NLL, with test LL and 95 % coverage shown), paired by
 seed, Holm-corrected across the table (csg.evaluation.comparison.compare_paired): helps / hurts where the
 corrected interval excludes 0, equivalent only inside a margin you state (--margin nll=0.01), else inconclusive.
 Only runs of one setting are paired (data, model, part sampled, evaluation and budget alike); runs of one data set

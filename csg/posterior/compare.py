@@ -30,12 +30,18 @@ import pandas as pd
 from csg.errors import ConfigError, DamagedFileError, describe
 from csg.evaluation.comparison import mean_se
 
-__all__ = ["COMPARED", "Comparison", "compare"]
+__all__ = ["COMPARED", "Comparison", "TASK_COLUMNS", "TASK_COMPARED", "compare"]
 
 # column -> (metrics.json's key under "ensemble", heading, digits)
 COLUMNS = {"error": ("test_error_pct", "error %", 2), "nll": ("nll", "NLL", 4), "ece": ("ece", "ECE", 4),
-           "brier": ("brier", "Brier", 4), "mi": ("mutual_information", "MI", 4)}
-COMPARED = ("error", "nll", "ece", "brier")  # lower is better; the mutual information is neither
+           "brier": ("brier", "Brier", 4), "mi": ("mutual_information", "MI", 4), "rmse": ("rmse", "RMSE", 4),
+           "test_ll": ("log_likelihood", "test LL", 4), "coverage": ("coverage_95", "95 % cover", 3)}
+# a task's columns, and those compared (lower is better; the mutual information, test LL (= -NLL) and coverage are
+# described, not judged)
+TASK_COLUMNS = {"classification": ("error", "nll", "ece", "brier", "mi"),
+                "regression": ("rmse", "test_ll", "nll", "coverage")}
+TASK_COMPARED = {"classification": ("error", "nll", "ece", "brier"), "regression": ("rmse", "nll")}
+COMPARED = tuple(dict.fromkeys(m for metrics in TASK_COMPARED.values() for m in metrics))
 GROUP = ["data", "model", "setting", "method"]
 MAX_METRICS_BYTES = 256 << 20
 SETTING = ("data.", "model.", "adapter.", "likelihood.", "evaluation.", "ood.name", "sampler.params",
@@ -65,16 +71,21 @@ class Comparison:
     def table(self) -> pd.DataFrame:
         """The one table: each method's runs (by seed), then its ``mean`` and ``s.e.`` rows (the standard error
         sd / sqrt(n), NaN for one run), methods in the order they were found."""
-        rows = []
+        rows, shown = [], self.columns()
         for _, runs in self.runs.groupby(GROUP, sort=False):
-            rows += runs.drop(columns="run_dir").to_dict("records")
+            rows += runs.drop(columns=["run_dir", "task", *(c for c in COLUMNS if c not in shown)]).to_dict("records")
             first = runs.iloc[0]
-            numbers = runs[[*COLUMNS, "members", "time_s"]]
+            numbers = runs[[*shown, "members", "time_s"]]
             count = len(runs)
             rows.append({**{key: first[key] for key in GROUP}, "seed": "mean", **numbers.mean().to_dict()})
             spread = (numbers.std(ddof=1) / math.sqrt(count)) if count > 1 else numbers.mean() * math.nan
             rows.append({**{key: first[key] for key in GROUP}, "seed": "s.e.", **spread.to_dict()})
-        return pd.DataFrame(rows, columns=[*GROUP, "seed", *COLUMNS, "members", "time_s"])
+        return pd.DataFrame(rows, columns=[*GROUP, "seed", *shown, "members", "time_s"])
+
+    def columns(self) -> list[str]:
+        """The metric columns of the runs' tasks (:data:`TASK_COLUMNS`: classification's, then regression's)."""
+        tasks = set(self.runs.task) if "task" in self.runs else {"classification"}
+        return list(dict.fromkeys(c for task in TASK_COLUMNS if task in tasks for c in TASK_COLUMNS[task]))
 
     def format(self) -> str:
         """The table as text (``mean ± s.e.`` per method) and the verdicts, as ``scripts/compare_runs.py`` prints
@@ -82,16 +93,17 @@ class Comparison:
         from csg.evaluation.comparison import method_statement
 
         several = self.runs[["data", "model"]].drop_duplicates().shape[0] > 1
-        lines = [f"{'method':<16}{'seed':>12}" + "".join(f"{COLUMNS[c][1]:>18}" for c in COLUMNS) +
+        shown = self.columns()
+        lines = [f"{'method':<16}{'seed':>12}" + "".join(f"{COLUMNS[c][1]:>18}" for c in shown) +
                  f"{'members':>10}{'time (s)':>12}"]
         for (data, model, setting, method), runs in self.runs.groupby(GROUP, sort=False):
             label = (f"{method} ({data}, {model})" if several else method) + (f" [{setting}]" if setting else "")
             for _, run in runs.iterrows():
                 lines.append(f"{label:<16}{run['seed']:>12}" + "".join(
-                    f"{_number(run[c], COLUMNS[c][2]):>18}" for c in COLUMNS) + f"{run['members']:>10}"
+                    f"{_number(run[c], COLUMNS[c][2]):>18}" for c in shown) + f"{run['members']:>10}"
                     f"{run['time_s']:>12.1f}")
             lines.append(f"{label:<16}{'mean ± s.e.':>12}" + "".join(
-                f"{mean_se(runs[c], COLUMNS[c][2], '±'):>18}" for c in COLUMNS) +
+                f"{mean_se(runs[c], COLUMNS[c][2], '±'):>18}" for c in shown) +
                 f"{runs['members'].mean():>10.1f}{mean_se(runs['time_s'], 1, '±'):>12}")
         if self.verdicts.empty:
             lines.append("No verdicts: no two methods of one data set and model share a seed.")
@@ -224,8 +236,9 @@ def _row(run_dir: Path, metrics: dict) -> dict:
     if not float(seed).is_integer():
         raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its metrics.json's seed is "
                                f"{seed}, not an integer", path=run_dir / "metrics.json")
+    task = str(metrics.get("task", "classification"))
     return {"data": str(metrics.get("data", "?")), "model": str(metrics.get("model", "?")),
-            "method": str(metrics.get("method", "?")), "seed": int(seed),
+            "method": str(metrics.get("method", "?")), "seed": int(seed), "task": task,
             **{column: number(ensemble, key, f"ensemble.{key}") for column, (key, _, _) in COLUMNS.items()},
             "members": int(number(ensemble, "num_samples", "ensemble.num_samples", 0)),
             "time_s": number(wall, "total", "wall_time_s.total") if isinstance(wall, dict) else math.nan,
@@ -300,7 +313,7 @@ def _verdicts(runs: pd.DataFrame, baseline: str | None, margins: dict[str, float
             seeds = sorted(set(base.index) & set(other.index))
             if not seeds:
                 continue
-            for metric in COMPARED:
+            for metric in TASK_COMPARED.get(str(group.task.iloc[0]), TASK_COMPARED["classification"]):
                 labels.append({"data": data, "model": model, "setting": setting, "method": method,
                                "baseline": reference, "metric": metric})
                 comparisons.append(Paired(other.loc[seeds, metric].tolist(), base.loc[seeds, metric].tolist(),

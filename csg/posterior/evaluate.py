@@ -168,15 +168,35 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
     if cfg.evaluation.cycle_weights != "harmonic":
         return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
     log_likelihoods, cycles, train_eval = [], [], data().train_eval
+    likelihood = build_likelihood(cfg)
     for path, chain in zip(paths, chain_of):
         record = store.metadata(path)
         model.load_state_dict(store.state_of(path))
-        probs, targets = predict_probs(model, train_eval, device, precision.autocast)
-        probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
-        log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
+        if likelihood.task == "regression":  # the likelihood's own log density of the targets it trained on
+            per_example = _regression_log_likelihoods(model, train_eval, likelihood, device, precision)
+            log_likelihoods.append(distributed.gather_rows(per_example, layout).sum().item())
+        else:
+            probs, targets = predict_probs(model, train_eval, device, precision.autocast)
+            probs, targets = distributed.gather_rows(probs, layout), distributed.gather_rows(targets, layout)
+            log_likelihoods.append(probs.gather(1, targets[:, None]).double().clamp_min(1e-300).log().sum().item())
         cycles.append((chain, record["cycle"]))
     index = {key: i for i, key in enumerate(sorted(set(cycles)))}  # a cycle of one chain is one mode
     return harmonic_mean_weights(log_likelihoods, [index[c] for c in cycles]), "harmonic"
+
+
+@torch.no_grad()
+def _regression_log_likelihoods(model, loader, likelihood, device, precision: Precision):
+    """Each training example's log-likelihood (float64, on the CPU) under a regression sample: -nll of its outputs
+    and its own likelihood parameters (a noise precision it sampled)."""
+    from csg.likelihoods import own_parameters
+
+    model.eval()
+    params, values = own_parameters(likelihood, model), []
+    for x, y in loader:
+        with precision.autocast():
+            output = model(x.to(device, non_blocking=True))
+        values.append(-likelihood.nll(output.float(), y.to(device, non_blocking=True), params).double().cpu())
+    return torch.cat(values)
 
 
 def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):

@@ -84,7 +84,17 @@ def main(workdir: Path | None = None, argv: list[str] | None = None) -> None:
               tune_factors=args.tune_factors, tune_seeds=args.tune_seeds,
               stamp=datetime.now().strftime("%Y-%m-%d_%H-%M-%S"))
     target.check(job)
-    for line in target.make(job):
+    try:
+        lines = target.make(job)
+    except FileNotFoundError as error:
+        if not job.report_only:
+            raise
+        from csg.errors import ConfigError  # a report of nothing: say what is missing, not "run it again"
+
+        raise ConfigError("--report-only", error.filename or str(error), f"the files a finished {target.name} wrote "
+                          "(this one is missing): run the target without --report-only first, or pass the --out "
+                          "(--runs) folder of one that finished") from None
+    for line in lines:
         print(line, flush=True)
 
 

@@ -267,3 +267,15 @@ def test_targets_far_from_unit_scale_are_named_when_the_run_starts_and_when_it_d
     with caplog.at_level("WARNING"):
         _run(tmp_path, "data.standardize_targets=true", "+data.scale=400", name="scaled")
     assert not any("not standardised" in record.getMessage() for record in caplog.records)
+
+
+def test_harmonic_cycle_weights_re_evaluate_a_regression_run(regression_run):
+    """issue 74: evaluation.cycle_weights=harmonic on a regression run was a traceback (a class-label gather)."""
+    from csg.posterior.evaluate import evaluate_run
+
+    _, run_dir = regression_run
+    harmonic = evaluate_run(run_dir, ["evaluation.cycle_weights=harmonic"], trust_code=True)
+    weights = [s["weight"] for s in harmonic["per_sample"]]
+    assert sum(weights) == pytest.approx(1.0) and (run_dir / "evaluation_harmonic.json").is_file()
+    assert weights[0] == pytest.approx(weights[1]) and weights[2] == pytest.approx(weights[3])  # one weight a cycle
+    assert weights[0] != pytest.approx(weights[2]) and math.isfinite(harmonic["ensemble"]["rmse"])

@@ -342,6 +342,32 @@ def test_compare_tabulates_runs_by_method_and_gives_paired_verdicts(tmp_path):
     assert set(other.verdicts.verdict) == {"inconclusive"}
 
 
+def test_compare_of_regression_runs_shows_rmse_and_test_ll_and_judges_rmse_and_nll(tmp_path):
+    """issue 74: csg-compare of regression runs showed no RMSE or test LL, and nan verdicts on error, ECE, Brier."""
+    from csg.evaluation.comparison import Paired, compare_paired
+
+    rmse = {"sgd": [3.1, 3.3, 3.0, 3.2], "csghmc": [2.6, 2.9, 2.7, 2.8]}
+    nll = {"sgd": [2.5, 2.6, 2.4, 2.55], "csghmc": [2.3, 2.35, 2.2, 2.3]}
+    for method in rmse:
+        for seed in range(4):
+            run_dir = tmp_path / f"{method}{seed}"
+            (run_dir / ".hydra").mkdir(parents=True)
+            (run_dir / ".hydra" / "config.yaml").write_text("seed: 0\n")
+            ensemble = {"rmse": rmse[method][seed], "nll": nll[method][seed], "log_likelihood": -nll[method][seed],
+                        "coverage_95": 0.93, "num_samples": 12}
+            (run_dir / "metrics.json").write_text(json.dumps({"method": method, "data": "boston", "model": "mlp",
+                                                              "seed": seed, "task": "regression",
+                                                              "ensemble": ensemble, "wall_time_s": {"total": 5.0}}))
+    comparison = csg.compare(tmp_path, baseline="sgd")
+    assert list(comparison.table().columns[5:9]) == ["rmse", "test_ll", "nll", "coverage"]
+    assert "error" not in comparison.table().columns
+    text = comparison.format()
+    assert "RMSE" in text and "test LL" in text and "ECE" not in text and "nan" not in text
+    expected = compare_paired([Paired(rmse["csghmc"], rmse["sgd"]), Paired(nll["csghmc"], nll["sgd"])])
+    assert comparison.verdicts.metric.tolist() == ["rmse", "nll"]
+    assert comparison.verdicts.verdict.tolist() == [v.verdict for v in expected] == ["helps", "helps"]
+
+
 def test_compare_refuses_in_one_line_what_it_cannot_compare(tmp_path):
     _run(tmp_path / "a", "one", "csghmc", 0, 1.0, 0.5)
     _run(tmp_path / "a", "two", "csghmc", 0, 2.0, 0.6)  # the same method and seed again

@@ -86,3 +86,16 @@ def test_table5_and_figure4_sweeps_are_the_runs_the_makefile_made():
     for scale in ("full", "smoke"):
         runs = sweeps.expected_runs(sweeps.expand(fig4.SWEEPS, scale, 0))
         assert [run["sampler"] for run in runs] == list(fig4.METHODS) and {run["seed"] for run in runs} == {"0"}
+
+
+def test_a_report_of_a_folder_without_the_targets_files_names_what_is_missing(tmp_path, monkeypatch):
+    """issue 74: --report-only on an empty folder advised running the same command again."""
+    from csg.studies.reproduce import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)  # the committed reference is read from the repository's results/
+    with pytest.raises(ConfigError) as refused:
+        main(argv=["posterior-benchmark", "--scale", "smoke", "--report-only", "--out", str(tmp_path / "empty")])
+    assert refused.value.key == "--report-only" and "posterior_benchmark_tuning.csv" in str(refused.value)
+    assert "run the target without --report-only first" in str(refused.value)
+    assert "same command again" not in str(refused.value) and not (tmp_path / "empty").exists()
