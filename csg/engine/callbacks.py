@@ -14,9 +14,10 @@ A callback is any object with one or more of these methods, each given a :class:
 
 What they may change: nothing the chain relies on. They run in the process that logs (global rank 0), once for
 each of its chains (``event.chain``; under torchrun with a process group per chain, chain 0's), and get the chain's
-own ``model`` and ``sampler`` to read (write your own files, log, plot); the step size and temperature are set from the schedule before every iteration, so changing them has no
-effect, and a change to the parameters or the sampler's state is not the sampler's dynamics any more (and, under
-DDP, reaches one process only). csg checkpoints no state of theirs: a resumed run calls them from where it
+own ``model`` and ``sampler`` to read (write your own files, log, plot); the step size and temperature are set from
+the schedule before every iteration, so a callback that changes a param group's ``lr`` or ``temperature`` stops the
+run with one line naming it (it would change this iteration's step and no other); a change to the parameters or the
+sampler's state is not the sampler's dynamics any more (and, under DDP, reaches one process only). csg checkpoints no state of theirs: a resumed run calls them from where it
 resumes. An exception a callback raises stops the run as any error does (samples already written are kept).
 """
 
@@ -72,7 +73,22 @@ class LoopCallbacks:
 
     def __call__(self, phase: str, event: LoopEvent) -> None:
         for method in self._by_phase[phase]:
+            before = _hyperparameters(event.sampler)
             method(event)
+            after = _hyperparameters(event.sampler)
+            if after != before:
+                from csg.errors import ConfigError
+
+                changed = next(key for b, a in zip(before, after) for key in ("lr", "temperature")
+                               if b.get(key) != a.get(key))
+                raise ConfigError("callbacks", type(getattr(method, "__self__", method)).__name__,
+                                  f"a callback that observes: its {phase} changed the sampler's {changed} (csg sets lr "
+                                  "and temperature from the schedule at every iteration; choose them with "
+                                  "sampler.lr0, the schedule's keys and sampler.temperature)")
+
+
+def _hyperparameters(sampler) -> list[dict[str, Any]]:
+    return [{key: group.get(key) for key in ("lr", "temperature")} for group in getattr(sampler, "param_groups", [])]
 
 
 def build_callbacks(specs: dict[str, Any] | None) -> list[Any]:

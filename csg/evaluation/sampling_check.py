@@ -23,10 +23,12 @@ The temperatures are not judged for the contour samplers, whose target is flatte
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BAND", "NEAR_COPIES", "falling_loss", "sampling_check"]
+__all__ = ["BAND", "NEAR_COPIES", "OUTLIER", "falling_loss", "sampling_check"]
 
 BAND = (0.5, 2.0)  # a temperature within [BAND[0] T, BAND[1] T] reads as T
 NEAR_COPIES = 0.5  # effective members below this share of the members: near copies
@@ -35,13 +37,16 @@ STEADY = 0.9  # or twice in a row below 0.9 x the cycle before
 
 
 def sampling_check(temperatures: dict[str, Any] | None, spread: dict[str, Any] | None, *,
-                   epochs: Sequence[dict[str, Any]] = (), judge_temperatures: bool = True) -> str | None:
+                   epochs: Sequence[dict[str, Any]] = (), judge_temperatures: bool = True,
+                   regression: dict[str, Any] | None = None) -> str | None:
     """The line that says why the run's members may not be posterior draws, or None when nothing is flagged.
 
     ``temperatures``: a :class:`~csg.evaluation.monitor.SamplerReading`'s ``to_dict()`` (or the chains' mean);
     ``spread``: a :class:`~csg.evaluation.spread.MemberSpread`'s ``to_dict()``; ``epochs``: the epochs'
-    ``{"cycle", "stage", "train_loss"}`` rows of one chain."""
-    reasons = []
+    ``{"cycle", "stage", "train_loss"}`` rows of one chain; ``regression``: a regression run's metrics
+    (``ensemble`` and ``per_sample``), whose ensemble RMSE past :data:`OUTLIER` x its best member's, or whose
+    non-finite test log-likelihood, says that a member is far off."""
+    reasons = [] if regression is None else _regression_outlier(regression)
     low, high = BAND
     if temperatures and judge_temperatures and temperatures.get("target"):
         target = temperatures["target"]
@@ -100,3 +105,21 @@ def falling_loss(epochs: Sequence[dict[str, Any]]) -> tuple[float, float] | None
     if later < FALL * earlier and earlier - later > FALL_NATS:
         return earlier, later
     return None
+
+
+OUTLIER = 1.5  # an ensemble RMSE past this many times its best member's: a member far from the others
+
+
+def _regression_outlier(metrics: dict[str, Any]) -> list[str]:
+    ensemble, members = metrics.get("ensemble") or {}, metrics.get("per_sample") or []
+    rmse = [(m.get("rmse"), m.get("file", "?")) for m in members if isinstance(m.get("rmse"), (int, float))]
+    if not rmse or not isinstance(ensemble.get("rmse"), (int, float)):
+        return []
+    (best, _), (worst, name) = min(rmse), max(rmse)
+    ll = ensemble.get("log_likelihood")
+    if ensemble["rmse"] <= OUTLIER * best and (ll is None or math.isfinite(ll)):
+        return []
+    return [f"the ensemble's RMSE {ensemble['rmse']:.4g} is {ensemble['rmse'] / best:.3g} x its best member's "
+            f"({best:.4g}; test log-likelihood {ll:.4g}): a member far off ({name}, RMSE {worst:.4g}) spoils the "
+            "average (a chain that diverged and came back: a smaller step, sampler.lr0; per_sample in metrics.json "
+            "names every member)"]

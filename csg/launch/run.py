@@ -269,7 +269,8 @@ def _sampling_diagnostics(chains: list[FittedChain], metrics: dict[str, Any]) ->
                 SamplerReading(note="trainer.monitor_every=0 turned the monitor off")).to_dict()
     contour = isinstance(chains[-1].prepared.interaction, ContourInteraction)
     check = sampling_check(sampling, metrics.get("spread"), epochs=chains[0].trained.epoch_rows,
-                           judge_temperatures=not contour)
+                           judge_temperatures=not contour, regression=metrics if metrics.get("task") == "regression"
+                           else None)
     return {"sampling": sampling, "sampling_check": check}
 
 

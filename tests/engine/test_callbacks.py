@@ -89,6 +89,32 @@ def test_the_loop_calls_each_phase_where_the_schedule_says():
     assert [(p.epoch, p.iteration) for p in plan] == [(1, 5), (3, 11)]
 
 
+class _Meddler:
+    """A callback that changes what csg sets (issue 74: the change took effect for an iteration, without a word)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def on_stage_change(self, event):
+        for group in event.sampler.param_groups:
+            group[self.key] = group[self.key] * 10 + 1
+
+
+@pytest.mark.parametrize("key", ["lr", "temperature"])
+def test_a_callback_that_changes_the_step_or_temperature_stops_the_run_naming_it(key):
+    torch.manual_seed(0)
+    x, y = torch.randn(48, 4), torch.randint(0, 2, (48,))
+    batches = [(x[i:i + 16], y[i:i + 16]) for i in range(0, 48, 16)]
+    model = torch.nn.Linear(4, 2)
+    sampler = SGLD(model.parameters(), lr=0.01, num_data=48, temperature=0.3)
+    schedule = Cyclical(lr0=0.01, total_steps=12, cycles=2, explore=0.5)
+    with pytest.raises(ConfigError, match=f"callbacks='_Meddler' is not allowed: a callback that observes: its "
+                                          f"on_stage_change changed the sampler's {key}") as refused:
+        train_chain(model, sampler, schedule, batches, store=None, epochs=4, temperature=0.3,
+                    plan=collection_points(schedule, 4, 3, 1), device=torch.device("cpu"), callbacks=[_Meddler(key)])
+    assert "\n" not in str(refused.value)
+
+
 def test_a_chain_resumed_inside_a_stage_starts_in_that_stage():
     model = torch.nn.Linear(2, 2)
     sampler = SGLD(model.parameters(), lr=0.1, num_data=4, temperature=1.0)

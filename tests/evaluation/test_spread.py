@@ -75,3 +75,19 @@ def test_the_end_of_run_line_names_near_copies_and_an_undertrained_network_and_i
     steady = [{"train_loss": 1.0 - epoch / 50} for epoch in range(40)]  # no cycles: the last tenth against the one before
     assert falling_loss(steady) == pytest.approx((0.33, 0.25)) and falling_loss(steady[:5]) is None
     assert falling_loss([{"train_loss": 1.0 / (1 + epoch)} for epoch in range(40)]) is None  # 0.029 -> 0.026
+
+
+def test_a_regression_ensemble_spoiled_by_one_member_is_said_at_the_end_of_the_run():
+    """issue 74: a run ended at RMSE 1e9 and test LL -inf without a word."""
+    from csg.evaluation.sampling_check import OUTLIER, sampling_check
+
+    members = [{"file": f"sample_{i}.pt", "rmse": r} for i, r in enumerate([2.3, 2.6, 4.1, 33170.0])]
+    line = sampling_check(None, None, regression={"ensemble": {"rmse": 8307.7, "log_likelihood": -1e6},
+                                                  "per_sample": members})
+    assert line.startswith("does the chain sample? not as run: the ensemble's RMSE 8308 is 3.61e+03 x its best "
+                           "member's (2.3;") and "sample_3.pt, RMSE 3.317e+04" in line
+    infinite = sampling_check(None, None, regression={"ensemble": {"rmse": 2.4, "log_likelihood": float("-inf")},
+                                                      "per_sample": members})
+    assert "test log-likelihood -inf" in infinite
+    sane = {"ensemble": {"rmse": OUTLIER * 2.3 - 0.01, "log_likelihood": -2.1}, "per_sample": members}
+    assert sampling_check(None, None, regression=sane) is None
