@@ -70,10 +70,13 @@ class CyclicalSGMCMC(Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         """Make the chain: the sampler, the schedule over the run's iterations, the plan (and a restored state)."""
-        if len(trainer.optimizers) != 1 or not all("temperature" in g for g in trainer.optimizers[0].param_groups):
-            have = ", ".join(type(o).__name__ for o in trainer.optimizers) or "no optimizer"
+        optimizers = trainer.optimizers
+        if len(optimizers) != 1 or "temperature" not in getattr(optimizers[0], "defaults", {}):
+            # a torch optimizer whose groups merely carry a "temperature" key would ignore it: no noise
+            have = ", ".join(type(o).__name__ for o in optimizers) or "no optimizer"
             raise ConfigError("configure_optimizers", have, "one csg sampler (csg.samplers: its param groups "
                               "take lr and temperature)")
+        self._target(pl_module)  # module=: an attribute that is a module, before the first epoch
         batches, epochs = trainer.num_training_batches, trainer.max_epochs
         if not isinstance(batches, int) or epochs is None or epochs < 1:
             raise ConfigError("max_epochs", str(epochs), "a number of epochs, over a loader with a length: the "
@@ -145,6 +148,11 @@ class CyclicalSGMCMC(Callback):
         reading = self.diagnostics()
         if reading is not None and trainer.global_rank == 0:
             log.info("sampler: %s", reading)
+        chain = self.chain
+        if chain is not None and chain.state.epoch < chain.epochs and trainer.global_rank == 0:
+            log.warning("the run stopped at epoch %d of %d (max_time, max_steps, early stopping or should_stop): %d "
+                        "of the %d planned samples taken; resume from its last checkpoint (ckpt_path=) for the "
+                        "rest", chain.state.epoch, chain.epochs, len(chain.samples), len(chain.plan))
 
     def diagnostics(self):
         """Does the chain sample? The sampler's configurational and kinetic temperatures against T and its sampling

@@ -48,6 +48,8 @@ class Toy(pl.LightningModule):
         return F.cross_entropy(self.net(batch[0]), batch[1])
 
     def configure_optimizers(self):
+        if self.sampler == "sgd with a temperature key":  # a torch optimizer that would ignore it: no noise
+            return torch.optim.SGD([{"params": list(self.parameters()), "temperature": 0.5}], lr=0.1)
         if not self.sampler:
             return torch.optim.SGD(self.parameters(), lr=0.1)
         return SGLD(self.parameters(), lr=0.05, num_data=96, temperature=0.5,

@@ -92,13 +92,33 @@ def test_a_schedule_of_another_length_is_one_line_before_the_first_step(tmp_path
     assert module.seen == []
 
 
-def test_a_module_without_a_csg_sampler_is_one_line_before_the_first_step(tmp_path):
+@pytest.mark.parametrize("sampler", [False, "sgd with a temperature key"])
+def test_a_module_without_a_csg_sampler_is_one_line_before_the_first_step(tmp_path, sampler):
     sgmcmc = CyclicalSGMCMC(SCHEDULE, temperature=0.5)
-    module = Toy(sampler=False)
+    module = Toy(sampler=sampler)
     before = [p.detach().clone() for p in module.parameters()]
     with pytest.raises(ConfigError, match="configure_optimizers='SGD' is not allowed: one csg sampler"):
         _trainer(tmp_path, sgmcmc).fit(module, train_dataloaders=_batches())
     assert module.seen == [] and all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
+
+
+def test_a_module_attribute_that_is_not_there_is_one_line_before_the_first_step(tmp_path):
+    """issue 74: module='nope' was refused only at the first epoch's end."""
+    module = Toy()
+    with pytest.raises(ConfigError, match="module='nope' is not allowed: an attribute of Toy that is a module"):
+        _trainer(tmp_path, CyclicalSGMCMC(SCHEDULE, temperature=0.5, module="nope")).fit(
+            module, train_dataloaders=_batches())
+    assert module.seen == []
+
+
+def test_a_run_cut_short_says_how_many_of_its_samples_it_took(tmp_path, caplog):
+    """issue 74: max_time cut a run to 1 of its 2 planned samples without a word."""
+    sgmcmc = CyclicalSGMCMC(SCHEDULE, temperature=0.5, samples_per_cycle=1, module="net")
+    with caplog.at_level("WARNING", logger="csg.integrations.lightning"):
+        _trainer(tmp_path, sgmcmc, StopAfter(2)).fit(Toy(), train_dataloaders=_batches())
+    said = [r.getMessage() for r in caplog.records if r.name == "csg.integrations.lightning"]
+    assert said == ["the run stopped at epoch 3 of 6 (max_time, max_steps, early stopping or should_stop): 1 of the 2 "
+                    "planned samples taken; resume from its last checkpoint (ckpt_path=) for the rest"]
 
 
 def test_two_processes_under_lightnings_ddp_take_the_one_process_samples_written_once(tmp_path):
