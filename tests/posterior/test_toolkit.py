@@ -260,6 +260,12 @@ def test_a_posterior_file_that_is_not_one_is_refused_in_one_line(documented, tmp
                     for key, value in tensors.items() if key.startswith("member00000/")})
     save_file(tensors, tmp_path / "extra.safetensors", metadata=header)
     cases["extra.safetensors"] = f"it holds more members than the {len(posterior)} its header names"
+    # issue 74: a header that names a member whose tensors are not in the file was a RuntimeError traceback
+    save_file({k: v for k, v in load_file(tmp_path / "s.safetensors").items() if not k.startswith("member00001/")},
+              tmp_path / "lacking.safetensors", metadata=header)
+    cases["lacking.safetensors"] = f"member 1 ({posterior.names[1]}) holds other tensors than the keys it records"
+    torch.save({**record, "states": record["states"][:1]}, tmp_path / "lacking.pt")
+    cases["lacking.pt"] = f"member 1 ({posterior.names[1]}) holds other tensors than the keys it records"
     floating = next(k for k, t in record["states"][0].items() if t.is_floating_point())
     poisoned = {**record, "states": [dict(state) for state in record["states"]]}
     poisoned["states"][1][floating] = torch.full_like(poisoned["states"][1][floating], math.nan)
