@@ -116,7 +116,10 @@ class Chain:
     and restore it as torch's modules do (checkpoint the model and the sampler beside it: the sampler's state holds
     its noise generator). ``monitor`` (default on): a :class:`~csg.evaluation.monitor.SamplingMonitor` of the sampler,
     whose temperatures and stage motion :meth:`diagnostics` reads (an integer n measures every n-th sampling step;
-    ``False``: none). A resumed chain's diagnostics cover the steps since it resumed.
+    ``False``: none). A resumed chain's diagnostics cover the steps since it resumed. Given each epoch's
+    ``train_loss`` (``end_epoch(model, train_loss=...)``), a warm restart that diverges (a cycle's exploration ending
+    more than :data:`csg.engine.accounting.RESTART_NATS` above an earlier cycle's) stops the chain with a
+    :class:`~csg.errors.DivergenceError` before that cycle's samples, as in csg's own loop.
     """
 
     _strict = True  # the sampler and schedule checked (csg's own loop: LoopChain)
@@ -136,6 +139,7 @@ class Chain:
         if self._strict:
             _check_store(store)
         self._resumed = state is not None  # a chain going on from a state: its store holds its samples
+        self._rows: list[dict[str, Any]] = []  # the epochs' cycle, stage and train_loss given to end_epoch
         self.store = SampleStore(store, planned=len(self.plan)) if isinstance(store, (str, Path)) else store
         self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
         self.keep = self.store is None if keep is None else keep
@@ -225,6 +229,12 @@ class Chain:
 
             raise ConfigError("model", type(model).__name__, "the torch.nn.Module the sampler steps (its state is "
                               "the sample)")
+        if self._strict and isinstance(metadata.get("train_loss"), (int, float)):
+            from csg.engine.accounting import check_restart  # csg's own loop checks its chains itself
+
+            self._rows.append({"cycle": self.schedule.cycle(max(self.k - 1, 0)), "stage": self.stage,
+                               "train_loss": float(metadata["train_loss"])})
+            check_restart(self._rows, getattr(self.schedule, "lr0", self.lr), len(self.state.samples))
         epoch = self.state.epoch
         point = self.collect_at.get(epoch)
         record = self.collect(model, point, **metadata) if point is not None else None

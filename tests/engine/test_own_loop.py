@@ -292,3 +292,27 @@ def test_a_loop_past_the_plan_a_non_module_and_a_foreign_or_other_plans_state_ar
     again, _ = _chain()
     again.load_state_dict(chain.state_dict())
     assert again.k == chain.k == 18 and len(again.samples) == 4
+
+
+def test_a_warm_restart_that_diverges_stops_a_users_chain_before_that_cycles_samples():
+    """issue 74: csg.Chain (and so the Lightning callback) had no restart check; csg's own loop had."""
+    from csg.errors import DivergenceError
+
+    model, sampler, _ = _toy()
+    schedule = Cyclical(lr0=0.05, total_steps=6, cycles=3, explore=0.5)  # 2 epochs a cycle of 1 batch
+    chain = Chain(sampler, schedule, epochs=6, batches_per_epoch=1, temperature=0.5, samples_per_cycle=1)
+    losses = iter([1.0, 0.8, 0.7, 0.6, 9.0, 8.0])  # cycle 3's exploration ends 8.3 nats above cycle 2's
+    with pytest.raises(DivergenceError, match="the warm restart of cycle 3 diverged: .* the 2 samples of the "
+                                              "earlier cycles are kept; a smaller sampler.lr0 \\(now 0.05\\)"):
+        for _ in range(6):
+            chain.begin_step()
+            chain.end_step()
+            chain.end_epoch(model, train_loss=next(losses))
+    assert len(chain.samples) == 2 and chain.k == 6  # none of cycle 3's
+    steady, _ = _chain(epochs=6, batches_per_epoch=1, samples_per_cycle=1,
+                       schedule=Cyclical(lr0=0.05, total_steps=6, cycles=3, explore=0.5))
+    for loss in [1.0, 0.8, 0.7, 0.6, 1.5, 1.2]:  # a catapult within the bound: taken
+        steady.begin_step()
+        steady.end_step()
+        steady.end_epoch(model, train_loss=loss)
+    assert len(steady.samples) == 3
