@@ -12,7 +12,7 @@ import torch
 from csg.engine import distributed
 from csg.errors import ConfigError
 
-__all__ = ["Precision", "resolve_device", "set_deterministic", "usable_cores"]
+__all__ = ["OVERSUBSCRIBED", "Precision", "resolve_device", "set_deterministic", "set_threads", "usable_cores"]
 
 
 def resolve_device(name: str, layout: distributed.Layout | None = None) -> torch.device:
@@ -69,3 +69,25 @@ def usable_cores() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+OVERSUBSCRIBED = 8  # trainer.threads past this many times the usable cores: refused (a typo, not a setting)
+
+
+def set_threads(threads: int | None) -> None:
+    """``trainer.threads`` for the run (None: torch's default): more than :data:`OVERSUBSCRIBED` x the usable
+    cores is a one-line ConfigError, more than the cores a warning (the threads share them)."""
+    import logging
+
+    from csg.errors import ConfigError
+
+    if threads is None:
+        return
+    cores = usable_cores()  # judged where the run runs: a login node's count is not the job's
+    if int(threads) > OVERSUBSCRIBED * cores:
+        raise ConfigError("trainer.threads", threads, f"at most {OVERSUBSCRIBED} x the {cores} cores this process "
+                          "may use (null: torch's default)")
+    if int(threads) > cores:
+        logging.getLogger(__name__).warning("trainer.threads=%d is more than the %d cores this process may use: its "
+                                            "threads share them", int(threads), cores)
+    torch.set_num_threads(int(threads))

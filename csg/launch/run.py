@@ -29,7 +29,7 @@ from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
 from csg.engine.samples import SampleStore
 from csg.data.bundle import unscaled_targets
-from csg.engine.devices import Precision, resolve_device, set_deterministic, usable_cores
+from csg.engine.devices import Precision, resolve_device, set_deterministic, set_threads
 from csg.errors import ConfigError, DivergenceError, Interrupted
 from csg.evaluation.ess import ess_summary
 from csg.posterior.evaluate import evaluate_store, format_metrics
@@ -145,12 +145,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     run_dir = directory.path
     _quiet_other_ranks(layout)
     device = resolve_device(str(cfg.trainer.device), layout)
-    if cfg.trainer.get("threads") is not None:  # before any tensor work: the run's float reductions depend on it
-        cores = usable_cores()
-        if int(cfg.trainer.threads) > cores:  # judged where the run runs: a login node's count is not the job's
-            raise ConfigError("trainer.threads", cfg.trainer.threads, f"at most the {cores} cores this process may "
-                              "use (null: torch's default)")
-        torch.set_num_threads(int(cfg.trainer.threads))
+    set_threads(cfg.trainer.get("threads"))  # before any tensor work: the run's float reductions depend on it
     set_deterministic(bool(cfg.trainer.get("deterministic", False)))
     precision = Precision(str(cfg.trainer.precision), device)
     resolved = OmegaConf.to_container(cfg, resolve=True)

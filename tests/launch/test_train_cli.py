@@ -60,7 +60,7 @@ BAD_INPUTS = {
     "unknown resume mode": (["trainer.checkpoint.resume=maybe"], ["trainer.checkpoint.resume='maybe'", "always",
                                                                    "never"]),
     "zero threads": (["trainer.threads=0"], ["trainer.threads=0", "positive integer"]),
-    "more threads than cores": (["trainer.threads=100000"], ["trainer.threads=100000", "cores this process may use"]),
+    "more threads than cores": (["trainer.threads=100000"], ["trainer.threads=100000", "at most 8 x the"]),
 }
 
 
