@@ -63,6 +63,7 @@ def _sampling(method: str, epochs: int) -> list[str]:
 
 
 LR0 = 0.05  # the protocol's step for every set, fixed before its runs (the presets' own recipes may differ since)
+BATCH = {"protein": 128}  # the protocol's mini-batch (32 unless named), fixed as LR0 is
 
 
 def overrides(name: str, split: int, method: str, scale: str, runs: Path, seed: int = 0) -> list[str]:
@@ -71,7 +72,7 @@ def overrides(name: str, split: int, method: str, scale: str, runs: Path, seed: 
     folder = run_dir(runs, name, split, method if seed == 0 else f"{method}_seed{seed}")
     return [f"data={name}", f"data.split={split}", "likelihood=gaussian_precision", "model=mlp",
             f"model.hidden=[{HIDDEN.get(name, 50)}]", *_sampling(method, epochs), f"trainer.epochs={epochs}",
-            f"sampler.lr0={LR0}",
+            f"sampler.lr0={LR0}", f"data.batch_size={BATCH.get(name, 32)}",
             f"seed={seed}", "logger=csv", "trainer.progress=false", "trainer.device=cpu", f"hydra.run.dir={folder}"]
 
 
