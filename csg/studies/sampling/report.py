@@ -3,13 +3,13 @@ CSVs, with the shared statistics' verdicts (csg.evaluation.comparison) of each a
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from csg.evaluation.comparison import Paired, compare_paired, mean_se, method_statement, tally
+from csg.evaluation.comparison import Paired, compare_paired, method_statement, tally
+from csg.studies.sampling.cells import cell, expected_tv
 
 __all__ = ["write_report"]
 
@@ -31,26 +31,6 @@ def _frame(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     for key in ("configurational", "kinetic"):
         runs[f"{key}_ratio"] = runs[key] / runs["temperature"]
     return runs, reference
-
-
-def _expected_tv(temperature: float, members: int) -> str:
-    """The expected TV to the reference of the average of ``members`` independent exact draws (the reference's own
-    sizes, S = 1, 5, 12, 20, 40; results/benchmark/reference/reference_network.json), where listed."""
-    import json
-
-    from csg.paths import ROOT
-
-    facts = json.loads((ROOT / "results" / "benchmark" / "reference" / "reference_network.json").read_text())
-    sizes = facts.get(f"{temperature:g}", {}).get("checks", {}).get("floors_test", {})
-    row = sizes.get(str(members))
-    return f"{row['total_variation']:.4f}" if row else "-"
-
-
-def _cell(values: pd.Series, digits: int) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "-"
-    return mean_se(values.tolist(), digits)
 
 
 def _verdicts(runs: pd.DataFrame) -> list[tuple[str, str, str, object]]:
@@ -108,18 +88,18 @@ def write_report(out: Path) -> Path:
                   "member TV ratio | effective members | T_C / T | T_K / T | relaxation |",
                   "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for (part, arm, noise), group in by_t.groupby(["part", "arm", "noise"], sort=False):
-            temps = ("-", "-") if not noise else (_cell(group["configurational_ratio"], 3),
-                                                 _cell(group["kinetic_ratio"], 3))
+            temps = ("-", "-") if not noise else (cell(group["configurational_ratio"], 3),
+                                                 cell(group["kinetic_ratio"], 3))
             members = group["members"].dropna()
             stopped = int(group["tv"].isna().sum())
             shown = f"{int(members.iloc[0])}" if len(members) else "-"
             shown += f" ({stopped} of {len(group)} runs stopped)" if stopped else ""
             lines.append(f"| {part} | {arm} | {'T' if noise else 'off'} | {shown} | "
-                         f"{_cell(group['tv'], 4)} | "
-                         f"{_expected_tv(temperature, int(members.iloc[0])) if len(members) else '-'} | "
-                         f"{_cell(group['mi_ratio'], 3)} | "
-                         f"{_cell(group['member_tv_ratio'], 3)} | {_cell(group['effective_members'], 2)} | "
-                         f"{temps[0]} | {temps[1]} | {_cell(group['relaxation'], 3) if noise else '-'} |")
+                         f"{cell(group['tv'], 4)} | "
+                         f"{expected_tv(temperature, members.iloc[0] if len(members) else None)} | "
+                         f"{cell(group['mi_ratio'], 3)} | "
+                         f"{cell(group['member_tv_ratio'], 3)} | {cell(group['effective_members'], 2)} | "
+                         f"{temps[0]} | {temps[1]} | {cell(group['relaxation'], 3) if noise else '-'} |")
         lines.append("")
     verdicts = _verdicts(runs)
     lines += ["## The noise against its control", "",
