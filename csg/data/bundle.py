@@ -308,11 +308,11 @@ def _target_sd(splits: Splits) -> float | None:
 
 
 def unscaled_targets(data: DataBundle) -> str | None:
-    """The warning for regression targets far from unit scale and not standardised (None: nothing to say): a step
+    """Why regression targets far from unit scale and not standardised may fail a run (None: nothing to say): a step
     tuned for unit-scale targets diverges on targets of sd 77, and the divergence's cause is then the scale."""
     sd = getattr(data, "target_sd", None)
     if sd is None or 0.1 <= sd <= 10:
         return None
     return (f"the regression targets are not standardised and their standard deviation is {sd:.3g} (data."
             "standardize_targets=true standardises them on the training split; predictions and metrics stay in their "
-            "units): a step tuned for unit-scale targets may diverge or crawl")
+            "units)")

@@ -79,8 +79,6 @@ def set_threads(threads: int | None) -> None:
     cores is a one-line ConfigError, more than the cores a warning (the threads share them)."""
     import logging
 
-    from csg.errors import ConfigError
-
     if threads is None:
         return
     cores = usable_cores()  # judged where the run runs: a login node's count is not the job's

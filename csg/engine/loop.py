@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from csg.engine.accounting import Clock, check_finite, check_restart, sync
+from csg.engine.accounting import Clock, check_finite, sync
 from csg.engine.callbacks import LoopCallbacks, LoopEvent
 from csg.engine.checkpoint import LoopState
 from csg.engine.collection import CollectionPoint
@@ -218,12 +218,12 @@ class _LockStepLoop:
         self.batches = len(self.loaders[0])
         self.clock = Clock([s.seconds for s in self.states])
         self.chains = [LoopChain(lane.sampler, schedule, epochs=settings.epochs, batches_per_epoch=self.batches,
-                             temperature=settings.temperature, plan=settings.plan, store=lane.store, state=state,
-                             keep=False, monitor=int(settings.monitor_every))
+                                 temperature=settings.temperature, plan=settings.plan, store=lane.store, state=state,
+                                 keep=False, monitor=int(settings.monitor_every),
+                                 index=lane.chain if self.several else None)
                        for lane, state in zip(self.lanes, self.states)]
         self.started_at = self.first.iteration
         self.callbacks = LoopCallbacks(settings.callbacks)
-        self.epoch_rows: list[list[dict[str, Any]]] = [[] for _ in lanes]
         self.loss_sum: Tensor | None = None  # the epoch's loss and hit sums of every chain, on the device
         self.correct: Tensor | None = None
 
@@ -260,8 +260,8 @@ class _LockStepLoop:
             if chain.monitor is not None:
                 chain.monitor.close()
         return [TrainResult(iterations=self.k, epochs=epochs, seconds=seconds, samples=state.samples, state=state,
-                            first_step_at=first_step_at, sampling=reading, epoch_rows=rows)
-                for seconds, state, reading, rows in zip(self.clock.shares(), self.states, readings, self.epoch_rows)]
+                            first_step_at=first_step_at, sampling=reading, epoch_rows=chain.epoch_rows)
+                for seconds, state, reading, chain in zip(self.clock.shares(), self.states, readings, self.chains)]
 
     def start_epoch(self, epoch: int) -> int:
         """Tell the loaders and interactions the epoch starts; reset its sums (kept in a resumed epoch). Returns
@@ -382,10 +382,7 @@ class _LockStepLoop:
             if not self.bar.disable and i == 0:
                 self.bar.set_postfix(loss=f"{values['train_loss']:.4f}", stage=self.stage, samples=len(state.samples))
             self.logger.log_epoch(epoch, values)
-            self.epoch_rows[i].append({k: values[k] for k in ("cycle", "stage", "train_loss")})
-            check_restart(self.epoch_rows[i], getattr(self.schedule, "lr0", self.lr), len(state.samples),
-                          lane.chain if self.several else None)
-            meta = {"train_loss": values["train_loss"]}
+            meta = {"train_loss": values["train_loss"]}  # end_epoch checks the warm restart with it
             if epoch in chain.collect_at and lane.interaction is not None:
                 meta.update(lane.interaction.sample_metadata())
             record = chain.end_epoch(lane.sample_model or lane.model, **meta)  # a sample; the next epoch's position

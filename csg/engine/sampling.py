@@ -94,7 +94,7 @@ def _check_fresh(store: SampleStore) -> None:
     from csg.errors import ConfigError
 
     folder = store.directory
-    held = (max(len(SampleStore(folder).manifest_entries() or []), len(list(folder.glob("sample_*.pt"))))
+    held = (max(len(store.manifest_entries() or []), len(list(folder.glob("sample_*.pt"))))
             if folder.is_dir() else 0)
     if held:
         raise ConfigError("store", str(folder), f"an empty or new folder for a new chain (to go on with the chain "
@@ -123,6 +123,7 @@ class Chain:
     """
 
     _strict = True  # the sampler and schedule checked (csg's own loop: LoopChain)
+    index: int | None = None  # the chain's number in a run of several (LoopChain), named in its messages
 
     def __init__(self, sampler: torch.optim.Optimizer, schedule: Schedule, *, epochs: int, batches_per_epoch: int,
                  temperature: float, samples_per_cycle: int = 1, plan: Sequence[CollectionPoint] | None = None,
@@ -139,7 +140,7 @@ class Chain:
         if self._strict:
             _check_store(store)
         self._resumed = state is not None  # a chain going on from a state: its store holds its samples
-        self._rows: list[dict[str, Any]] = []  # the epochs' cycle, stage and train_loss given to end_epoch
+        self.epoch_rows: list[dict[str, Any]] = []  # each epoch's cycle, stage and train_loss given to end_epoch
         self.store = SampleStore(store, planned=len(self.plan)) if isinstance(store, (str, Path)) else store
         self._adopt = isinstance(store, (str, Path))  # a folder of ours: take over what a restored state records
         self.keep = self.store is None if keep is None else keep
@@ -229,12 +230,13 @@ class Chain:
 
             raise ConfigError("model", type(model).__name__, "the torch.nn.Module the sampler steps (its state is "
                               "the sample)")
-        if self._strict and isinstance(metadata.get("train_loss"), (int, float)):
-            from csg.engine.accounting import check_restart  # csg's own loop checks its chains itself
+        if isinstance(metadata.get("train_loss"), (int, float)):  # the warm restart's check, before any sample
+            from csg.engine.accounting import check_restart
 
-            self._rows.append({"cycle": self.schedule.cycle(max(self.k - 1, 0)), "stage": self.stage,
-                               "train_loss": float(metadata["train_loss"])})
-            check_restart(self._rows, getattr(self.schedule, "lr0", self.lr), len(self.state.samples))
+            self.epoch_rows.append({"cycle": self.schedule.cycle(max(self.k - 1, 0)), "stage": self.stage,
+                                    "train_loss": float(metadata["train_loss"])})
+            check_restart(self.epoch_rows, getattr(self.schedule, "lr0", self.lr), len(self.state.samples),
+                          self.index)
         epoch = self.state.epoch
         point = self.collect_at.get(epoch)
         record = self.collect(model, point, **metadata) if point is not None else None
@@ -314,3 +316,7 @@ class LoopChain(Chain):
     run's config checks, so only the numbers are checked here."""
 
     _strict = False
+
+    def __init__(self, *args: Any, index: int | None = None, **options: Any):
+        super().__init__(*args, **options)
+        self.index = index

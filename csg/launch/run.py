@@ -175,7 +175,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     chains: list[FittedChain] = []
     unscaled = unscaled_targets(prepared[0].data)
     if unscaled and layout.is_global_zero:
-        log.warning(unscaled)
+        log.warning("%s: a step tuned for unit-scale targets may diverge or crawl", unscaled)
     try:
         try:
             for group in [prepared] if method else [[chain] for chain in prepared]:
@@ -184,7 +184,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
         except DivergenceError as error:
             if not unscaled:
                 raise
-            raise DivergenceError(f"{error}; {unscaled.split(': ', 1)[0]}", loss=error.loss, epoch=error.epoch,
+            raise DivergenceError(f"{error}; {unscaled}", loss=error.loss, epoch=error.epoch,
                                   iteration=error.iteration, lr=error.lr, chain=error.chain) from None
         signals.phase = EVALUATING
         signals.raise_if_received()  # a signal after the loop's last poll

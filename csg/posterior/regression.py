@@ -146,11 +146,10 @@ class RegressionPosterior(Posterior):
     def _own_loader(self, loader) -> bool:
         """Whether ``loader`` is the run's own test loader (or one over its data set), whose targets are standardised
         as the run trained on them."""
-        data = self._data if self.target_scale is not None else None  # built already if the caller holds its loader
-        test = getattr(data, "test", None) if data is not None else None
-        return test is not None and (loader is test or (getattr(loader, "dataset", None) is not None and
-                                                        getattr(loader, "dataset", None) is getattr(test, "dataset",
-                                                                                                    None)))
+        if self.target_scale is None or self._data is None:  # built already if the caller holds its loader
+            return False
+        test, dataset = self._data.test, getattr(loader, "dataset", None)
+        return loader is test or (dataset is not None and dataset is getattr(test, "dataset", None))
 
     @torch.no_grad()
     def gaussians(self, loader: Iterable | None = None) -> tuple[GaussianMixture, Tensor]:

@@ -29,3 +29,15 @@ class Job:
 # every flag a target may take, with its default: Target.flags names those a target takes
 FLAGS = {"launcher": "local", "seeds": None, "report_only": False, "runs": None, "preset": None, "add": (),
          "tune_factors": None, "tune_seeds": None}
+
+
+def checked_seeds(flag: str, text: str) -> list[int]:
+    """The seeds of a flag's ``0,1,2``: whole numbers >= 0, each once; else a one-line ConfigError naming ``flag``."""
+    from csg.errors import ConfigError
+
+    words = text.split(",")
+    if not all(word.strip().isdigit() for word in words):
+        raise ConfigError(flag, text, "comma-separated whole numbers >= 0 (e.g. 0,1,2)")
+    if len({int(word) for word in words}) < len(words):
+        raise ConfigError(flag, text, "each seed once (e.g. 0,1,2)")
+    return [int(word) for word in words]

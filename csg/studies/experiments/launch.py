@@ -127,7 +127,7 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
             continue
         folder = folders[index] if folders else f"sweep{index}"
         tasks = processes.get(index, 1)
-        overrides = _not_set_by(sweep, given)
+        overrides = not_set_by(sweep, given)
         if tasks > 1 and launcher == "local":
             for number, point in enumerate(expected_runs([sweep])):
                 pairs = [f"{key}={value}" for key, value in point.items()]
@@ -146,7 +146,7 @@ def run_sweeps(preset: str | None, sweeps: list[list[str]], runs: Path, launcher
         _call(command, f"the multirun `{' '.join(sweep)}`", runs)
 
 
-def _not_set_by(sweep: list[str], overrides: list[str]) -> list[str]:
+def not_set_by(sweep: list[str], overrides: list[str]) -> list[str]:
     """The user's overrides but ``trainer.epochs`` where the sweep sets it: a sweep's own epochs (a half or a quarter
     of the budget, for chains that share it) were derived from the budget those overrides chose."""
     own = {override.split("=", 1)[0] for override in sweep}

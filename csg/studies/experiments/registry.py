@@ -31,7 +31,7 @@ from csg.studies.experiments.aggregate import load_runs, runs_to_report
 from csg.studies.experiments.in_process import (checked_options, run_accuracy, run_accuracy_multimodal, run_bandit,
                                                 run_fig1, run_part_sampling, run_reference, run_reference_multimodal,
                                                 run_uci_regression, simulation_report, variance_report)
-from csg.studies.experiments.job import FLAGS, Job
+from csg.studies.experiments.job import FLAGS, Job, checked_seeds
 from csg.paths import CONFIGS
 from csg.studies.experiments.launch import added_method, newest_runs, preset_epochs, run_study, run_sweeps
 from csg.studies.experiments.sweeps import TableSpec, expand, expected_runs
@@ -102,10 +102,8 @@ class Target:
         """A one-line error for a scale or a flag this target does not take."""
         if job.scale not in self.scales:
             raise ConfigError("--scale", job.scale, f"{' or '.join(self.scales)} for {self.name}")
-        if job.seeds is not None and not all(seed.strip().isdigit() for seed in job.seeds.split(",")):
-            raise ConfigError("--seeds", job.seeds, "comma-separated whole numbers >= 0 (e.g. 0,1,2)")
-        if job.seeds is not None and len({int(s) for s in job.seeds.split(",")}) < len(job.seeds.split(",")):
-            raise ConfigError("--seeds", job.seeds, "each seed once (e.g. 0,1,2)")
+        if job.seeds is not None:
+            checked_seeds("--seeds", job.seeds)
         for flag, default in FLAGS.items():
             value = getattr(job, flag)
             if value != default and flag not in self.flags:

@@ -194,10 +194,9 @@ def with_flags(spec: TableSpec, job, committed: bool) -> TableSpec:
                               "method's recipe step, e.g. 0.25,0.5,1)")
         factors = tuple(sorted(factors))
     if job.tune_seeds is not None:
-        given = job.tune_seeds.split(",")
-        if not all(s.strip().isdigit() for s in given) or len({int(s) for s in given}) < len(given):
-            raise ConfigError("--tune-seeds", job.tune_seeds, "comma-separated whole numbers >= 0, each once")
-        seeds = ",".join(str(int(s)) for s in given)
+        from csg.studies.experiments.job import checked_seeds
+
+        seeds = ",".join(map(str, checked_seeds("--tune-seeds", job.tune_seeds)))
     if set(seeds.split(",")) & table_seeds:
         raise ConfigError("--tune-seeds", seeds, f"seeds none of the table's runs has (theirs: "
                           f"{', '.join(sorted(table_seeds, key=int))}): a step is not tuned on the seeds it is "
@@ -219,19 +218,19 @@ def check_command(spec: TableSpec, overrides: list[str]) -> None:
                               "your own, train it with train.py, or pass --out and --add a method)")
 
 
-def _check_points(sweeps: dict[str, list[str]], preset: str | None, overrides: list[str]) -> None:
-    """Each method's run at its grid's largest value (its other points differ only in a smaller step and the seed),
-    checked as train.py checks a command, before any run starts."""
+def _check_points(sweeps: dict[str, list[str]], key: str, preset: str | None, overrides: list[str],
+                  configs: Path) -> None:
+    """Each method's run at its grid's largest ``key`` (its other points differ only in a smaller step and the
+    seed), checked as train.py checks a command, before any run starts."""
     from csg.checks import check_train_command
-    from csg.paths import CONFIGS
+    from csg.studies.experiments.launch import not_set_by
     from csg.studies.experiments.sweeps import expected_runs
 
     base = [f"experiment={preset}"] if preset else []
     for name, sweep in sweeps.items():
-        point = max(expected_runs([sweep]), key=lambda p: float(p.get("sampler.lr0", 0)))
+        point = max(expected_runs([sweep]), key=lambda p: float(p[key]))
         own = [f"{k}={v}" for k, v in point.items()]
-        rest = [o for o in overrides if not (o.split("=", 1)[0] == "trainer.epochs" and "trainer.epochs" in point)]
-        message = check_train_command([*base, *own, *rest], CONFIGS)
+        message = check_train_command([*base, *own, *not_set_by(own, overrides)], configs)
         if message is not None:
             raise ConfigError("tuning stage", f"{name}: {' '.join(own)}", f"a point train.py accepts; it refused: "
                               f"{message}")
@@ -249,7 +248,7 @@ def run_stage(spec: TableSpec, scale: str, epochs: int, preset: str | None, runs
     steps = recipe_steps(spec, scale, epochs, preset, without_launcher(kept), configs)
     folder = stage_folder(runs)
     sweeps = stage_sweeps(spec, scale, epochs, steps)
-    _check_points(sweeps, preset, without_launcher(kept))
+    _check_points(sweeps, spec.tuning.key, preset, without_launcher(kept), configs)
     for name, sweep in sweeps.items():
         if not _points(folder, spec, name, steps[name])[1]:
             continue  # finished by an earlier command in these --runs
