@@ -3,8 +3,9 @@
 Rooms of the package:
 
 - :mod:`csg.samplers`: SGLD and SGHMC as ``torch.optim.Optimizer`` subclasses;
-- :mod:`csg.schedules`: cyclical (eq. 1 of Zhang et al. 2020), decreasing and constant step sizes;
-- :mod:`csg.engine.collection`: which epochs yield samples; :mod:`csg.engine.samples`: the sample files;
+- :mod:`csg.schedules`: cyclical (eq. 1 of Zhang et al. 2020), decreasing and constant step sizes, and which epochs
+  yield samples;
+- :mod:`csg.engine.samples`: the sample files;
 - :mod:`csg.engine.sampling`: one chain's stage switch and collection (``csg.Chain``, for your own loop too);
   :mod:`csg.engine.loop`: csg's loop around it; :mod:`csg.engine.step.single`: one iteration, eager, compiled or
   captured;
@@ -97,12 +98,17 @@ _STAMP: str | None = None
 
 
 _LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.launch.api", "train"),
+         "check_command": ("csg.launch.api", "check_command"), "build": ("csg.launch.parts", "build"),
+         "register_study": ("csg.launch.studies", "register_study"), "run_study": ("csg.launch.studies", "run_study"),
          "compare": ("csg.posterior.compare", "compare"), "Chain": ("csg.engine.sampling", "Chain"),
          "seed_streams": ("csg.engine.build", "seed_streams")}
 
 
 def __getattr__(name: str):
-    """``csg.Posterior`` (:mod:`csg.posterior`), ``csg.train`` (:mod:`csg.launch.api`), ``csg.compare``
+    """``csg.Posterior`` (:mod:`csg.posterior`), ``csg.train`` and ``csg.check_command`` (:mod:`csg.launch.api`:
+    a command run or checked as train.py does), ``csg.build`` (:mod:`csg.launch.parts`: its parts built, not
+    trained), ``csg.register_study`` and
+    ``csg.run_study`` (:mod:`csg.launch.studies`: a config key whose train.py jobs are a study's, and such a job run), ``csg.compare``
     (:mod:`csg.posterior.compare`), ``csg.Chain`` (:mod:`csg.engine.sampling`: a chain in your own loop) and
     ``csg.seed_streams`` (:func:`csg.engine.build.seed_streams`: a run's init, data and noise seeds), imported at
     first use: importing ``csg`` stays light (no Hydra, no models)."""

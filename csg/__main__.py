@@ -27,7 +27,9 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
+import csg.studies  # noqa: F401  (csg's own studies register themselves here: synthetic=<study>)
 from csg.launch.cli import check_or_exit, run_or_exit
+from csg.launch.studies import registered_studies, run_study
 from csg.paths import CONFIGS
 
 
@@ -56,9 +58,7 @@ def extra_overrides() -> list[str]:
 def task(cfg: DictConfig) -> float | None:
     """One job: a study on analytic targets (``synthetic=``), or a network's chains; returns the ensemble's NLL
     (what a Hydra sweeper would minimise)."""
-    if cfg.get("synthetic"):
-        from csg.studies.synthetic import run_study
-
+    if any(cfg.get(key) for key in registered_studies()):
         run_or_exit(lambda: run_study(cfg))
         return None
     from csg.launch.run import run
@@ -72,12 +72,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     import hydra
 
     from csg.checks.groups import split_config_dir
-    from csg.studies import STUDY_CHECKS
+    from csg.launch.studies import study_checks
 
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += run_or_exit(extra_overrides)  # after the command's own: the last value wins
     # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
-    check_or_exit(argv, CONFIGS, study_checks=STUDY_CHECKS)
+    check_or_exit(argv, CONFIGS, study_checks=study_checks())
     first, rest = split_config_dir(argv)
     # the user's folder as Hydra's primary one and csg's after it: the user's files win
     app = hydra.main(version_base="1.3", config_path=str(first or CONFIGS), config_name="config")(task)

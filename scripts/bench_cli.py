@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
     from bench_summary import cpu_name
     from csg.io.atomic import atomic_write_text
+    from csg.reporting import markdown_table
 
     table = io.StringIO()
     writer = csv.DictWriter(table, fieldnames=["what", "round", "seconds"])
@@ -90,14 +91,14 @@ def main(argv: list[str] | None = None) -> None:
         f"medians; OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}. Goal: `--help` and a refusal under "
         f"{GOAL_S:g} s. Each refusal is one line, exit status 2, and writes nothing in the folder it runs in.",
         "",
-        "| command | median s | / import torch | goal met |",
-        "|---|---:|---:|---|",
     ]
+    cells = []
     for what in COMMANDS:
         goal = "" if what == "import torch" else ("yes" if medians[what] < GOAL_S else "no")
         command = "python " + " ".join(f'"{w}"' if " " in w else w for w in COMMANDS[what])
-        lines.append(f"| `{command}` ({what}) | {medians[what]:.2f} | {medians[what] / medians['import torch']:.2f} | "
-                     f"{goal} |")
+        cells.append([f"`{command}` ({what})", f"{medians[what]:.2f}",
+                      f"{medians[what] / medians['import torch']:.2f}", goal])
+    lines += markdown_table(["command", "median s", "/ import torch", "goal met"], cells, align="lrrl")
     lines += ["", "A refusal found once the run's data are built (a data root that does not exist, a plan that does "
               "not fit the data) imports torch and builds the data first: it is not among these."]
     atomic_write_text(args.out / "cli.md", "\n".join(lines) + "\n")

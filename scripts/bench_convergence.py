@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_summary import cpu_name  # noqa: E402  (the machine, as the other benchmarks name it)
+from csg.reporting import markdown_table  # noqa: E402
 
 SHAPES = {"reference network (2 x 20 draws, 10 000 variables)": (2, 20, 10_000),
           "chain diagnostics (4 x 200 draws, 2 000 variables)": (4, 200, 2_000)}
@@ -51,7 +52,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench")
     args = parser.parse_args()
-    rows, lines = [], []
+    rows, table = [], []
     for name, shape in SHAPES.items():
         rng = np.random.default_rng(0)
         draws = np.cumsum(rng.standard_normal(shape), axis=1) * 0.1 + rng.standard_normal(shape)  # autocorrelated
@@ -65,7 +66,7 @@ def main() -> None:
                 rows.append(f"{name},{which},{round_},{times[which][-1]:.4f}")
         worst = max(float(np.nanmax(np.abs(a - c) / np.abs(a))) for a, c in zip(results["arviz"], results["csg"]))
         arviz_s, csg_s = statistics.median(times["arviz"]), statistics.median(times["csg"])
-        lines.append(f"| {name} | {arviz_s:.2f} | {csg_s:.3f} | {arviz_s / csg_s:.0f} | {worst:.1e} |")
+        table.append([name, f"{arviz_s:.2f}", f"{csg_s:.3f}", f"{arviz_s / csg_s:.0f}", f"{worst:.1e}"])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "convergence.csv").write_text("shape,implementation,round,seconds\n" + "\n".join(rows) + "\n")
     (args.out / "convergence.md").write_text(
@@ -73,8 +74,8 @@ def main() -> None:
         f"`make bench-convergence` (scripts/bench_convergence.py), {time.strftime('%Y-%m-%d')}, "
         f"{cpu_name()}, {os.cpu_count()} CPUs, {args.rounds} rounds each, the order alternating, medians. "
         f"Each time is the rank-normalised R-hat and the bulk and tail ESS of every variable.\n\n"
-        f"| draws | ArviZ s | csg s | ArviZ / csg | largest relative difference |\n|---|---:|---:|---:|---:|\n"
-        + "\n".join(lines) + "\n")
+        + "\n".join(markdown_table(["draws", "ArviZ s", "csg s", "ArviZ / csg", "largest relative difference"], table,
+                                   align="lrrrr")) + "\n")
     print((args.out / "convergence.md").read_text())
 
 

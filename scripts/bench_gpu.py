@@ -50,6 +50,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.reporting import markdown_table  # noqa: E402
 from csg.engine.samples import SampleStore  # noqa: E402
 from csg.data import build_data  # noqa: E402
 from csg.data.cifar import write_stand_in  # noqa: E402
@@ -349,8 +350,9 @@ def write(rows: list[dict], facts: dict[str, str], args, out: Path) -> None:
              "their epoch over one chain's sampling epoch of the same precision, `_peak_gib` the GPU's peak memory; "
              f"`chainsK_epoch_s` and `chainsK_wall_over_chain1` are the fastest method at the largest K in fp32, "
              f"`{facts['chains_method']}`; `processesK` are K one-chain processes started together.", "",
-             "| measure | value | goal |", "|---|---:|---|"]
-    lines += [f"| {r['measure']} | {r['value']:.3f} | {GOALS.get(r['measure'], '')} |" for r in rows]
+             *markdown_table(["measure", "value", "goal"],
+                             [[r["measure"], f"{r['value']:.3f}", GOALS.get(r["measure"], "")] for r in rows],
+                             align="lrl")]
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "gpu.csv", csv)
     atomic_write_text(out / "gpu.md", "\n".join(lines) + "\n")

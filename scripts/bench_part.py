@@ -35,6 +35,7 @@ from csg.engine.part import select_part  # noqa: E402
 from csg.engine.samples import REST, SampleStore  # noqa: E402
 from csg.evaluation import equal_weights, evaluate_samples  # noqa: E402
 from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.reporting import markdown_table  # noqa: E402
 from csg.models import create_model  # noqa: E402
 
 MEMBERS = (1, 10, 100)
@@ -116,22 +117,23 @@ def report(frame: pd.DataFrame) -> str:
              f"{_where(frame.device.iloc[0])}, torch {torch.__version__}; medians of "
              f"{int(frame.rounds.iloc[0])} interleaved rounds. Members share a frozen trunk and differ in the last "
              "layer, stored as a part-sampling run stores them (the head per sample, the rest once). Each time "
-             "includes reading the members' files, every member's metrics and the average.", "",
-             "| model | members K | trunk once, s | K whole passes, s | trunk once / one member | whole / trunk once |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "includes reading the members' files, every member's metrics and the average.", ""]
+    rows = []
     for name, block in frame.groupby("model", sort=False):
         for k in MEMBERS:
             once = block[(block.members == k) & (block.evaluation == "trunk once")].iloc[0]
             whole = block[(block.members == k) & (block.evaluation == "whole passes")].iloc[0]
-            lines.append(f"| {name} | {k} | {once.median_s:.3f} | {whole.median_s:.3f} | {once.over_one_member:.2f} "
-                         f"| {whole.median_s / once.median_s:.1f} |")
-    lines += ["", "| model | bytes per sample, last layer | bytes per sample, whole model | the rest, once |",
-              "|---|---:|---:|---:|"]
+            rows.append([name, k, f"{once.median_s:.3f}", f"{whole.median_s:.3f}", f"{once.over_one_member:.2f}",
+                         f"{whole.median_s / once.median_s:.1f}"])
+    lines += markdown_table(["model", "members K", "trunk once, s", "K whole passes, s", "trunk once / one member",
+                             "whole / trunk once"], rows, align="lrrrrr")
+    rows = []
     for name, block in frame.groupby("model", sort=False):
         once = block[block.evaluation == "trunk once"].iloc[0]
         whole = block[block.evaluation == "whole passes"].iloc[0]
-        lines.append(f"| {name} | {once.sample_bytes:,} | {whole.sample_bytes:,} | {once.rest_bytes_once:,} |")
-    lines.append("")
+        rows.append([name, f"{once.sample_bytes:,}", f"{whole.sample_bytes:,}", f"{once.rest_bytes_once:,}"])
+    lines += ["", *markdown_table(["model", "bytes per sample, last layer", "bytes per sample, whole model",
+                                   "the rest, once"], rows, align="lrrr"), ""]
     for name, block in frame.groupby("model", sort=False):
         once = block[block.evaluation == "trunk once"].set_index("members").median_s
         ratio = once[max(MEMBERS)] / once[1]

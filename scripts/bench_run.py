@@ -174,6 +174,8 @@ def summary(rows, threads: int) -> dict:
 
 
 def markdown(rows, summaries, epochs: int, samples_per_cycle: int, rounds: int, loads: tuple[str, str]) -> str:
+    from csg.reporting import markdown_table
+
     def verdict(value, goal):
         return "met" if value <= goal else "NOT met"
 
@@ -186,15 +188,15 @@ def markdown(rows, summaries, epochs: int, samples_per_cycle: int, rounds: int, 
              f"Python {platform.python_version()}, torch {_torch_version()}; load average {loads[0]} at the start, "
              f"{loads[1]} at the end (other jobs share the cores: the ratios, measured side by side, are the "
              "figures to read).", "",
-             "| threads | import torch s | plain loop s | csg s | csg / plain (goal <= 1.15) | plain: first step s "
-             "| csg: first step s | csg first step - import torch (goal <= 1 s) | plain: training s | csg: training s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for s in summaries:
-        lines.append(f"| {s['threads']} | {s['import_torch_s']:.2f} | {s['plain_s']:.1f} | {s['csg_s']:.1f} | "
-                     f"{s['ratio']:.3f} ({verdict(s['ratio'], RATIO_GOAL)}) | {s['plain_first_step_s']:.2f} | "
-                     f"{s['csg_first_step_s']:.2f} | {s['csg_first_after_torch_s']:.2f} "
-                     f"({verdict(s['csg_first_after_torch_s'], FIRST_STEP_GOAL)}) | {s['plain_train_s']:.1f} | "
-                     f"{s['csg_train_s']:.1f} |")
+             *markdown_table(
+                 ["threads", "import torch s", "plain loop s", "csg s", "csg / plain (goal <= 1.15)",
+                  "plain: first step s", "csg: first step s", "csg first step - import torch (goal <= 1 s)",
+                  "plain: training s", "csg: training s"],
+                 [[s["threads"], f"{s['import_torch_s']:.2f}", f"{s['plain_s']:.1f}", f"{s['csg_s']:.1f}",
+                   f"{s['ratio']:.3f} ({verdict(s['ratio'], RATIO_GOAL)})", f"{s['plain_first_step_s']:.2f}",
+                   f"{s['csg_first_step_s']:.2f}",
+                   f"{s['csg_first_after_torch_s']:.2f} ({verdict(s['csg_first_after_torch_s'], FIRST_STEP_GOAL)})",
+                   f"{s['plain_train_s']:.1f}", f"{s['csg_train_s']:.1f}"] for s in summaries], align="r" * 10)]
     quality = [r for r in rows if r["what"] != "import torch"]
     by = {w: [r for r in quality if r["what"] == w] for w in ("plain loop", "csg")}
     lines += ["", "Seconds are wall clock of the whole process (first step: from the process's start). The two "

@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.reporting import markdown_table  # noqa: E402
 
 OUT = ROOT / "results" / "bench"
 MLP_PARAMETERS = 784 * 200 + 200 + 2 * (200 * 200 + 200) + 200 * 10 + 10  # configs/model/mlp.yaml
@@ -47,11 +48,10 @@ def main() -> None:
         "",
         "## 1-2. One sampling step on the CIFAR ResNet-18 parameters (11.17M), `scripts/bench_step.py`",
         "",
-        "| variant | median ms | / least work | / SGD-momentum |",
-        "|---|---:|---:|---:|",
     ]
-    lines += [f"| {name} | {row.median_ms:.1f} | {row.ratio_to_least_work:.3f} | {row.ratio_to_sgd_momentum:.3f} |"
-              for name, row in step.iterrows()]
+    lines += markdown_table(["variant", "median ms", "/ least work", "/ SGD-momentum"],
+                            [[name, f"{row.median_ms:.1f}", f"{row.ratio_to_least_work:.3f}",
+                              f"{row.ratio_to_sgd_momentum:.3f}"] for name, row in step.iterrows()], align="lrrr")
     lines += [
         "",
         f"- csg SGHMC against SGD-momentum plus one normal draw per parameter (goal <= 1.00): "
@@ -68,9 +68,9 @@ def main() -> None:
         lines.append(f"- The `posteriors` library's SGHMC takes "
                      f"{step.loc['posteriors_sghmc', 'median_ms'] / step.loc['csg_sghmc', 'median_ms']:.2f}x ours "
                      "(its update also differentiates a log posterior: here a linear one, the cheapest possible).")
-    lines += ["", "## 4-5. Ensemble evaluation and end-to-end epochs, `scripts/bench_epoch.py`", "",
-              "| measure | value |", "|---|---:|"]
-    lines += [f"| {name} | {value:.3f} |" for name, value in epoch.items()]
+    lines += ["", "## 4-5. Ensemble evaluation and end-to-end epochs, `scripts/bench_epoch.py`", ""]
+    lines += markdown_table(["measure", "value"], [[name, f"{value:.3f}"] for name, value in epoch.items()],
+                            align="lr")
     ratio_epoch = epoch["ratio cSGHMC sampling-stage epoch / SGD-momentum epoch (goal <= 1.03)"]
     ratio_explore = epoch["ratio cSGHMC exploration-stage epoch / SGD-momentum epoch"]
     ratio_cycle = epoch["ratio cSGHMC epoch averaged over a cycle (beta = 0.8) / SGD-momentum epoch"]
@@ -107,10 +107,9 @@ def main() -> None:
         "",
         "## 3. Synthetic targets, `scripts/bench_synthetic.py`",
         "",
-        "| measure | value |",
-        "|---|---:|",
     ]
-    lines += [f"| {name} | {value:,.1f} |" for name, value in synthetic.items()]
+    lines += markdown_table(["measure", "value"], [[name, f"{value:,.1f}"] for name, value in synthetic.items()],
+                            align="lr")
     lines += ["", "Command: `make bench` (installs the `bench` extra: `posteriors`)."]
     atomic_write_text(OUT / "README.md", "\n".join(lines) + "\n")
     print(f"wrote {OUT / 'README.md'}")

@@ -21,6 +21,7 @@ import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
 from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.reporting import markdown_table  # noqa: E402
 from csg.schedules import Decreasing  # noqa: E402
 from csg.studies.synthetic import run_study  # noqa: E402
 from csg.studies.synthetic.chains import ChainGroup, run_chains  # noqa: E402
@@ -64,8 +65,8 @@ def main() -> None:
     out = ROOT / "results" / "bench"
     atomic_write_text(out / "synthetic.csv", table.to_csv(index=False))
     lines = ["# Synthetic studies: speed", "", f"Machine: {machine}. Command: `make bench-synthetic`.", "",
-             "| measure | value |", "|---|---:|"]
-    lines += [f"| {r.measure} | {r.value:,.1f} |" for r in table.itertuples()]
+             *markdown_table(["measure", "value"], [[r.measure, f"{r.value:,.1f}"] for r in table.itertuples()],
+                             align="lr")]
     atomic_write_text(out / "synthetic.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'synthetic.csv'}")
 

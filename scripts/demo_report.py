@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from csg.errors import ConfigError  # noqa: E402
 from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.reporting import markdown_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE_KEYS = ("lr0", "temperature", "weight_decay", "momentum", "cycles", "explore", "hold_sampling_lr",
@@ -257,15 +258,15 @@ def markdown(rows: list[dict], curvature: list[dict], command: str, title: str, 
                   "last sample of each cycle, from which the next cycle restarts at lr0 (power iteration, "
                   "csg/evaluation/curvature.py). Heavy-ball SGD is stable there while lr0 x lambda_max < 2 (1 + "
                   "momentum); beyond it the restart is a catapult: the training loss of the restart's epoch jumps, "
-                  "then falls back.", "",
-                  "| " + ("arm | " if arm_column else "") + "budget | seed | restart from | lambda_max | lr0 x "
-                  "lambda_max | limit | loss before | loss in the restart's epoch | epochs until loss < 0.05 |",
-                  "|" + ("---|" if arm_column else "") + "---|---:|---|---:|---:|---:|---:|---:|---:|"]
-        lines += ["| " + (f"{_label(_arm(c), default)} | " if arm_column else "")
-                  + f"{c['budget']} | {c['seed']} | {c['sample']} | {float(c['lambda_max']):.2f} | "
-                  f"{float(c['lr0_times_lambda']):.2f} | {float(c['stability_limit']):.1f} | "
-                  f"{float(c['loss_before']):.4f} | {float(c['loss_restart_epoch']):.3f} | "
-                  f"{c['epochs_to_loss_below_0.05'] or 'None'} |" for c in curvature]
+                  "then falls back.", ""]
+        lines += markdown_table(
+            [*(["arm"] if arm_column else []), "budget", "seed", "restart from", "lambda_max", "lr0 x lambda_max",
+             "limit", "loss before", "loss in the restart's epoch", "epochs until loss < 0.05"],
+            [[*([_label(_arm(c), default)] if arm_column else []), c["budget"], c["seed"], c["sample"],
+              f"{float(c['lambda_max']):.2f}", f"{float(c['lr0_times_lambda']):.2f}",
+              f"{float(c['stability_limit']):.1f}", f"{float(c['loss_before']):.4f}",
+              f"{float(c['loss_restart_epoch']):.3f}", c["epochs_to_loss_below_0.05"] or "None"] for c in curvature],
+            align=("l" if arm_column else "") + "lrlrrrrrr")
     return "\n".join(lines) + "\n"
 
 
@@ -343,14 +344,15 @@ def arms_section(rows: list[dict], arms: list[tuple[float, float]], default: tup
              f"{int(rows[0]['num_data']) * float(rows[0]['weight_decay']):g})."]
     if hot:
         lines[-1] += " " + step_choice(hot, curvature, probes)
-    lines += ["", "| arm | seeds | ensemble error % | ensemble NLL | best member's NLL | ratio | members' mean "
-              "error % | closest two members (mean TV) | checks passed | train seconds |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    table = []
     for arm in arms:
         block = [r for r in rows if _arm(r) == arm]
         seconds = statistics.fmean(float(r["train_seconds"]) for r in block)
-        lines.append(f"| {_label(arm, default)} | {len(block)} | " + " | ".join(_summary(block))
-                     + f" | {sum(_passed(r) for r in block)} of {len(block)} | {seconds:.0f} |")
+        table.append([_label(arm, default), len(block), *_summary(block),
+                      f"{sum(_passed(r) for r in block)} of {len(block)}", f"{seconds:.0f}"])
+    lines += ["", *markdown_table(["arm", "seeds", "ensemble error %", "ensemble NLL", "best member's NLL", "ratio",
+                                   "members' mean error %", "closest two members (mean TV)", "checks passed",
+                                   "train seconds"], table, align="l" + "r" * 9)]
     for arm in arms:
         block = [r for r in rows if _arm(r) == arm]
         failed = [r for r in block if not _passed(r)]
@@ -367,16 +369,16 @@ def arms_section(rows: list[dict], arms: list[tuple[float, float]], default: tup
                                           "before these runs"),
               "", f"Method: the default (T = {default[0]:g}, lr0 {default[1]:g}); baseline: each other arm; "
               "difference = "
-              "default - baseline, so a negative difference is the default's lower (better) error or NLL.", "",
-              "| baseline | metric | default | baseline | difference [interval] | confidence | detectable | "
-              "p (Holm) | verdict |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+              "default - baseline, so a negative difference is the default's lower (better) error or NLL.", ""]
+    table = []
     for arm, key, v in found:
         name, digits = next((n, d) for k, n, d in METRICS if k == key)
         means = [_mean_se([float(r[key]) for r in rows if _arm(r) == a]) for a in (default, arm)]
-        lines.append(f"| {_label(arm, default)} | {name} | "
-                     + " | ".join(f"{m:.{digits}f} +- {s:.{digits}f}" for m, s in means)
-                     + f" | {v.difference:+.{digits}f} {interval_text(v.low, v.high, f'+.{digits}f')} | "
-                     f"{100 * v.confidence:.2f} % | {v.detectable:.{digits}f} | {v.p_holm:.3g} | {v.verdict} |")
+        table.append([_label(arm, default), name, *(f"{m:.{digits}f} +- {s:.{digits}f}" for m, s in means),
+                      f"{v.difference:+.{digits}f} {interval_text(v.low, v.high, f'+.{digits}f')}",
+                      f"{100 * v.confidence:.2f} %", f"{v.detectable:.{digits}f}", f"{v.p_holm:.3g}", v.verdict])
+    lines += markdown_table(["baseline", "metric", "default", "baseline", "difference [interval]", "confidence",
+                             "detectable", "p (Holm)", "verdict"], table, align="llrrrrrrl")
     lines += ["", f"Family: {len(found)} comparisons, one family: {tally([v for _, _, v in found])}."]
     return lines
 

@@ -272,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def write(out: Path, where: str, rows: list[tuple[str, str, float, str]]) -> None:
     from csg.io.atomic import atomic_write_text
+    from csg.reporting import markdown_table
 
     out.mkdir(parents=True, exist_ok=True)
     table = io.StringIO()
@@ -280,10 +281,10 @@ def write(out: Path, where: str, rows: list[tuple[str, str, float, str]]) -> Non
     writer.writerows([(name, verdict, f"{seconds:.1f}", found) for name, verdict, seconds, found in rows])
     atomic_write_text(out / "gpu-check.csv", table.getvalue())
     passed = sum(verdict == "pass" for _, verdict, _, _ in rows)
-    lines = [f"# make gpu-check\n", f"{where}. {passed} of {len(rows)} parts passed.\n",
-             "| part | verdict | seconds | found |", "|---|---|---:|---|"]
-    lines += [f"| {name} | {verdict} | {seconds:.1f} | {found.replace('|', '/')} |"
-              for name, verdict, seconds, found in rows]
+    lines = [f"# make gpu-check\n", f"{where}. {passed} of {len(rows)} parts passed.\n"]
+    lines += markdown_table(["part", "verdict", "seconds", "found"],
+                            [[name, verdict, f"{seconds:.1f}", found.replace("|", "/")]
+                             for name, verdict, seconds, found in rows], align="llrl")
     atomic_write_text(out / "gpu-check.md", "\n".join(lines) + "\n")
 
 

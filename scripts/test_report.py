@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from csg.io.atomic import atomic_write_text  # noqa: E402
+from csg.reporting import markdown_table  # noqa: E402
 
 
 def counts(junit: Path) -> dict[str, int]:
@@ -53,8 +54,8 @@ def markdown(phases: list[tuple[str, dict[str, int], float, list[str], int]]) ->
     """The file: one row per phase (its name, counts, seconds, command, exit status)."""
     import torch
 
-    rows = [f"| {name} | {total['passed']} | {total['failures']} | {total['errors']} | {total['skipped']} | "
-            f"{seconds / 60:.1f} min | {BUDGETS.get(name, float('nan')):g} min | `{' '.join(command)}` | {status} |"
+    rows = [[name, total["passed"], total["failures"], total["errors"], total["skipped"], f"{seconds / 60:.1f} min",
+             f"{BUDGETS.get(name, float('nan')):g} min", f"`{' '.join(command)}`", status]
             for name, total, seconds, command, status in phases]
     return "\n".join([
         "# The test suite",
@@ -63,9 +64,8 @@ def markdown(phases: list[tuple[str, dict[str, int], float, list[str], int]]) ->
         f"(the commands of `make test`), on {os.cpu_count()} CPUs, Python {platform.python_version()}, torch "
         f"{torch.__version__}.",
         "",
-        "| phase | passed | failed | errors | skipped | wall time | budget | command | exit status |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
-        *rows,
+        *markdown_table(["phase", "passed", "failed", "errors", "skipped", "wall time", "budget", "command",
+                         "exit status"], rows, align="lrrrrrrlr"),
         "",
         "Skipped tests say why in pytest's summary (GPU tests without CUDA; SLURM tests without slurm-wlm and "
         "munge). The time does not include `make install`.",

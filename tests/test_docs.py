@@ -288,3 +288,20 @@ def test_strict_mode_refuses_an_undocumented_name_a_broken_reference_and_a_broke
         """)
     assert broken.returncode != 0
     assert "csg.no_such_module" in broken.stderr and "missing" in broken.stderr
+
+
+def table_cells(text: str) -> list[str]:
+    """The cells of every Markdown table row of ``text`` (its rules left out)."""
+    rows = [line for line in text.splitlines() if line.startswith("|") and not set(line) <= set("|-: ")]
+    return [cell.strip() for row in rows for cell in row.strip().strip("|").split("|")]
+
+
+def test_the_readme_is_a_door():
+    """Issue 75: a newcomer sees at a glance what works, what it measured and what to type: no line over 600
+    characters, no table cell over 40 words (the detail is in docs/results.md)."""
+    text = (ROOT / "README.md").read_text()
+    long_lines = [number for number, line in enumerate(text.splitlines(), 1) if len(line) > 600]
+    wordy = [cell[:60] for cell in table_cells(text) if len(cell.split()) > 40]
+    assert not long_lines and not wordy, (long_lines, wordy)
+    assert len(table_cells(text)) >= 4 * 20  # the paper tables' rows are there
+    assert table_cells("| a b | c |\n|---|---:|\n| d | e f g |") == ["a b", "c", "d", "e f g"]

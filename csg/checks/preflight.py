@@ -218,7 +218,7 @@ def _check_config(cfg: DictConfig, study_checks: StudyChecks) -> str | None:
     if unresolved is not None:
         return unresolved
     try:
-        study = next((key for key in STUDY_KEYS if cfg.get(key)), None)
+        study = next((key for key in (*STUDY_KEYS, *(study_checks or {})) if cfg.get(key)), None)
         if study is None:
             from csg.checks.config import validate
             from csg.engine.loggers import check_wandb_online
@@ -270,8 +270,8 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
                   study_checks: StudyChecks = None) -> str | None:
     """The one-line message of the first job of ``argv`` that would be refused, else None.
 
-    ``study_checks``: a study's config key -> its checks of a composed config (``csg.studies.STUDY_CHECKS``:
-    ``synthetic`` -> :func:`csg.studies.synthetic.validate`), given by the entry point that may run a study
+    ``study_checks``: a study's config key -> its checks of a composed config
+    (:func:`csg.launch.studies.study_checks`: ``synthetic`` -> :func:`csg.studies.synthetic.validate`), given by the entry point that may run a study
     (``train.py``): csg.checks sits below csg.studies and imports none of them. Without it a study's values are
     not checked here (the study checks them itself, before any work)."""
     from hydra.errors import HydraException

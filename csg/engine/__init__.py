@@ -6,8 +6,7 @@
 - :mod:`csg.engine.chain`: one chain prepared for the loop (:class:`~csg.engine.chain.PreparedChain`);
 - :mod:`csg.engine.loop`: the training loop around a sampler; :mod:`csg.engine.step`: one iteration, for one
   chain (``single``), K chains stacked (``stacked``) or on CUDA streams (``streamed``);
-- :mod:`csg.engine.collection`: which epochs yield samples; :mod:`csg.engine.samples`: the sample files and
-  their manifest;
+- :mod:`csg.engine.samples`: the sample files and their manifest;
 - :mod:`csg.engine.checkpoint` (+ :mod:`csg.engine.portable`): checkpoints, preemption signals, resume;
 - :mod:`csg.engine.rundir`: the run directory (its lock, Hydra's record, earlier results);
 - :mod:`csg.engine.devices`, :mod:`csg.engine.distributed`, :mod:`csg.engine.interaction`,

@@ -19,8 +19,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg.engine import distributed
-from csg.engine.collection import (capacity, collection_points, eligible_epochs, first_sampling_iteration,
-                                   sampling_iterations)
+from csg.schedules import (capacity, collection_points, eligible_epochs, first_sampling_iteration, sampling_iterations,
+                           schedule_for)
 from csg.engine.prior import prior_record, weight_decay
 from csg.engine.limits import (check_labels, check_memory, check_model_fits, check_step_values, check_task,
                                prior_settings)
@@ -230,7 +230,7 @@ def build_schedule(cfg: DictConfig, total_steps: int):
                           f"a budget of fewer than 2^53 iterations, where the schedule's arithmetic is exact (it has "
                           f"{total_steps:.3g}: {total_steps // cfg.trainer.epochs} batches per epoch)")
     try:
-        return _create_schedule(cfg, total_steps)
+        return schedule_for(cfg.sampler, total_steps)
     except (OverflowError, ZeroDivisionError):  # Decreasing's (lr0 / lr_final)^(1 / gamma) beyond a float
         raise ConfigError("sampler.gamma", cfg.sampler.get("gamma"),
                           f"an exponent for which (lr0 / lr_final)^(1 / gamma) is a finite number (lr0="
@@ -238,22 +238,6 @@ def build_schedule(cfg: DictConfig, total_steps: int):
 
 
 MAX_STEPS = 2**53  # iterations: k and k mod C are exact in float64 below it
-
-
-# sampler keys -> create_schedule's keywords, each converted; a key the config lacks takes the schedule's default
-_SCHEDULE_OPTIONS = {"lr_final": ("lr_final", lambda v: v), "gamma": ("gamma", lambda v: v),
-                     "hold_sampling_lr": ("hold_sampling_lr", bool), "lr_milestones": ("milestones", tuple),
-                     "sampling_lr": ("sampling_lr", lambda v: None if v is None else float(v)),
-                     "lr_factor": ("factor", float)}
-
-
-def _create_schedule(cfg: DictConfig, total_steps: int):
-    from csg.schedules import create_schedule
-
-    options = {keyword: convert(cfg.sampler[key]) for key, (keyword, convert) in _SCHEDULE_OPTIONS.items()
-               if key in cfg.sampler}
-    return create_schedule(cfg.sampler.schedule, lr0=cfg.sampler.lr0, total_steps=total_steps,
-                           cycles=cfg.sampler.cycles, explore=cfg.sampler.explore, **options)
 
 
 def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator,

@@ -24,14 +24,13 @@ from csg.engine import distributed
 from csg.engine.build import (build_data_and_model, build_interaction, build_part, build_sampler, build_schedule,
                               load_model_weights, optimise_rest, plan_collection, plan_trace, seed_streams)
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint, saved_states
-from csg.engine.collection import CollectionPoint
 from csg.engine.samples import SampleStore
 from csg.engine.devices import Precision
 from csg.engine.loop import TrainResult
 from csg.engine.part import freeze_rest
 from csg.engine.rundir import refuse_earlier_results
 from csg.errors import ConfigError
-from csg.schedules import Schedule
+from csg.schedules import CollectionPoint, Schedule
 
 if TYPE_CHECKING:
     from csg.data.bundle import DataBundle
@@ -49,19 +48,13 @@ _NOT_IN_FINGERPRINT = {"trainer.progress", "trainer.log_every_n_steps", "trainer
 
 def config_fingerprint(cfg: DictConfig) -> dict[str, Any]:
     """The settings a checkpoint must share with the run that resumes it (all but logging and checkpointing)."""
-    flat: dict[str, Any] = {}
+    from csg.reporting import flat_keys
 
-    def walk(prefix: str, value: Any) -> None:
-        if prefix in _NOT_IN_FINGERPRINT or prefix.split(".")[0] in _NOT_IN_FINGERPRINT:
-            return
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), item)
-        else:
-            flat[prefix] = value
+    def kept(key: str) -> bool:
+        parts = key.split(".")
+        return not any(".".join(parts[:n]) in _NOT_IN_FINGERPRINT for n in range(1, len(parts) + 1))
 
-    walk("", OmegaConf.to_container(cfg, resolve=True))
-    return flat
+    return {key: value for key, value in flat_keys(OmegaConf.to_container(cfg, resolve=True)).items() if kept(key)}
 
 
 RESOLVED_DEVICE = "device type"  # where trainer.device=auto put the chain: a CPU chain does not resume on a GPU

@@ -4,7 +4,7 @@ The sampler (:mod:`csg.samplers`) is a pure update rule; this loop sets its
 ``lr`` and ``temperature`` for every iteration from the schedule, as an LR
 scheduler would (the temperature is 0 in exploration stages, so no noise is
 drawn there), and saves the model at the collection points of
-:mod:`csg.engine.collection`. It can start from a :class:`csg.engine.checkpoint.LoopState`
+:mod:`csg.schedules`. It can start from a :class:`csg.engine.checkpoint.LoopState`
 (a resumed run) and hand its state to a checkpoint callback. Its phases, as the algorithm reads: an epoch
 starts, steps its batches (the iteration's hyper-parameters, the step, the NaN check and logged row, a poll
 for a stop), and ends (the epoch's numbers, a sample at a collection point, a checkpoint).
@@ -25,11 +25,10 @@ from torch import Tensor, nn
 from csg.engine.accounting import Clock, check_finite, sync
 from csg.engine.callbacks import LoopCallbacks, LoopEvent
 from csg.engine.checkpoint import LoopState
-from csg.engine.collection import CollectionPoint
 from csg.engine.samples import SampleStore
 from csg.engine.sampling import LoopChain
 from csg.engine.devices import Precision
-from csg.schedules import Schedule
+from csg.schedules import CollectionPoint, Schedule
 from csg.engine.step.single import Step
 
 __all__ = ["Hooks", "Lane", "Logger", "LoopSettings", "TrainResult", "train_chain", "train_chains"]
@@ -107,7 +106,7 @@ class Lane:
 class LoopSettings:
     """What the loop is told beside its chains, schedule and step (the keywords of :func:`train_chain` and
     :func:`train_chains` build one): ``epochs``; the sampling stages' ``temperature``; the collection
-    ``plan`` (:mod:`csg.engine.collection`), the same for every chain; the ``device`` of the batches; the
+    ``plan`` (:mod:`csg.schedules`), the same for every chain; the ``device`` of the batches; the
     ``precision`` (``None``: "32"); the ``logger`` (``None``: none); ``log_every_n_steps`` (the logged rows
     and the NaN check) and ``log_every_n_epochs`` (the log's epoch lines); the ``progress`` bar (``None``,
     ``True``: on a terminal, ``False``: never); the shared ``hooks`` (:class:`Hooks`); ``world_size``: the

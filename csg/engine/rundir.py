@@ -40,10 +40,10 @@ from pathlib import Path
 
 from csg.engine.runlock import LOCK, RunLock
 from csg.errors import ConfigError, ended_before_start
+from csg.reporting import EARLIER
 
 PENDING = ".hydra.pending"  # + "-<pid>": where Hydra writes this command's record (configs/config.yaml)
 RECORD = ".hydra"  # the record of the run whose results the directory holds
-EARLIER = "earlier"  # earlier runs moved aside by resume=false, one folder each
 
 _RESULT_GLOBS = ("samples", "metrics.json", "checkpoint*.pt", "trace.pt", "evaluation_*.json", "epochs.csv",
                  "steps.csv", "wandb")

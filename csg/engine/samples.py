@@ -7,7 +7,7 @@ parallel chains) as ``torch.save``d dicts:
 in collection order, each followed by an atomic rewrite of the folder's
 ``manifest.json``, the record of the run's samples (:class:`SampleStore`): the
 ensemble is what the manifests record, never what a folder happens to hold.
-Which epochs yield them is :mod:`csg.engine.collection`'s plan.
+Which epochs yield them is :mod:`csg.schedules`'s plan.
 
 A run that samples part of its model with the rest frozen (:mod:`csg.engine.part`) stores in each sample only
 the state that changes (``part_keys``), and the rest once, in the folder's ``rest.pt`` (``{"state_dict"}``,

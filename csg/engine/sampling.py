@@ -4,7 +4,7 @@ the samples taken (:class:`Chain`, public as ``csg.Chain``).
 Zhang et al. (2020), Algorithm 1: at iteration k the step size is the schedule's alpha_k (eq. 1 for the cyclical
 one); while the cycle's proportion r(k) is below beta (exploration) the update runs without noise (T = 0: SGD or
 SGD with momentum), after it (sampling) with the temperature T, and samples are taken at the end of the sampling
-stage's last epochs (:mod:`csg.engine.collection`'s plan). csg's own loop (:mod:`csg.engine.loop`) steps each of
+stage's last epochs (:mod:`csg.schedules`'s plan). csg's own loop (:mod:`csg.engine.loop`) steps each of
 its chains through this class, so your loop and ``csg-train`` share one implementation of the stage switch and of
 collection. Your loop::
 
@@ -33,9 +33,8 @@ from typing import Any
 import torch
 
 from csg.engine.checkpoint import LoopState
-from csg.engine.collection import CollectionPoint, collection_points
 from csg.engine.samples import SampleStore, cpu_state
-from csg.schedules import Schedule
+from csg.schedules import CollectionPoint, collection_points, Schedule
 
 __all__ = ["Chain", "LoopChain"]
 
@@ -109,7 +108,7 @@ class Chain:
     ``schedule`` (:mod:`csg.schedules`) spans ``epochs * batches_per_epoch`` iterations; ``temperature`` is T of
     the sampling stages (0 while exploring). The collection ``plan`` is the last ``samples_per_cycle`` epochs
     of each cycle that end in a sampling stage (or the given list of
-    :class:`~csg.engine.collection.CollectionPoint`). ``store``: a run's ``samples/`` folder (a path or a
+    :class:`~csg.schedules.CollectionPoint`). ``store``: a run's ``samples/`` folder (a path or a
     :class:`~csg.engine.samples.SampleStore`: samples written atomically, with their manifest, in csg's format);
     ``None`` keeps the samples in memory as CPU copies (``keep=False``: records only). ``state`` (a
     :class:`~csg.engine.checkpoint.LoopState`) resumes a chain; :meth:`state_dict` / :meth:`load_state_dict` save
@@ -168,7 +167,7 @@ class Chain:
         points = list(plan)
         if not all(isinstance(point, CollectionPoint) for point in points):
             raise ConfigError("plan", type(next(p for p in points if not isinstance(p, CollectionPoint))).__name__,
-                              "a list of csg.engine.collection.CollectionPoint (epoch, cycle, iteration)")
+                              "a list of csg.schedules.CollectionPoint (epoch, cycle, iteration)")
         epochs = [point.epoch for point in points]
         if any(not 0 <= e < self.epochs for e in epochs) or epochs != sorted(set(epochs)):
             raise ConfigError("plan", epochs, f"distinct epochs in 0..{self.epochs - 1}, in order (one sample at the "

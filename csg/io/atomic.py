@@ -22,7 +22,7 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
 
     A failed write leaves ``path`` as it was and no temporary file. An ``OSError`` (a full disk, a read-only
     file system, a parent that is a file) is raised naming ``path``, not the temporary file; so is a write
-    failure that ``torch.save``'s zip writer reports as a ``RuntimeError`` (:func:`write_failure`)."""
+    failure that ``torch.save``'s zip writer reports as a ``RuntimeError`` (``write_failure``)."""
     path = Path(path)
     tmp = None
     try:

@@ -96,7 +96,7 @@ def read_bytes(path: str | Path, limit: int) -> bytes:
 
 def read_yaml(path: str | Path) -> Any:
     """A run's YAML file as OmegaConf reads it (``OmegaConf.load``), within limits: a regular file of at most
-    :data:`MAX_YAML_BYTES` whose nodes, aliases expanded, number at most :data:`MAX_YAML_NODES`.
+    ``MAX_YAML_BYTES`` (1 MiB) whose nodes, aliases expanded, number at most ``MAX_YAML_NODES`` (100,000).
 
     Raises :class:`UntrustedFile` for a file beyond the limits, and what ``OmegaConf.load`` raises (a
     ``yaml.YAMLError``, ``UnicodeDecodeError``) for one that is not YAML."""

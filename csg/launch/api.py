@@ -56,7 +56,7 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
     from csg.posterior import Posterior
     from csg.checks import check_train_command
 
-    overrides = _checked_overrides(overrides)
+    overrides = checked_overrides(overrides)
     _fresh_stamp(overrides)
     message = check_train_command(overrides, CONFIGS)
     if message is not None:
@@ -67,6 +67,18 @@ def train(overrides: Sequence[str] = ()) -> Posterior:
         _raise(error, outcome.get("run_dir"))
     # the run this call just made from the caller's own overrides: its _target_ objects are the caller's own
     return Posterior.load(outcome["run_dir"], device=outcome["metrics"]["device"], trust_code=True)
+
+
+def check_command(overrides: Sequence[str], config_dir: str | Path | None = None) -> str | None:
+    """train.py's one-line refusal of the command ``overrides``, or None: every check train.py makes before Hydra
+    starts (:func:`csg.checks.check_train_command`; a multirun's ``-m`` and ``a,b`` sweeps are checked job by
+    job, a registered study's key by its own checks: :mod:`csg.launch.studies`), against csg's configs or
+    ``config_dir``'s. Nothing runs and nothing is written."""
+    from csg.checks import check_train_command
+    from csg.launch.studies import study_checks
+
+    return check_train_command(list(overrides), Path(config_dir) if config_dir is not None else CONFIGS,
+                               study_checks=study_checks())
 
 
 def _fresh_stamp(overrides: list[str]) -> None:
@@ -84,7 +96,7 @@ def _fresh_stamp(overrides: list[str]) -> None:
         csg._STAMP = None
 
 
-def _checked_overrides(overrides: Sequence[str]) -> list[str]:
+def checked_overrides(overrides: Sequence[str]) -> list[str]:
     """A list of ``key=value`` strings for one job of a network, or a one-line refusal."""
     if isinstance(overrides, (str, bytes)) or not all(isinstance(item, str) for item in overrides):
         raise ConfigError("overrides", overrides, "a list of key=value strings, as train.py's command line "

@@ -22,6 +22,7 @@ from csg.checks import config as checks
 from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
+from csg.reporting import DIVERGED
 from csg.engine.build import (build_likelihood, build_ood_loader, interaction_kind, node_options, prior_record,
                               prior_settings)
 from csg.engine.callbacks import build_callbacks
@@ -42,7 +43,6 @@ from csg.engine.loop import Hooks, Lane, LoopSettings, train_chains
 
 log = logging.getLogger(__name__)
 
-DIVERGED = "diverged.json"  # a run stopped by a DivergenceError says so in its folder: a sweep's outcome, not a gap
 
 
 def _experiment_preset() -> str | None:

@@ -188,7 +188,7 @@ def compare(paths: str | Path | Iterable[str | Path], *, baseline: str | None = 
 
 def _run_dirs(path: Path) -> list[tuple[Path, bool]]:
     """(run directory, given by name) of ``path``: itself if it is a run directory, else every run directory below."""
-    from csg.engine.rundir import EARLIER
+    from csg.reporting import EARLIER
 
     if not path.exists():
         raise ConfigError("runs", str(path), "a run directory of train.py or a folder holding them: it does not exist")

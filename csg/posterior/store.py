@@ -153,17 +153,9 @@ def apply_overrides(cfg: DictConfig, overrides: list[str]) -> DictConfig:
 
 def flat_leaves(cfg: DictConfig) -> dict[str, Any]:
     """``{dotted key: value}`` of every value of ``cfg`` (a list is one value), interpolations unresolved."""
-    flat: dict[str, Any] = {}
+    from csg.reporting import flat_keys
 
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict):
-            for name, item in node.items():
-                walk(f"{prefix}.{name}" if prefix else str(name), item)
-        else:
-            flat[prefix] = node
-
-    walk("", OmegaConf.to_container(cfg, resolve=False))
-    return flat
+    return flat_keys(OmegaConf.to_container(cfg, resolve=False))
 
 
 def _leaf_keys(cfg: DictConfig) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+import csg
+
 
 def check_synthetic(cfg: DictConfig) -> None:
     """``synthetic=<study>``: the study's checks (:func:`csg.studies.synthetic.validate`), imported when called."""
@@ -19,5 +21,12 @@ def check_synthetic(cfg: DictConfig) -> None:
     validate(cfg)
 
 
-# what train.py passes to csg.checks (which imports no study): a study's config key -> its checks of a config
-STUDY_CHECKS = {"synthetic": check_synthetic}
+def run_synthetic(cfg: DictConfig, run_dir):
+    """``synthetic=<study>``: the study run in ``run_dir`` (:func:`csg.studies.synthetic.run_in`), imported when
+    called."""
+    from csg.studies.synthetic import run_in
+
+    return run_in(cfg, run_dir)
+
+
+csg.register_study("synthetic", check_synthetic, run_synthetic)  # train.py's synthetic=<study> jobs

@@ -300,7 +300,7 @@ def _brute_force(schedule, epochs: int, batches: int) -> dict[int, list[int]]:
 
 
 def test_the_plan_is_the_per_epoch_rule_computed_per_cycle():
-    from csg.engine.collection import eligible_epochs, first_sampling_iteration, sampling_iterations
+    from csg.schedules import eligible_epochs, first_sampling_iteration, sampling_iterations
     from csg.schedules import create_schedule
 
     rng = random.Random(0)

@@ -12,7 +12,7 @@ import torch
 
 import csg
 from csg.engine.callbacks import LoopCallbacks
-from csg.engine.collection import collection_points
+from csg.schedules import collection_points
 from csg.engine.loop import train_chain
 from csg.engine.sampling import Chain
 from csg.errors import ConfigError

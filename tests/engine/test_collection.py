@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from csg.engine.collection import collection_points
+from csg.schedules import collection_points
 from csg.engine.samples import SampleStore
 from csg.schedules import Cyclical, Decreasing
 

@@ -248,13 +248,13 @@ def _chain(**change):
 
 @pytest.mark.parametrize(("change", "key", "fragment"), [
     ({"samples_per_cycle": 3}, "samples_per_cycle", "at most the epoch ends of each cycle's sampling stage"),
-    ({"plan": [1, 3]}, "plan", "a list of csg.engine.collection.CollectionPoint"),
+    ({"plan": [1, 3]}, "plan", "a list of csg.schedules.CollectionPoint"),
     ({"plan": "past"}, "plan", "distinct epochs in 0..5, in order"),
     ({"plan": "twice"}, "plan", "distinct epochs in 0..5, in order"),
     ({"store": "file"}, "store", r"a folder for the samples \(this is a file\)"),
 ])
 def test_a_bad_plan_or_store_is_one_line_at_the_call(tmp_path, change, key, fragment):
-    from csg.engine.collection import CollectionPoint
+    from csg.schedules import CollectionPoint
     from csg.errors import ConfigError
 
     if change.get("plan") == "past":

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint
-from csg.engine.collection import collection_points
+from csg.schedules import collection_points
 from csg.engine.samples import SampleStore
 from csg.data.bundle import EpochBatches, InMemoryDataset, InMemoryLoader
 from csg.errors import ConfigError

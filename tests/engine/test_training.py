@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from csg.engine.collection import collection_points
+from csg.schedules import collection_points
 from csg.engine.samples import SampleStore
 from csg.errors import DivergenceError
 from csg.samplers import SGHMC

@@ -139,12 +139,12 @@ def test_sgld_at_a_small_step_lands_on_the_logistic_regression_reference():
     target, reference = TARGETS["heart_logreg"], Reference.load(REFERENCES / "heart_logreg.json")
     x, y, _ = load_data(target)
     x, y = torch.from_numpy(x), torch.from_numpy(y)
-    cfg = chains.compose("SGLD constant", target, ("trainer.epochs=2400", "trace.burnin=400", "trace.samples=2000"))
-    chains.check_prior(cfg, target, len(y))
-    small = chains.score(chains.run_chain(cfg, 0.5, 0, x, y), reference)
+    built = chains.compose("SGLD constant", target, ("trainer.epochs=2400", "trace.burnin=400", "trace.samples=2000"))
+    chains.check_prior(built.config, target, len(y))
+    small = chains.score(chains.run_chain(built, 0.5, 0, x, y), reference)
     assert small["mean_error_median"] < 0.15 and abs(small["sd_ratio_median"] - 1) < 0.1 and small["w2"] < 0.2
     assert small["agreement"] > 0.98 and small["tv"] < 0.02
-    large = chains.score(chains.run_chain(cfg, 3.5, 0, x, y), reference)
+    large = chains.score(chains.run_chain(built, 3.5, 0, x, y), reference)
     assert large["ess"] > 5 * small["ess"]
     assert large["sd_ratio_median"] > 1.2 and large["w2"] > 2 * small["w2"]
 
@@ -153,9 +153,9 @@ def test_a_prior_other_than_the_references_is_refused():
     from csg.errors import ConfigError
 
     target = TARGETS["heart_logreg"]
-    cfg = chains.compose("SGLD", target, ("data.recipe.weight_decay=1e-3",))
+    built = chains.compose("SGLD", target, ("data.recipe.weight_decay=1e-3",))
     with pytest.raises(ConfigError, match="data.recipe.weight_decay"):
-        chains.check_prior(cfg, target, 270)
+        chains.check_prior(built.config, target, 270)
 
 
 def test_the_study_writes_both_protocols_and_its_findings(tmp_path):

@@ -1,9 +1,8 @@
 """The Table 5 samplers on the reference posteriors, and their distance to them.
 
-Each chain is built from the composed Table 5 preset (``experiment=table5_<method>``) by the same
-functions as a ``train.py`` run (:func:`csg.engine.build.build_schedule`, :func:`csg.engine.build.build_sampler`,
-:func:`csg.engine.build.plan_trace`), with the same seed streams, and stepped as :func:`csg.engine.loop.train_chain`
-steps it: full-batch mean loss, ``lr = factor * schedule.lr(k)``, temperature on in sampling stages.
+Each chain is built from the Table 5 preset's command (``experiment=table5_<method>``) by :func:`csg.build`: the
+model, schedule, sampler and parameter trace a ``train.py`` run builds, with the same seed streams
+(:func:`csg.seed_streams`), and stepped as csg's loop steps it: full-batch mean loss, ``lr = factor * schedule.lr(k)``, temperature on in sampling stages.
 ``factor = 1`` is the Table 5 protocol; the other factors scale the whole schedule, for the step size
 tuned per method.
 """
@@ -24,7 +23,6 @@ from csg.errors import ConfigError
 from csg.evaluation import posterior_distance as distance
 from csg.evaluation.ess import effective_sample_size
 
-from csg.paths import CONFIGS  # noqa: E402
 
 METHODS = {  # the table's name -> the Table 5 preset
     "SGLD": "table5_sgld",
@@ -37,15 +35,14 @@ METHODS = {  # the table's name -> the Table 5 preset
 STEP_FACTORS = (0.125, 0.25, 0.5, 1.0, 1.5)  # x the Table 5 schedule; 1 is the Table 5 protocol
 
 
-def compose(method: str, target: Target, overrides: tuple[str, ...] = ()) -> DictConfig:
-    """The Table 5 config of ``method`` on ``target``'s data and model."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+def compose(method: str, target: Target, overrides: tuple[str, ...] = ()):
+    """The Table 5 command of ``method`` on ``target``'s data and model, checked and composed (a :class:`csg.Built`
+    of its config alone: ``.config``, and its schedule, sampler and trace)."""
+    import csg
 
     model = ["model=mlp", f"model.hidden=[{target.hidden}]"] if target.model == "mlp" else []
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return hydra_compose("config", overrides=[f"experiment={METHODS[method]}", f"data={target.data}",
-                                                  "data.download=false", *model, *overrides])
+    return csg.build([f"experiment={METHODS[method]}", f"data={target.data}", "data.download=false", *model,
+                      *overrides], data=False)
 
 
 def _mean_step_ratio(total_steps: int, gamma: float = 0.55) -> float:
@@ -120,21 +117,19 @@ class Chain:
     finite: bool
 
 
-def run_chain(cfg: DictConfig, factor: float, seed: int, x: torch.Tensor, y: torch.Tensor) -> Chain:
-    """One full-batch chain of ``cfg`` with its schedule scaled by ``factor`` (float64, CPU)."""
-    from csg.engine import distributed
-    from csg.models import create_model
-    from csg.engine.build import MODEL_KEYS, build_sampler, build_schedule, node_options, plan_trace, seed_streams
+def run_chain(built, factor: float, seed: int, x: torch.Tensor, y: torch.Tensor) -> Chain:
+    """One full-batch chain of the command ``built`` (:func:`compose`) with its schedule scaled by ``factor``
+    (float64, CPU)."""
+    import csg
 
-    streams = seed_streams(seed)
+    cfg = built.config
+    streams = csg.seed_streams(seed)
     torch.manual_seed(streams["init"])
-    model = create_model(cfg.model.name, num_classes=2, input_shape=(x.shape[1],),
-                         **node_options(cfg.model, drop=MODEL_KEYS)).double()
+    model = built.new_model(2, (x.shape[1],)).double()
     total = int(cfg.trainer.epochs)
-    schedule = build_schedule(cfg, total)
-    trace = plan_trace(cfg, schedule, total, model)
-    sampler = build_sampler(cfg, model, len(y), distributed.Layout(), torch.device("cpu"),
-                            torch.Generator().manual_seed(streams["noise"]))
+    schedule = built.schedule(total)
+    trace = built.trace(schedule, total, model)
+    sampler = built.sampler(model, len(y), torch.Generator().manual_seed(streams["noise"]))
     temperature = float(cfg.sampler.temperature)
     started = time.perf_counter()
     for k in range(total):

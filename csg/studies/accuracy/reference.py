@@ -176,9 +176,9 @@ class Reference:
     covariance: list[list[float]] = field(default_factory=list)
 
     def save(self, path: str | Path) -> None:
-        from csg.io.atomic import atomic_write_text
+        from csg.reporting import write_text
 
-        atomic_write_text(path, json.dumps(asdict(self), indent=1) + "\n")
+        write_text(path, json.dumps(asdict(self), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Reference:

@@ -10,7 +10,7 @@ import pandas as pd
 from csg.studies.accuracy import chains
 from csg.studies.accuracy.reference import Reference
 from csg.studies.accuracy.study import Study, leaders, primary_metric, verdicts
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.evaluation.comparison import interval_text, method_statement, tally
 
 COLUMNS = [  # (summary column, header, digits)
@@ -33,17 +33,18 @@ def _cell(row: pd.Series, column: str, digits: int) -> str:
 
 
 def _reference_table(references: Path, targets: list[str]) -> list[str]:
-    lines = ["| target | data | N | parameters | prior | NUTS draws | checked on | R-hat, max | ESS bulk / tail, min "
-             "| divergences | gradients | seconds |", "|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|"]
+    rows = []
     for name in targets:
         ref = Reference.load(references / f"{name}.json")
         t, s = ref.target, ref.settings
         parameters = len(ref.mean) if ref.mean else "-"
-        lines.append(f"| {name} | {t['data']} ({ref.data_source}) | {ref.num_data} | {parameters} | "
-                     f"N(0, {t['prior_variance']:g} I) | {s['chains']} x {s['samples']} after {s['warmup']} | "
-                     f"{ref.checked_on} | {ref.rhat_max:.4f} | {ref.ess_bulk_min:.0f} / {ref.ess_tail_min:.0f} | "
-                     f"{ref.divergences} | {ref.gradient_evaluations:,} | {ref.seconds:.0f} |")
-    return lines
+        rows.append([name, f"{t['data']} ({ref.data_source})", ref.num_data, parameters,
+                     f"N(0, {t['prior_variance']:g} I)", f"{s['chains']} x {s['samples']} after {s['warmup']}",
+                     ref.checked_on, f"{ref.rhat_max:.4f}", f"{ref.ess_bulk_min:.0f} / {ref.ess_tail_min:.0f}",
+                     ref.divergences, f"{ref.gradient_evaluations:,}", f"{ref.seconds:.0f}"])
+    return markdown_table(["target", "data", "N", "parameters", "prior", "NUTS draws", "checked on", "R-hat, max",
+                           "ESS bulk / tail, min", "divergences", "gradients", "seconds"], rows,
+                          align="llrrlrlrrrrr")
 
 
 def _interval(row: pd.Series) -> str:
@@ -168,12 +169,12 @@ def markdown(result: Study, references: Path, scale: str) -> str:
     for target in targets:
         block = summary[summary.target == target]
         shown = [c for c in COLUMNS if block[c[0]].notna().any()]
-        lines += ["", f"## {target}", "", "| method | protocol | " + " | ".join(h for _, h, _ in shown) + " |",
-                  "|---|---|" + "---:|" * len(shown)]
+        rows = []
         for _, row in block.sort_values(["protocol", "method"], key=_order).iterrows():
             flag = f" ({int(row.diverged)} diverged)" if row.diverged else ""
-            lines.append(f"| {row.method}{flag} | {row.protocol} | " +
-                         " | ".join(_cell(row, c, d) for c, _, d in shown) + " |")
+            rows.append([f"{row.method}{flag}", row.protocol, *(_cell(row, c, d) for c, _, d in shown)])
+        lines += ["", f"## {target}", "", *markdown_table(["method", "protocol", *(h for _, h, _ in shown)], rows,
+                                                          align="ll" + "r" * len(shown))]
     lines += ["", "## Findings", "", *_findings(result), "", "![distance and ESS against step size](accuracy.png)", ""]
     return "\n".join(lines)
 
@@ -212,7 +213,7 @@ def figure(runs: pd.DataFrame, path: Path) -> None:
             axis.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    from csg.io.atomic import atomic_open
+    from csg.reporting import atomic_open
 
     with atomic_open(path) as handle:
         fig.savefig(handle, format=path.suffix.lstrip("."), dpi=110)
@@ -221,10 +222,10 @@ def figure(runs: pd.DataFrame, path: Path) -> None:
 
 def write(result: Study, out: Path, references: Path, scale: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "accuracy_runs.csv", result.runs.to_csv(index=False))
-    atomic_write_text(out / "accuracy.csv", result.summary.to_csv(index=False))
+    write_text(out / "accuracy_runs.csv", result.runs.to_csv(index=False))
+    write_text(out / "accuracy.csv", result.summary.to_csv(index=False))
     both = pd.concat([verdicts(result.runs, result.summary).assign(family="cycles"),
                       leaders(result.runs, result.summary).assign(family="best")], ignore_index=True)
-    atomic_write_text(out / "accuracy_verdicts.csv", both.to_csv(index=False))
-    atomic_write_text(out / "accuracy.md", markdown(result, references, scale))
+    write_text(out / "accuracy_verdicts.csv", both.to_csv(index=False))
+    write_text(out / "accuracy.md", markdown(result, references, scale))
     figure(result.runs, out / "accuracy.png")

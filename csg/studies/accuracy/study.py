@@ -59,16 +59,16 @@ def run_study(references: Path, targets: tuple[str, ...], seeds: tuple[int, ...]
         target, reference = TARGETS[name], Reference.load(references / f"{name}.json")
         x, y, _ = load_data(target)
         x, y = torch.from_numpy(x), torch.from_numpy(y)
-        steps = int(chains.compose(methods[0], target, overrides).trainer.epochs)
+        steps = int(chains.compose(methods[0], target, overrides).config.trainer.epochs)
         recipe = chains.recipe_overrides(target, x, y, steps)
         for method in methods:
-            cfg = chains.compose(method, target, (*overrides, *recipe))
-            chains.check_prior(cfg, target, len(y))
+            built = chains.compose(method, target, (*overrides, *recipe))
+            chains.check_prior(built.config, target, len(y))
             for factor in factors:
                 for seed in seeds:
-                    scores = chains.score(chains.run_chain(cfg, factor, seed, x, y), reference)
+                    scores = chains.score(chains.run_chain(built, factor, seed, x, y), reference)
                     rows.append({"target": name, "method": method, "factor": factor, "seed": seed,
-                                 "lr0": factor * float(cfg.sampler.lr0), **scores})
+                                 "lr0": factor * float(built.config.sampler.lr0), **scores})
             log(f"{name} {method}: {len(factors)} step factors x {len(seeds)} seeds done "
                 f"({time.perf_counter() - started:.0f} s)")
     runs = pd.DataFrame(rows)

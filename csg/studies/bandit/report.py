@@ -11,7 +11,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from csg.evaluation.comparison import Paired, Verdict, compare_paired, interval_text, method_statement, tally
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.bandit.results import Results, final_regret
 from csg.studies.bandit.settings import settings_rows
 
@@ -71,16 +71,17 @@ def margin_reason(curves: pd.DataFrame) -> str:
 
 
 def comparison_rows(family: list[Comparison], verdicts: list[Verdict]) -> list[str]:
-    """Markdown rows of the family: per-seed differences, the simultaneous interval, margin, detectable, verdict."""
-    rows = ["| method - baseline | regret | per seed | difference [simultaneous 95 % interval] | margin | detectable | "
-            "verdict |", "|---|---|---|---:|---:|---:|---|"]
+    """The Markdown table of the family: per-seed differences, the simultaneous interval, margin, detectable,
+    verdict."""
+    rows = []
     for c, v in zip(family, verdicts):
         interval = (f"{v.difference:+.0f} {interval_text(v.low, v.high, '+.0f')}" if v.n > 1
                     else f"{v.difference:+.0f} (one seed: no interval)")
         detectable = f"{v.detectable:.0f}" if math.isfinite(v.detectable) else "-"
-        rows.append(f"| {c.method} - {c.baseline} | {c.regret} | {', '.join(f'{d:+.0f}' for d in c.differences)} | "
-                    f"{interval} | +-{v.margin:.0f} | {detectable} | {v.verdict} |")
-    return rows
+        rows.append([f"{c.method} - {c.baseline}", c.regret, ", ".join(f"{d:+.0f}" for d in c.differences), interval,
+                     f"+-{v.margin:.0f}", detectable, v.verdict])
+    return markdown_table(["method - baseline", "regret", "per seed", "difference [simultaneous 95 % interval]",
+                           "margin", "detectable", "verdict"], rows, align="lllrrrl")
 
 
 def detectable_range(family: list[Comparison], verdicts: list[Verdict]) -> str:
@@ -179,21 +180,22 @@ def trace_summary(traces: pd.DataFrame, cfg: DictConfig) -> list[str]:
     """Per contour agent, over its seeds: where the energy sat, how often the multiplier left 1, theta at the end."""
     c = cfg.contour
     top = float(c.low) + (int(c.partitions) - 1) * float(c.width)
-    lines = [f"| agent | iterations with U < {top:g} (all steps / last 500) | median U, last 500 steps | steps with a "
-             "multiplier other than 1 | multiplier min, max | final theta: largest, top partition | largest share of "
-             "an importance weight | steps with a multiplier < 0, second half | seeds |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     last_step = traces.step.max()
     for agent, block in traces.groupby("agent", sort=False):
         late = block[block.step > last_step - 500]
         moved = ((block.multiplier_min < 1 - 1e-12) | (block.multiplier_max > 1 + 1e-12)).groupby(block.seed).sum()
         final = block[block.step == last_step]
-        lines.append(f"| {agent} | {block.flattened_fraction.mean():.4f} / {late.flattened_fraction.mean():.4f} | "
-                     f"{late.energy_median.median():.0f} | {moved.mean():.0f} of {last_step + 1} | "
-                     f"{block.multiplier_min.min():.3g}, {block.multiplier_max.max():.3g} | {final.theta_max.mean():.3g}, "
-                     f"{final.theta_top.mean():.3g} | {block.weight_max_share.max():.3g} | "
-                     f"{(block[block.step > last_step // 2].multiplier_min < 0).mean():.0%} | {block.seed.nunique()} |")
-    return lines
+        rows.append([agent, f"{block.flattened_fraction.mean():.4f} / {late.flattened_fraction.mean():.4f}",
+                     f"{late.energy_median.median():.0f}", f"{moved.mean():.0f} of {last_step + 1}",
+                     f"{block.multiplier_min.min():.3g}, {block.multiplier_max.max():.3g}",
+                     f"{final.theta_max.mean():.3g}, {final.theta_top.mean():.3g}",
+                     f"{block.weight_max_share.max():.3g}",
+                     f"{(block[block.step > last_step // 2].multiplier_min < 0).mean():.0%}", block.seed.nunique()])
+    return markdown_table(["agent", f"iterations with U < {top:g} (all steps / last 500)", "median U, last 500 steps",
+                           "steps with a multiplier other than 1", "multiplier min, max",
+                           "final theta: largest, top partition", "largest share of an importance weight",
+                           "steps with a multiplier < 0, second half", "seeds"], rows, align="lrrrrrrrr")
 
 
 def _plot_traces(traces: pd.DataFrame, thetas: pd.DataFrame, cfg: DictConfig, path: Path, scale: str) -> None:
@@ -251,8 +253,8 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
     family = comparisons(curves)
     verdicts = compare_paired([c.paired for c in family])
     measured = f"Measured {results.measured}" if results.measured else "Measured (date not recorded)"
-    atomic_write_text(out / "bandit.csv", curves.to_csv(index=False))
-    atomic_write_text(out / "bandit_final.csv", table.assign(data=results.source, measured=results.measured)
+    write_text(out / "bandit.csv", curves.to_csv(index=False))
+    write_text(out / "bandit_final.csv", table.assign(data=results.source, measured=results.measured)
                       .to_csv(index=False))
     lines = [f"# ICSGLD paper, Mushroom contextual bandit: cumulative regret ({scale.upper()} SCALE)", "",
              f"{measured}: {steps} steps of 20 mushrooms after 1024 random plays, seeds "
@@ -260,21 +262,22 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
              "left, 15 per poisonous one eaten). The paper shows the curves only (its Figure 4); it publishes no "
              "numbers to set beside these, so its ranking (1 = lowest regret) stands beside our means; the paired "
              "comparisons below say which differences the seeds resolve. Command: "
-             f"`make icsgld-bandit{' SCALE=smoke' if scale == 'smoke' else ''}`.", "",
-             "| agent | cumulative regret (mean +- s.e.) | paper's Figure 4 rank | seeds |",
-             "|---|---:|---:|---:|"]
+             f"`make icsgld-bandit{' SCALE=smoke' if scale == 'smoke' else ''}`.", ""]
     per_agent = curves.groupby("agent", sort=False).seed.unique()
     if len({tuple(sorted(v)) for v in per_agent}) > 1:  # some agents were given more seeds (extend=true)
         groups: dict[tuple, list[str]] = {}
         for agent, agent_seeds in per_agent.items():
             groups.setdefault(tuple(sorted(agent_seeds)), []).append(agent)
-        lines[-2:-2] = ["Seeds differ between agents: " + "; ".join(
+        lines += ["Seeds differ between agents: " + "; ".join(
             f"{', '.join(agents)}: seeds {', '.join(map(str, key))}" for key, agents in groups.items()) +
             ". The extra seeds were added to a previous run with `python scripts/reproduce.py icsgld-bandit --seeds "
             "<seeds> agents=<agents> extend=true`; the paired comparisons below use every seed both agents have.", ""]
+    rows = []
     for row in table.itertuples():
         error = f" +- {row.stderr:.0f}" if not math.isnan(row.stderr) else ""
-        lines.append(f"| {row.agent} | {row.mean:.0f}{error} | {PAPER_RANK.get(row.agent, '-')} | {row.seeds} |")
+        rows.append([row.agent, f"{row.mean:.0f}{error}", PAPER_RANK.get(row.agent, '-'), row.seeds])
+    lines += markdown_table(["agent", "cumulative regret (mean +- s.e.)", "paper's Figure 4 rank", "seeds"], rows,
+                            align="lrrr")
     if len([name for name in SAMPLING if name in set(table.agent)]) > 1:
         lines += ["", order_statement(table, family, verdicts)]
     if family:
@@ -287,15 +290,15 @@ def report(results: Results, cfg: DictConfig, out: Path, scale: str) -> Path:
                   + (detectable_range(family, verdicts) if tested else " One seed: no interval, so no verdict.")]
     second_half = next((v for c, v in zip(family, verdicts) if c.regret != "final"), None)
     if len(results.traces):
-        atomic_write_text(out / "bandit_trace.csv", results.traces.to_csv(index=False, float_format="%.9g"))
-        atomic_write_text(out / "bandit_theta.csv", results.thetas.to_csv(index=False, float_format="%.9g"))
+        write_text(out / "bandit_trace.csv", results.traces.to_csv(index=False, float_format="%.9g"))
+        write_text(out / "bandit_theta.csv", results.thetas.to_csv(index=False, float_format="%.9g"))
         _plot_traces(results.traces, results.thetas, cfg, out / "bandit_trace", scale)
         lines += ["", "## What the contour agents do", "",
                   "Traces of every step (bandit_trace.csv, theta every 100 steps in bandit_theta.csv; figure "
                   "bandit_trace.png):", ""] + trace_summary(results.traces, cfg)
         lines += reading(curves, results.traces, cfg, second_half)
     lines += ["", "## Settings", ""] + settings_rows(cfg, results.source)
-    atomic_write_text(out / "bandit.md", "\n".join(lines) + "\n")
+    write_text(out / "bandit.md", "\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(6, 4))
     for agent, block in curves.groupby("agent", sort=False):
         mean = block.groupby("step").cumulative_regret.mean()

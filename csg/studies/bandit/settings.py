@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-HEADER = ["| setting | paper | authors' code | ours | why ours differs |", "|---|---|---|---|---|"]
+from csg.reporting import markdown_table
+
+HEADER = ("setting", "paper", "authors' code", "ours", "why ours differs")
 
 
 def settings_rows(cfg: DictConfig, source: str) -> list[str]:
-    """Markdown rows; "ours" is read from ``cfg`` (configs/bandit/mushroom.yaml)."""
+    """The Markdown table's lines; "ours" is read from ``cfg`` (configs/bandit/mushroom.yaml)."""
     a, c = cfg.agents, cfg.contour
     rows = [
         ("data", "UCI Mushroom, 22 attributes", "8124 rows, every column one-hot, a missing stalk-root its own "
@@ -69,4 +71,4 @@ def settings_rows(cfg: DictConfig, source: str) -> list[str]:
          "this iteration's J and theta before its update; 1e-3 in the top partition",
          f"theta(J)^zeta + {c.reg:g}, same J and theta; {c.reg:g} in the top partition", ""),
     ]
-    return HEADER + ["| " + " | ".join(row) + " |" for row in rows]
+    return markdown_table(HEADER, rows)

@@ -63,9 +63,9 @@ CONTENDERS = {c.name: c for c in (
 def fitted(contender: Contender, budget_epochs: int, batches_per_epoch: int = 10) -> tuple[int, int, int]:
     """(epochs per chain, cycles, samples per cycle) of ``contender`` at a budget of ``budget_epochs`` epochs over all
     its chains: fewer, longer cycles where a chain is short (module docstring), each cycle's samples at most the
-    epoch ends its sampling stage holds, by csg's own collection rule (:mod:`csg.engine.collection`: a cycle need not
+    epoch ends its sampling stage holds, by csg's own collection rule (:mod:`csg.schedules`: a cycle need not
     end on an epoch end); ``batches_per_epoch``: the preset's 10."""
-    from csg.engine.collection import capacity, eligible_epochs
+    from csg.schedules import capacity, eligible_epochs
     from csg.schedules import Cyclical
 
     if budget_epochs % contender.chains:
@@ -113,9 +113,9 @@ def run_contender(name: str, budget_epochs: int, seed: int, temperature: float, 
                   extra: tuple[str, ...] = ()) -> dict:
     """Train contender ``name`` (in this process) into ``run_dir`` and return its row: the ensemble's metrics, its
     distance from the reference (where given), its members, gradient evaluations and training seconds."""
-    from csg.launch.api import train
+    import csg
 
-    posterior = train(overrides(name, budget_epochs, seed, temperature, lr0=lr0, reference=reference,
+    posterior = csg.train(overrides(name, budget_epochs, seed, temperature, lr0=lr0, reference=reference,
                                 run_dir=run_dir, extra=extra))
     metrics = posterior.metrics
     ensemble, ood = metrics["ensemble"], metrics.get("ood", {}).get("ensemble", {})

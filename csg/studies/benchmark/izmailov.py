@@ -82,7 +82,7 @@ def convert(probs_csv: Path, test_x_csv: Path, test_y_csv: Path, data_root: Path
     """Their probs.csv and test files -> ``out`` (.npz) in the order of CIFAR-10's test_batch under ``data_root``
     (module docstring); returns what was checked."""
     from csg.data.cifar import SETS, read_batches
-    from csg.io.atomic import atomic_open
+    from csg.reporting import atomic_open
 
     probs = read_probs(probs_csv)
     x = _read_table(test_x_csv, "test_x")

@@ -5,7 +5,7 @@ them (an optional, pinned extra: ``pip install csg[bench]``).
 (``posteriors.sgmcmc.sgld.build``; its update :math:`\theta \leftarrow \theta + \epsilon \nabla \log p(\theta)
 + \sqrt{2 \epsilon T_p}\,\xi`) in a plain PyTorch loop over the benchmark's data, on the same network, prior and
 batches, with csg's cyclical schedule (:class:`csg.schedules.Cyclical`, the preset's cSGLD settings) and collection
-rule (:func:`csg.engine.collection.collection_points`): the library's documented convention, a log posterior
+rule (:func:`csg.schedules.collection_points`): the library's documented convention, a log posterior
 averaged over the batch, :math:`\log p = -\overline{\ell} + \log \mathcal N(\theta; 0, (N\,\mathrm{wd})^{-1}) / N
 = -U / N`, with its temperature :math:`T_p = T / N` in the sampling stages and 0 in the exploration stages (the
 library's own reading of temperature 0: optimisation), so that the chain targets csg's :math:`\exp(-U/T)` with
@@ -141,7 +141,7 @@ class _Predictive:
 
 def _schedule(name: str, budget_epochs: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
     """csg's cyclical schedule and collection epochs of the peer's csg sampler (cSGLD's cycles at this budget)."""
-    from csg.engine.collection import collection_points
+    from csg.schedules import collection_points
     from csg.schedules import Cyclical
     from csg.studies.benchmark.contenders import CONTENDERS, fitted
 

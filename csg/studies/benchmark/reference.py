@@ -251,7 +251,7 @@ def build(temperature: float, settings: NetworkNuts = NetworkNuts(), overrides: 
         raise ReferenceRejected(f"reference at T = {temperature:g} not accepted: " + "; ".join(checks["failed"])
                                 + "; raise samples= or warmup=; nothing was written")
     if draws_dir is not None:  # the draws themselves (31 MB a temperature): out of git, for later floors and checks
-        from csg.io.atomic import atomic_open
+        from csg.reporting import atomic_open
 
         Path(draws_dir).mkdir(parents=True, exist_ok=True)
         with atomic_open(Path(draws_dir) / f"draws_T{temperature:g}.npy") as handle:

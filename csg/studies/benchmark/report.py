@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import Paired, compare_paired, method_statement, tally, verdict_frame
-from csg.io.atomic import atomic_open, atomic_write_text
+from csg.reporting import atomic_open, markdown_table, write_text
 from csg.studies.benchmark.study import BASE, NOISE_OFF, Protocol
 
 __all__ = ["METRICS", "floor_of", "verdicts", "write"]
@@ -172,9 +172,7 @@ def _cell(values: pd.Series, digits: int) -> str:
 
 def _table(runs: pd.DataFrame, tuning: pd.DataFrame, floors: dict, budget: str) -> list[str]:
     here = runs[runs.budget == budget]
-    lines = [f"### Budget {budget} ({int(here.budget_epochs.iloc[0])} epochs over all chains)", "",
-             "| method | members | lr0 (x recipe) | error % | NLL | ECE | OOD AUROC | agreement | TV | expected TV "
-             "of S exact draws | OOD TV | train s |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for method in dict.fromkeys(here.method):
         block = here[here.method == method]
         members = float(block.members.mean())
@@ -185,25 +183,28 @@ def _table(runs: pd.DataFrame, tuning: pd.DataFrame, floors: dict, budget: str) 
         shown = f"{members:g}" if math.isfinite(members) else "a Gaussian"
         floor_cell = "-" if not math.isfinite(floor) else (
             f"{floor:.4f}" if size == members else f"{floor:.4f} (S = {size}, the nearest listed)")
-        lines.append(f"| {method} | {shown} | {lr0} | {_cell(block.error_pct, 2)} | {_cell(block.nll, 4)} | "
-                     f"{_cell(block.ece, 4)} | {_cell(block.ood_auroc, 3)} | {_cell(block.agreement, 4)} | "
-                     f"{_cell(block.tv, 4)} | {floor_cell} | {_cell(block.get('ood_tv', pd.Series(dtype=float)), 4)} | "
-                     f"{block.train_seconds.mean():.1f} |")
-    return lines + [""]
+        rows.append([method, shown, lr0, _cell(block.error_pct, 2), _cell(block.nll, 4), _cell(block.ece, 4),
+                     _cell(block.ood_auroc, 3), _cell(block.agreement, 4), _cell(block.tv, 4), floor_cell,
+                     _cell(block.get('ood_tv', pd.Series(dtype=float)), 4), f"{block.train_seconds.mean():.1f}"])
+    header = ["method", "members", "lr0 (x recipe)", "error %", "NLL", "ECE", "OOD AUROC", "agreement", "TV",
+              "expected TV of S exact draws", "OOD TV", "train s"]
+    return [f"### Budget {budget} ({int(here.budget_epochs.iloc[0])} epochs over all chains)", "",
+            *markdown_table(header, rows, align="lrlrrrrrrrrr"), ""]
 
 
 def _verdict_lines(found: pd.DataFrame) -> list[str]:
     lines = ["## Verdicts: cSGHMC against each method, paired by seed", "",
              method_statement() + f" All {len(found)} comparisons (every budget, method and metric) are one family; "
              "difference = cSGHMC - the other, so on agreement (higher is better) a positive difference helps cSGHMC.",
-             "", "| budget | against | " + " | ".join(words for words, *_ in METRICS.values()) + " |",
-             "|---|---|" + "---|" * len(METRICS)]
+             ""]
+    rows = []
     for (budget, other), block in found.groupby(["budget", "baseline"], sort=False):
         cells = []
         for metric in METRICS:
             row = block[block.metric == metric]
             cells.append("-" if row.empty else effect(row.iloc[0]))
-        lines.append(f"| {budget} | {other} | " + " | ".join(cells) + " |")
+        rows.append([budget, other, *cells])
+    lines += markdown_table(["budget", "against", *(words for words, *_ in METRICS.values())], rows)
     return lines + ["", f"- all: {tally(list(found.itertuples()))} of {len(found)}.", ""]
 
 
@@ -290,7 +291,7 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
     out.mkdir(parents=True, exist_ok=True)
     found = verdicts(runs)
     for name, table in ((RUNS, runs), (TUNING, tuning), (VERDICTS, found)):
-        atomic_write_text(out / name, table.to_csv(index=False))
+        write_text(out / name, table.to_csv(index=False))
     _figure(runs, protocol, out / FIGURE)
     checks = reference["checks"]
     floors = checks.get("floors_test", {})
@@ -319,14 +320,15 @@ def write(out: Path, protocol: Protocol, tuning: pd.DataFrame, runs: pd.DataFram
     for budget in dict.fromkeys(runs.budget):
         lines += _table(runs, tuning, floors, budget)
     lines += _verdict_lines(found) if not found.empty else []
-    lines += ["## Tuning", "", "| method | budget | lr0 tried (validation NLL) | chosen | bracketed |",
-              "|---|---|---|---:|---|"]
+    rows = []
     for (method, budget), block in tuning.groupby(["method", "budget"], sort=False):
         tried = ", ".join(f"{r.lr0:.4g} ({r.validation_nll:.4f})" for r in block.itertuples())
         chosen = block[block.chosen.astype(bool)].lr0
-        lines.append(f"| {method} | {budget} | {tried} | {chosen.iloc[0]:.4g} | "
-                     f"{'yes' if bool(block.bracketed.iloc[0]) else 'no: the best is at the grid edge'} |")
-    atomic_write_text(out / REPORT, "\n".join(lines) + "\n")
+        rows.append([method, budget, tried, f"{chosen.iloc[0]:.4g}",
+                     "yes" if bool(block.bracketed.iloc[0]) else "no: the best is at the grid edge"])
+    lines += ["## Tuning", "", *markdown_table(["method", "budget", "lr0 tried (validation NLL)", "chosen",
+                                                "bracketed"], rows, align="lllrl")]
+    write_text(out / REPORT, "\n".join(lines) + "\n")
     return out / REPORT
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from csg.errors import ConfigError
-from csg.io.atomic import atomic_open, atomic_write_text
+from csg.reporting import atomic_open, markdown_table, write_text
 
 __all__ = ["npz_name", "report", "run_posterior_benchmark", "run_reference_network"]
 
@@ -81,10 +81,10 @@ def run_reference_network(job) -> list[str]:
         facts["load_average_15min"] = os.getloadavg()[2]  # the machine's load as the chains ended (shared or not)
         facts["versions"] = _versions()
         previous[f"{temperature:g}"] = facts
-        atomic_write_text(path, json.dumps(previous, indent=1) + "\n")
+        write_text(path, json.dumps(previous, indent=1) + "\n")
         lines.append(f"reference-network: wrote {out / npz_name(temperature)} ({facts['seconds']:.0f} s)")
     if len(refused) < len(options["temperatures"]):
-        atomic_write_text(out / REPORT, report(previous))
+        write_text(out / REPORT, report(previous))
         lines.append(f"reference-network: wrote {out / REPORT}")
     if refused:  # the accepted temperatures are written; the command fails, naming what was not
         for line in lines:
@@ -100,26 +100,26 @@ def report(references: dict) -> str:
         f = references[key]
         c, s = f["checks"], f["settings"]
         ood = c.get("rhat_ood", {})
-        rows.append(
-            f"| {float(key):g} | {f['file']} | {s['chains']} x ({s['warmup']} + {s['samples']}) | "
-            f"{f['gradient_evaluations_sampling'] / (s['chains'] * s['samples']):.0f} | "
-            f"{max(ch.get('max_depth_share', float('nan')) for ch in f['chains']):.2f} | "
-            f"{min(ch.get('e_bfmi', float('nan')) for ch in f['chains']):.2f} | "
-            f"{sum(ch['divergences'] for ch in f['chains'])} | {f['seconds']:.0f} | "
-            f"{f.get('gradient_evaluations_warmup', 0) + f['gradient_evaluations_sampling']:,} | "
-            f"{f.get('load_average_15min', float('nan')):.1f} | "
-            f"{c['rhat_test']['median']:.4f} / {c['rhat_test']['q99']:.4f} / {c['rhat_test']['max']:.4f} | "
-            f"{c['rhat_test']['share_at_most_1.01']:.4f} | "
-            + (f"{ood['q99']:.4f} / {ood['max']:.4f} / {ood['share_at_most_1.01']:.4f} | " if ood else "- | ")
-            + (f"{c['ess_test']['bulk']['min']:.0f} / {c['ess_test']['bulk']['median']:.0f} | " if "ess_test" in c else "- | ")
-            + f"{c['halves']['total_variation']:.4f} / {c['halves']['agreement']:.3f} | "
-            + (f"{c['ood_split']['halves']['total_variation']:.4f} | " if "ood_split" in c else "- | ")
-            + f"{max(c['chains_tv_to_pooled']):.4f} | {f['test_error_pct']:.1f} | {f['test_nll']:.4f} |")
+        rows.append([
+            f"{float(key):g}", f['file'], f"{s['chains']} x ({s['warmup']} + {s['samples']})",
+            f"{f['gradient_evaluations_sampling'] / (s['chains'] * s['samples']):.0f}",
+            f"{max(ch.get('max_depth_share', float('nan')) for ch in f['chains']):.2f}",
+            f"{min(ch.get('e_bfmi', float('nan')) for ch in f['chains']):.2f}",
+            sum(ch['divergences'] for ch in f['chains']), f"{f['seconds']:.0f}",
+            f"{f.get('gradient_evaluations_warmup', 0) + f['gradient_evaluations_sampling']:,}",
+            f"{f.get('load_average_15min', float('nan')):.1f}",
+            f"{c['rhat_test']['median']:.4f} / {c['rhat_test']['q99']:.4f} / {c['rhat_test']['max']:.4f}",
+            f"{c['rhat_test']['share_at_most_1.01']:.4f}",
+            f"{ood['q99']:.4f} / {ood['max']:.4f} / {ood['share_at_most_1.01']:.4f}" if ood else "-",
+            f"{c['ess_test']['bulk']['min']:.0f} / {c['ess_test']['bulk']['median']:.0f}" if "ess_test" in c else "-",
+            f"{c['halves']['total_variation']:.4f} / {c['halves']['agreement']:.3f}",
+            f"{c['ood_split']['halves']['total_variation']:.4f}" if "ood_split" in c else "-",
+            f"{max(c['chains_tv_to_pooled']):.4f}", f"{f['test_error_pct']:.1f}", f"{f['test_nll']:.4f}"])
         if "floors_test" in c:
-            floor_rows.append(f"| {float(key):g} | " + " | ".join(
+            floor_rows.append([f"{float(key):g}", *(
                 f"{c['floors_test'][size]['total_variation']:.4f} / "
                 + (f"{c['floors_ood'][size]['total_variation']:.4f}" if "floors_ood" in c else "-")
-                for size in sorted(c["floors_test"], key=int)) + " |")
+                for size in sorted(c["floors_test"], key=int))])
             sizes = list(c["floors_test"])
     first = references[sorted(references, key=float)[0]]
     from csg.studies.benchmark.reference import HALVES_TV_MAX, OOD_CHECKED, RHAT_MAX, RHAT_SHARE, RHAT_WORST
@@ -144,13 +144,13 @@ def report(references: dict) -> str:
         "not the estimate's error, which is measured below). Every row below passed. The reference is a Monte Carlo "
         "estimate of the posterior predictive from all chains' draws, not the exact one.",
         "",
-        "| T | file | chains x (warm-up + draws) | gradients per draw | a chain's largest share of draws at the "
-        "tree-depth cap | smallest E-BFMI | divergences | seconds | full-batch gradients, warm-up included | "
-        "15-min load average | test R-hat median / 99 % / max | test share <= 1.01 | OOD R-hat 99 % / max / share <= "
-        "1.01 | test bulk ESS min / median | test halves TV / agreement | OOD halves TV | a chain's largest test TV "
-        "to the pooled | error % | NLL |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|---:|---:|",
-        *rows,
+        *markdown_table(["T", "file", "chains x (warm-up + draws)", "gradients per draw",
+                         "a chain's largest share of draws at the tree-depth cap", "smallest E-BFMI", "divergences",
+                         "seconds", "full-batch gradients, warm-up included", "15-min load average",
+                         "test R-hat median / 99 % / max", "test share <= 1.01", "OOD R-hat 99 % / max / share <= 1.01",
+                         "test bulk ESS min / median", "test halves TV / agreement", "OOD halves TV",
+                         "a chain's largest test TV to the pooled", "error %", "NLL"], rows,
+                        align="rllrrrrrrrlrlllrrrr"),
         "",
         "Seconds: wall time of the chains (2 processes at a time; the load average says whether the machine was "
         "shared); gradients per draw: NUTS's leapfrog steps per kept draw, averaged. The estimate's own Monte Carlo "
@@ -160,8 +160,8 @@ def report(references: dict) -> str:
         *([f"The expected TV of S exact draws: the mean total variation, test / OOD, between the average of S draws "
            f"taken at random from the chains and the reference; a method with S members is read beside it (a "
            f"yardstick for S independent posterior draws, not a bound).", "",
-           "| T | " + " | ".join(f"S = {size}" for size in sorted(sizes, key=int)) + " |",
-           "|---:|" + "---|" * len(sizes), *floor_rows, ""] if floor_rows else []),
+           *markdown_table(["T", *(f"S = {size}" for size in sorted(sizes, key=int))], floor_rows,
+                           align="r" + "l" * len(sizes)), ""] if floor_rows else []),
         "A method's score against these: "
         "`evaluation.reference=results/benchmark/reference/<file>` (train.py), `scripts/evaluate_run.py RUN "
         "--reference <file>`, `csg.Posterior.evaluate(reference=<file>)`.",

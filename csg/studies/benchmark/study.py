@@ -140,7 +140,7 @@ def run_study(protocol: Protocol, runs: Path, reference: Path, log=print) -> tup
     same ``runs`` (``--runs``)."""
     import json
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     tasks = sorted(((n, b) for n in protocol.contenders for b in protocol.budgets),
                    key=lambda t: -_cost(t, protocol))
@@ -161,7 +161,7 @@ def run_study(protocol: Protocol, runs: Path, reference: Path, log=print) -> tup
 
     def keep(task, result) -> None:
         found[task] = result
-        atomic_write_text(_task_file(runs, *task), json.dumps({"tuning": result[0], "rows": result[1]}))
+        write_text(_task_file(runs, *task), json.dumps({"tuning": result[0], "rows": result[1]}))
         log(f"posterior-benchmark: {task[0]} at {task[1]} done ({time.perf_counter() - started:.0f} s)")
 
     (runs / "tasks").mkdir(parents=True, exist_ok=True)

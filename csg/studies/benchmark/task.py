@@ -2,8 +2,7 @@ r"""The posterior benchmark's task as arrays: what ``python train.py experiment=
 
 The reference sampler (:mod:`csg.studies.benchmark.reference`) must target exactly the posterior that csg's runs of
 the preset target, so the task is read from the same config (configs/experiment/posterior_benchmark.yaml, composed
-by Hydra as train.py composes it) and built by the same code (:func:`csg.engine.build.build_data_and_model`,
-:func:`csg.engine.build.build_ood_loader`):
+by Hydra as train.py composes it) and built by the same code (:func:`csg.build`):
 
 .. math::
     p(\theta \mid \mathcal D) \propto \exp\big(-U(\theta)/T\big), \qquad
@@ -23,7 +22,7 @@ import numpy as np
 
 from csg.paths import CONFIGS
 
-__all__ = ["PRESET", "Task", "check_layout", "compose", "flatten_state", "load_task", "logits", "split"]
+__all__ = ["PRESET", "Task", "check_layout", "command", "compose", "flatten_state", "load_task", "logits", "split"]
 
 PRESET = "posterior_benchmark"
 
@@ -55,14 +54,18 @@ class Task:
         return self.num_data * self.weight_decay
 
 
+def command(temperature: float, overrides: tuple[str, ...] = ()) -> list[str]:
+    """The preset's train.py command at ``temperature`` (``sampler.temperature``), with ``overrides``."""
+    return [f"experiment={PRESET}", f"sampler.temperature={temperature}", *overrides]
+
+
 def compose(temperature: float, overrides: tuple[str, ...] = ()):
     """The preset's train.py config at ``temperature`` (``sampler.temperature``), with ``overrides``."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return hydra_compose("config", overrides=[f"experiment={PRESET}", f"sampler.temperature={temperature}",
-                                                  *overrides])
+        return hydra_compose("config", overrides=command(temperature, overrides))
 
 
 def split(model):
@@ -92,11 +95,10 @@ def load_task(temperature: float, overrides: tuple[str, ...] = ()) -> tuple[Task
     """The task at ``temperature`` and the torch model it was read from (on the CPU)."""
     import torch
 
-    from csg.engine.build import build_data_and_model, build_ood_loader
+    import csg
 
-    cfg = compose(temperature, overrides)
-    data, model = build_data_and_model(cfg, torch.device("cpu"))
-    ood_loader, _ = build_ood_loader(cfg, data)
+    built = csg.build(command(temperature, overrides))
+    cfg, data, model, ood_loader = built.config, built.data, built.model, built.ood
     model.eval()
     train_x, train_y = _features(model, data.train_eval)
     test_x, test_y = _features(model, data.test)

@@ -81,7 +81,7 @@ def validation_nll(name: str, budget_epochs: int, temperature: float, lr0: float
     """The mean over ``seeds`` of contender ``name``'s ensemble NLL on the held-out digits at ``lr0``; infinity
     where a run diverges (csg stops it with a :class:`~csg.errors.DivergenceError`)."""
     from csg.errors import DivergenceError
-    from csg.launch.api import train
+    import csg
     from csg.studies.benchmark.contenders import overrides
 
     batches = batches if batches is not None else validation_batches()
@@ -89,7 +89,7 @@ def validation_nll(name: str, budget_epochs: int, temperature: float, lr0: float
     for seed in seeds:
         run_dir = runs / f"{name.replace(' ', '_')}_{budget_epochs}_lr{lr0:g}_seed{seed}"
         try:
-            posterior = train(overrides(name, budget_epochs, seed, temperature, lr0=lr0, run_dir=run_dir,
+            posterior = csg.train(overrides(name, budget_epochs, seed, temperature, lr0=lr0, run_dir=run_dir,
                                         extra=("ood=none", *extra)))
         except DivergenceError:  # a non-finite loss: the worst score (a refused command still raises)
             return math.inf

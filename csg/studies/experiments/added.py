@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from csg.errors import DamagedFileError, describe
-from csg.io.atomic import atomic_write_text
+from csg.reporting import write_text
 from csg.studies.experiments.sweeps import TableSpec, expand, expected_runs
 from csg.studies.experiments.tables import LABELS
 
@@ -42,7 +42,7 @@ def added_label(name: str) -> str:
 def _record(runs_dir: str | Path) -> dict[str, dict[str, list[str]]]:
     """The driver's record of the methods --add added in ``runs_dir`` (empty without one); a damaged one is a
     one-line :class:`~csg.errors.ConfigError` (``--runs``)."""
-    from csg.io.trust import read_bytes
+    from csg.reporting import read_bytes
 
     path = Path(runs_dir) / ADDED
     if not (path.exists() or path.is_symlink()):
@@ -68,4 +68,4 @@ def record_added(runs_dir: str | Path, table: str, methods: dict[str, list[str]]
     """Add ``methods`` (name -> overrides) to ``table``'s record in ``runs_dir``, keeping the methods already there."""
     record = _record(runs_dir)
     record.setdefault(table, {}).update(methods)
-    atomic_write_text(Path(runs_dir) / ADDED, json.dumps(record, indent=2) + "\n")
+    write_text(Path(runs_dir) / ADDED, json.dumps(record, indent=2) + "\n")

@@ -11,14 +11,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from csg.errors import ConfigError, DamagedFileError
-
-
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
-    elif not isinstance(value, list):
-        out[prefix] = value
+from csg.reporting import flat_keys
 
 
 TUNING_STAGE = "tuning_stage"  # a table's tuning runs, below its runs folder (csg.studies.experiments.tuning_stage)
@@ -33,11 +26,11 @@ def load_runs(root: str | Path) -> pd.DataFrame:
     the run's config flattened (``sampler.name``, ``data.name``, ``seed``, ...) and its metrics
     flattened under ``metrics.`` (``metrics.ensemble.nll``, ``metrics.ess.median``, ...).
     A run directory whose config or metrics.json cannot be read is a :class:`ConfigError` naming it. Both are read
-    as data (:mod:`csg.io.trust`): regular files only (a FIFO is refused, never opened), the config as YAML within the
+    as data (:mod:`csg.reporting`): regular files only (a FIFO is refused, never opened), the config as YAML within the
     size and alias limits, metrics.json up to :data:`METRICS_BYTES`.
     """
-    from csg.engine.rundir import EARLIER
-    from csg.io.trust import read_yaml
+    from csg.reporting import EARLIER
+    from csg.reporting import read_yaml
 
     rows = []
     for config_path in sorted(Path(root).glob("**/.hydra/config.yaml")):
@@ -52,10 +45,10 @@ def load_runs(root: str | Path) -> pd.DataFrame:
         if not isinstance(config, DictConfig):
             raise ConfigError("run_dir", str(run_dir), "a run directory of train.py: its .hydra/config.yaml is not "
                               "a config (a mapping)")
-        _flatten("", OmegaConf.to_container(config, resolve=False), row)
+        row.update(flat_keys(OmegaConf.to_container(config, resolve=False), lists=False))
         metrics_path = run_dir / "metrics.json"
         if metrics_path.exists() or metrics_path.is_symlink():
-            _flatten("metrics", read_metrics(run_dir), row)
+            row.update(flat_keys(read_metrics(run_dir), lists=False, prefix="metrics"))
             row["status"] = "done"
         else:
             row["status"] = "missing metrics"
@@ -69,7 +62,7 @@ METRICS_BYTES = 256 << 20  # a metrics.json lists every sample's metrics: a few 
 def read_metrics(run_dir: str | Path) -> dict[str, Any]:
     """A run's metrics.json, read as data (a regular file of at most :data:`METRICS_BYTES`, a JSON object); else a
     :class:`ConfigError` naming the run."""
-    from csg.io.trust import read_bytes
+    from csg.reporting import read_bytes
 
     run_dir = Path(run_dir)
     try:
@@ -82,7 +75,7 @@ def read_metrics(run_dir: str | Path) -> dict[str, Any]:
 
 
 def _damaged(run_dir: Path, name: str, what: str, error: Exception) -> DamagedFileError:
-    from csg.io.trust import UntrustedFile
+    from csg.reporting import UntrustedFile
 
     if isinstance(error, UntrustedFile):
         return DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its {name} is refused: "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from csg.evaluation.comparison import Paired, compare_paired, interval_text, method_statement, tally, verdict_frame
+from csg.reporting import markdown_table
 
 ONE_SEED = "one seed: an ordering, not a verdict"
 PAIRED = ("Paired by seed: the runs of two methods with one seed share the model's initialisation, the order of the "
@@ -106,8 +107,7 @@ def markdown(frame: pd.DataFrame, metrics: Sequence, claims_text: str, group: st
     value = "value" if one_seed else "mean"
     header = [group, "metric", "method", "baseline", "seeds", f"method's {value}", f"baseline's {value}", "difference"]
     header += ["ahead on this seed"] if one_seed else ["simultaneous 95 % interval", "detectable", "verdict"]
-    lines += ["| " + " | ".join(header) + " |",
-              "|---|---|---|---|---|" + "---:|" * 3 + ("---|" if one_seed else "---:|" * 2 + "---|")]
+    rows = []
     for row in frame.itertuples():
         metric = by_name[row.metric]
         digits = metric.digits
@@ -120,8 +120,8 @@ def markdown(frame: pd.DataFrame, metrics: Sequence, claims_text: str, group: st
         else:
             cells += [interval_text(row.low, row.high, f"+.{digits}f"), f"{row.detectable:.{digits}f}",
                       row.verdict]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines + [""]
+        rows.append(cells)
+    return lines + markdown_table(header, rows, align="lllllrrr" + ("l" if one_seed else "rrl")) + [""]
 
 
 def _ahead(row, metric) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import write_text
 from csg.schedules import create_schedule
 
 EPOCHS, BATCHES = 200, 782  # CIFAR: 50000 / 64 rounded up
@@ -42,7 +42,7 @@ def render(out_dir: str | Path) -> Path:
 
     out_dir = Path(out_dir)
     frame = schedules()
-    atomic_write_text(out_dir / "fig1.csv", frame.to_csv(index=False))
+    write_text(out_dir / "fig1.csv", frame.to_csv(index=False))
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for (name, group), color in zip(frame.groupby("schedule", sort=False), ("tab:red", "tab:blue")):
         ax.plot(group.epoch, group.lr, color=color, lw=1.8, label=name)

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import write_text
 from csg.studies.experiments import comparisons
 from csg.studies.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
 from csg.studies.experiments.comparisons import Claim
@@ -220,12 +220,12 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
     first = done.iloc[0] if len(done) else None
     cycle_seeds = sorted(set(per_run.seed)) if len(per_run) else []
     text = _markdown(scale, runs_dir, first, mds, lines, cycles, notes, missing, verdicts, cycle_seeds)
-    atomic_write_text(out_dir / "fig3_mds.csv", mds.to_csv(index=False))
-    atomic_write_text(out_dir / "fig3_interpolation.csv", lines.to_csv(index=False))
-    atomic_write_text(out_dir / "fig3_cycles.csv", cycles.to_csv(index=False))
-    atomic_write_text(out_dir / "fig3_cycles_runs.csv", per_run.to_csv(index=False))
-    atomic_write_text(out_dir / "fig3_comparisons.csv", verdicts.to_csv(index=False))
-    atomic_write_text(out_dir / "fig3.md", text)
+    write_text(out_dir / "fig3_mds.csv", mds.to_csv(index=False))
+    write_text(out_dir / "fig3_interpolation.csv", lines.to_csv(index=False))
+    write_text(out_dir / "fig3_cycles.csv", cycles.to_csv(index=False))
+    write_text(out_dir / "fig3_cycles_runs.csv", per_run.to_csv(index=False))
+    write_text(out_dir / "fig3_comparisons.csv", verdicts.to_csv(index=False))
+    write_text(out_dir / "fig3.md", text)
     if len(mds) or len(lines) or len(cycles):
         _figure(mds, lines, cycles, scale, first, out_dir / "fig3.png")
     return missing

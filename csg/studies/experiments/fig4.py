@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.experiments import comparisons
 from csg.studies.experiments.aggregate import read_metrics, refuse_runs, runs_to_report
 from csg.studies.experiments.comparisons import Claim
@@ -73,10 +73,10 @@ def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
     out_dir = Path(out_dir)
     verdicts = comparisons.compare(summary, CLAIMS, (ENTROPY,))
     text = _markdown(summary, missing, runs_dir, verdicts)
-    atomic_write_text(out_dir / "fig4.csv", curves.to_csv(index=False))
-    atomic_write_text(out_dir / "fig4_runs.csv", summary.to_csv(index=False))
-    atomic_write_text(out_dir / "fig4_comparisons.csv", verdicts.to_csv(index=False))
-    atomic_write_text(out_dir / "fig4.md", text)
+    write_text(out_dir / "fig4.csv", curves.to_csv(index=False))
+    write_text(out_dir / "fig4_runs.csv", summary.to_csv(index=False))
+    write_text(out_dir / "fig4_comparisons.csv", verdicts.to_csv(index=False))
+    write_text(out_dir / "fig4.md", text)
     _figure(curves, summary, out_dir / "fig4.png", plots)
     return summary
 
@@ -93,11 +93,11 @@ def _markdown(summary: pd.DataFrame, missing: list[str], runs_dir, verdicts: pd.
         f"Command: `make fig4{' SCALE=smoke' if smoke else ''}`. The paper shows only the curves (no numbers): a "
         "curve lower at small entropies means fewer confident predictions on letters.",
         "",
-        "| method | samples | test error % (in distribution) | mean entropy on OOD (nats; max ln 10 = 2.303) | AUROC of entropy |",
-        "|---|---:|---:|---:|---:|",
     ]
-    lines += [f"| {r.method} | {r.samples} | {r.test_error_pct:.2f} | {r.ood_entropy_mean:.3f} | {r.ood_auroc:.3f} |"
-              for r in summary.itertuples()]
+    lines += markdown_table(["method", "samples", "test error % (in distribution)",
+                             "mean entropy on OOD (nats; max ln 10 = 2.303)", "AUROC of entropy"],
+                            [[r.method, r.samples, f"{r.test_error_pct:.2f}", f"{r.ood_entropy_mean:.3f}",
+                              f"{r.ood_auroc:.3f}"] for r in summary.itertuples()], align="lrrrr")
     ranking = summary.groupby("method", sort=False).ood_entropy_mean.mean().sort_values(ascending=False).index.tolist()
     seeds = sorted(set(summary.seed))
     lines += [

@@ -150,14 +150,14 @@ def run_accuracy(job: Job) -> list[str]:
 def run_reference_multimodal(job: Job) -> list[str]:
     import json
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
     from csg.studies.accuracy.multimodal import reference
 
     checked_options(job, {})
     facts = reference.probe(log=lambda line: print(line, flush=True))
     path = _references(job) / "network_multimodal.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(facts, indent=1) + "\n")
+    write_text(path, json.dumps(facts, indent=1) + "\n")
     return [f"reference-multimodal: wrote {path} (reference {'accepted' if facts['accepted'] else 'not accepted'})"]
 
 

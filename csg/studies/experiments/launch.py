@@ -73,8 +73,7 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from csg.errors import ConfigError
-    from csg.checks import check_train_command
-    from csg.studies import STUDY_CHECKS
+    import csg
 
     added = text.split()
     if not added:
@@ -98,7 +97,7 @@ def added_method(text: str, preset: str | None, protocol: list[str], overrides: 
             raise ConfigError("--add", text, f"overrides of the method, not of {key} ({why})")
     base = [f"experiment={preset}"] if preset else []
     argv = ["-m", *base, *protocol, *added, *without_launcher(overrides), f"hydra.sweep.dir={runs}"]
-    message = check_train_command(argv, CONFIGS, study_checks=STUDY_CHECKS)  # as train.py
+    message = csg.check_command(argv)  # as train.py
     if message is not None:
         raise ConfigError("--add", text, f"overrides train.py takes ({message})")
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):

@@ -4,7 +4,7 @@ A committed table (``results/<paper>[/smoke]/``) says "preset ``experiment=table
 report may replace it only with runs made that way. The protocol of a table at a scale is every run of its sweeps
 (:func:`csg.studies.experiments.sweeps.expand` with the preset's own budget and the table's seeds), each composed as
 ``train.py`` composes it (the preset, then the run's sweep overrides). A run matches when its saved config
-(``.hydra/config.yaml``, read as data: :func:`csg.io.trust.read_yaml`) has the composed config's value at every key
+(``.hydra/config.yaml``, read as data: :func:`csg.reporting.read_yaml`) has the composed config's value at every key
 but those of :data:`NOT_PROTOCOL` (where and how a run is computed and logged, not what) and ``seed``, and its
 seed is one of the table's. A run of a method the table does not have is no row of it, and an added method
 (``--add``) is compared with its own recorded overrides under the protocol.
@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import write_text
 
 # Keys that say where and how a run is computed, read, checkpointed and logged, not what it computes: a run may
 # differ from the preset in them and still be the table's (the committed smoke tables ran on a CPU, the full ones
@@ -96,12 +96,10 @@ class Composer:
 
 def leaves(cfg: DictConfig) -> dict[str, Any]:
     """``{dotted key: value}`` of every leaf of ``cfg`` (a list is one leaf), interpolations resolved where every
-    resolver the config names is one :data:`csg.io.trust.SAFE_RESOLVERS` allows, else left as written."""
-    from csg.io.trust import SAFE_RESOLVERS
+    resolver the config names is one :data:`csg.reporting.SAFE_RESOLVERS` allows, else left as written."""
+    from csg.reporting import SAFE_RESOLVERS, flat_keys
 
-    from csg.posterior.store import flat_leaves
-
-    flat = flat_leaves(cfg)
+    flat = flat_keys(OmegaConf.to_container(cfg, resolve=False))
     if not all(name in SAFE_RESOLVERS for value in flat.values() for name in _RESOLVER.findall(str(value))):
         return flat
     for key, value in flat.items():
@@ -216,7 +214,7 @@ def check_runs(plan, scale: str, epochs: int, preset: str | None, runs, configs:
     of the runs that differ (and in how many), and seeds the table does not have. A run whose ``sampler.name`` no
     run of the protocol has is no row of the table and is not compared. The runs' methods and seeds, when they are
     not all the table's, go in :attr:`Check.coverage`."""
-    from csg.io.trust import read_yaml
+    from csg.reporting import read_yaml
 
     composer = Composer(configs)
     candidates, seeds = _candidates(plan, scale, epochs, preset, composer, added or {})
@@ -305,4 +303,4 @@ def mark(path: Path, check: Check, out: Path) -> None:
     note = (f"> **Not this table's protocol**: the runs differ from {check.against()} and the table's methods and "
             f"seeds: {check.text()}. Written to `{out}` (`--out`), not in place of the committed table; where the text "
             "below names the preset, it is the one the runs started from, not the budget they ran.")
-    atomic_write_text(path, "\n".join([*lines[:1], "", note, *lines[1:]]) + "\n")
+    write_text(path, "\n".join([*lines[:1], "", note, *lines[1:]]) + "\n")

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from csg.errors import ConfigError
-from csg.io.atomic import atomic_write_text
+from csg.reporting import write_text
 from csg.studies.experiments.aggregate import refuse_runs, runs_to_report
 from csg.studies.experiments.sweeps import SweepPlan
 from csg.studies.experiments.table5_report import (FIGURE, MARGIN, METHODS, PAIRS, RUN_COLUMNS, RUNS_CSV,  # noqa: F401
@@ -123,32 +123,32 @@ def curvature(dataset: str, weight_decay: float) -> float:
 # --- the chains ---------------------------------------------------------------------------------------------------
 
 def _compose(method: str, dataset: str, overrides: tuple[str, ...] = ()):
-    from hydra import compose, initialize_config_dir
+    """The Table 5 command of ``method`` on ``dataset``, checked and composed (a :class:`csg.Built` of its config)."""
+    import csg
 
-    from csg.paths import CONFIGS
-
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("config", overrides=[f"experiment=table5_{method}", f"data={dataset}", "data.download=false",
-                                            *overrides])
+    return csg.build([f"experiment=table5_{method}", f"data={dataset}", "data.download=false", *overrides],
+                     data=False)
 
 
 def _mean_step(cfg, factor: float = 1.0) -> float:
-    """The mean over the run of the step of ``cfg``'s schedule, scaled by ``factor``."""
-    from csg.engine.build import build_schedule
+    """The mean over the run of the step of ``cfg``'s schedule (:func:`csg.schedules.schedule_for`), scaled by
+    ``factor``."""
+    from csg.schedules import schedule_for
 
     total = int(cfg.trainer.epochs)
-    schedule = build_schedule(cfg, total)
+    schedule = schedule_for(cfg.sampler, total)
     return factor * float(np.mean([schedule.lr(k) for k in range(total)]))
 
 
-def _chain_row(cfg, method: str, dataset: str, seed: int, factor: float, overrides: tuple[str, ...]) -> dict:
+def _chain_row(built, method: str, dataset: str, seed: int, factor: float, overrides: tuple[str, ...]) -> dict:
     import torch
 
     from csg.evaluation.ess import effective_sample_size
     from csg.studies.accuracy.chains import run_chain
 
     x, y, source = _data(dataset)
-    chain = run_chain(cfg, factor, seed, torch.from_numpy(x), torch.from_numpy(y))
+    cfg = built.config
+    chain = run_chain(built, factor, seed, torch.from_numpy(x), torch.from_numpy(y))
     ess = effective_sample_size(chain.draws) if chain.finite else np.array([np.nan])
     momentum = float(cfg.sampler.momentum) if cfg.sampler.update_rule == "sghmc" else 0.0
     L = curvature(dataset, float(cfg.sampler.weight_decay))
@@ -172,8 +172,8 @@ def protocol_chains(datasets=DATASETS, methods=tuple(METHODS), seeds=SEEDS, over
     started, rows = time.perf_counter(), []
     for dataset in datasets:
         for method in methods:
-            cfg = _compose(method, dataset, overrides)
-            rows += [_chain_row(cfg, method, dataset, seed, 1.0, overrides) for seed in seeds]
+            built = _compose(method, dataset, overrides)
+            rows += [_chain_row(built, method, dataset, seed, 1.0, overrides) for seed in seeds]
             log(f"table5: {dataset} {method}: {len(seeds)} seeds ({time.perf_counter() - started:.0f} s)")
     return pd.DataFrame(rows)[list(RUN_COLUMNS)]
 
@@ -187,14 +187,15 @@ def step_sweep(datasets=SWEEP_DATASETS, methods=SWEEP_METHODS, fractions=SWEEP_F
     for dataset in datasets:
         x, y, _ = _data(dataset)
         for method in methods:
-            cfg = _compose(method, dataset, overrides)
+            built = _compose(method, dataset, overrides)
+            cfg = built.config
             momentum = float(cfg.sampler.momentum) if cfg.sampler.update_rule == "sghmc" else 0.0
             _, hessian = mode_and_hessian(x, y, float(cfg.sampler.weight_decay))
             limit = stability_limit(float(np.linalg.eigvalsh(hessian).max()), momentum)
             for fraction in fractions:
                 factor = fraction * limit / float(cfg.sampler.lr0)
                 for seed in seeds:
-                    row = _chain_row(cfg, method, dataset, seed, factor, overrides)
+                    row = _chain_row(built, method, dataset, seed, factor, overrides)
                     predicted = math.nan
                     if cfg.sampler.schedule == "constant":
                         predicted = float(np.median(predicted_ess(hessian, row["lr0"], momentum, row["draws"])))
@@ -275,7 +276,7 @@ def report(runs_dir: str | Path, out_dir: str | Path) -> pd.DataFrame:
     frame, missing, incomplete = runs_frame(runs_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / RUNS_CSV, frame.to_csv(index=False))
+    write_text(out_dir / RUNS_CSV, frame.to_csv(index=False))
     return write_report(out_dir, missing=missing, incomplete=list(incomplete.run_dir), runs_dir=runs_dir)
 
 
@@ -308,10 +309,10 @@ def run(job) -> list[str]:
     started = time.perf_counter()
     runs = protocol_chains(seeds=seeds, log=lambda line: print(line, flush=True))
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / RUNS_CSV, runs.to_csv(index=False))
+    write_text(out / RUNS_CSV, runs.to_csv(index=False))
     chains = time.perf_counter() - started
     step = step_sweep(log=lambda line: print(line, flush=True))
-    atomic_write_text(out / STEP_CSV, step.to_csv(index=False))
+    write_text(out / STEP_CSV, step.to_csv(index=False))
     write_report(out)
     return [f"table5: wrote {out / 'table5.md'} ({chains:.0f} s of chains, "
             f"{time.perf_counter() - started - chains:.0f} s of step sweep)"]

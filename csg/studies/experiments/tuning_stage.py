@@ -8,7 +8,7 @@ seeds, on the training split less ``data.holdout``: the held-out examples are th
 reference, test example or OOD set is read. :func:`csg.evaluation.tuning.pick` (``csg-tune``'s rule) chooses each
 method's step: the least held-out NLL; within one standard error of it, the points whose end-of-run sampling check
 passed at every seed, then the most effective members. A run that diverged (its folder's
-:data:`csg.launch.run.DIVERGED`) scores infinity. The picks, every point's scores and whether a pick lies at the
+:data:`csg.reporting.DIVERGED`) scores infinity. The picks, every point's scores and whether a pick lies at the
 grid's edge go to :data:`TUNED_CSV` in the stage's folder (``<runs>/tuning_stage/``) and fill the table's
 ``{placeholders}``.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.errors import ConfigError
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.experiments.aggregate import TUNING_STAGE, load_runs
 from csg.studies.experiments.sweeps import TableSpec, placeholders
 
@@ -70,7 +70,7 @@ def stage_sweeps(spec: TableSpec, scale: str, epochs: int, steps: dict[str, floa
 def _outcome(run: pd.Series) -> tuple[float, float, str] | None:
     """(held-out NLL, effective members, the sampling check's line) of a tuning run; None where it has neither
     metrics nor a record of its divergence (it failed otherwise, or never ran)."""
-    from csg.launch.run import DIVERGED
+    from csg.reporting import DIVERGED
 
     if run.status == "done":
         members = run.get("metrics.spread.effective_members", math.nan)
@@ -137,7 +137,7 @@ def pick_steps(stage: Path, spec: TableSpec, steps: dict[str, float]) -> pd.Data
                               f"for {len(absent)}: {'; '.join(absent[:4])}{' ...' if len(absent) > 4 else ''}); run "
                               "the target again with --runs to finish them")
     frame = pd.DataFrame(rows)
-    atomic_write_text(stage / TUNED_CSV, frame.to_csv(index=False))
+    write_text(stage / TUNED_CSV, frame.to_csv(index=False))
     return frame
 
 
@@ -159,14 +159,12 @@ def section(frame: pd.DataFrame, spec: TableSpec) -> list[str]:
              "alone, by `csg-tune`'s rule (csg.evaluation.tuning: the least held-out NLL; within one standard error "
              "of it, the points whose sampling check passed at every seed, then the most effective members). A pick "
              "at the grid's edge is marked: the grid did not bracket it. These runs count in the table's cost beside "
-             "its own.", "",
-             "| method | picked | factor | held-out NLL (se) | effective members | sampling check passed | edge |",
-             "|---|---:|---:|---:|---:|---|---|"]
-    for row in frame[frame.picked.astype(bool)].itertuples():
-        lines.append(f"| {row.method} | {row.value:g} | {row.factor:g} | {row.heldout_nll:.4f} ({row.stderr:.4f}) | "
-                     f"{row.effective_members:.2f} | {'yes' if row.check_passed else 'no'} | "
-                     f"{'**at the edge**' if row.edge else 'no'} |")
-    return lines
+             "its own.", ""]
+    rows = [[row.method, f"{row.value:g}", f"{row.factor:g}", f"{row.heldout_nll:.4f} ({row.stderr:.4f})",
+             f"{row.effective_members:.2f}", "yes" if row.check_passed else "no",
+             "**at the edge**" if row.edge else "no"] for row in frame[frame.picked.astype(bool)].itertuples()]
+    return lines + markdown_table(["method", "picked", "factor", "held-out NLL (se)", "effective members",
+                                   "sampling check passed", "edge"], rows, align="lrrrrll")
 
 
 def stage_folder(runs: Path) -> Path:
@@ -222,7 +220,7 @@ def _check_points(sweeps: dict[str, list[str]], key: str, preset: str | None, ov
                   configs: Path) -> None:
     """Each method's run at its grid's largest ``key`` (its other points differ only in a smaller step and the
     seed), checked as train.py checks a command, before any run starts."""
-    from csg.checks import check_train_command
+    import csg
     from csg.studies.experiments.launch import not_set_by
     from csg.studies.experiments.sweeps import expected_runs
 
@@ -230,7 +228,7 @@ def _check_points(sweeps: dict[str, list[str]], key: str, preset: str | None, ov
     for name, sweep in sweeps.items():
         point = max(expected_runs([sweep]), key=lambda p: float(p[key]))
         own = [f"{k}={v}" for k, v in point.items()]
-        message = check_train_command([*base, *own, *not_set_by(own, overrides)], configs)
+        message = csg.check_command([*base, *own, *not_set_by(own, overrides)], configs)
         if message is not None:
             raise ConfigError("tuning stage", f"{name}: {' '.join(own)}", f"a point train.py accepts; it refused: "
                               f"{message}")
@@ -240,7 +238,7 @@ def run_stage(spec: TableSpec, scale: str, epochs: int, preset: str | None, runs
               overrides: list[str], configs: Path, gpus_per_run: int | None = None) -> dict[str, float]:
     """Run the tuning stage's missing points (locally one command a point, so that a diverged point does not end its
     method's multirun; on SLURM one multirun a method), then pick: the table's tuned values."""
-    from csg.launch.run import DIVERGED
+    from csg.reporting import DIVERGED
     from csg.studies.experiments.launch import LaunchFailed, run_sweeps, without_launcher
     from csg.studies.experiments.sweeps import expected_runs
 

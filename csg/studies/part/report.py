@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import Paired, compare_paired, mean_se, method_statement, tally
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.part.study import CYCLES, EPOCHS, METHODS
 
 __all__ = ["LABELS", "MARGINS", "collect", "reference_rows", "report", "rewrite"]
@@ -90,7 +90,7 @@ def reference_rows(runs: dict[tuple[str, int], Path], seeds: list[int] | None = 
         draws, facts = reference.reference_draws(problem, budget or reference.NutsBudget(seed=seed))
         row = {"seed": seed, "temperature": problem.temperature, "weights": problem.dimension,
                **reference.compare(problem, draws, seed=seed), **facts}
-        atomic_write_text(kept, json.dumps(row, indent=1) + "\n")
+        write_text(kept, json.dumps(row, indent=1) + "\n")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -101,10 +101,10 @@ def report(frame: pd.DataFrame, out: Path, scale: str, command: str,
     :func:`reference_rows`' rows."""
     out.mkdir(parents=True, exist_ok=True)
     frame = with_cost(frame[[c for c in frame.columns if c not in ("pretrain_s", "cost_s")]])
-    atomic_write_text(out / CSV, frame.to_csv(index=False))
+    write_text(out / CSV, frame.to_csv(index=False))
     if references is not None and not references.empty:
-        atomic_write_text(out / REFERENCE_CSV, references.to_csv(index=False))
-    atomic_write_text(out / MARKDOWN, "\n".join(_lines(frame, scale, command, references)) + "\n")
+        write_text(out / REFERENCE_CSV, references.to_csv(index=False))
+    write_text(out / MARKDOWN, "\n".join(_lines(frame, scale, command, references)) + "\n")
     return out / MARKDOWN
 
 
@@ -137,17 +137,17 @@ def _lines(frame: pd.DataFrame, scale: str, command: str, references: pd.DataFra
              "(configs/data/mnist5k.yaml), the embedded default's: a part run then targets the conditional, given "
              "the frozen rest, of the same tempered posterior p(theta | D)^(1/T) that the whole-network run targets "
              "(docs/part.md), whose Gaussian prior of precision N wd = 2 becomes N wd / T = 10. The exact reference "
-             "below targets that same conditional at that T.", "",
-             "| method | error % | NLL | ECE | MI (nats) | members | own train s | cost s (with pretraining) | "
-             "bytes of samples |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "below targets that same conditional at that T.", ""]
+    rows = []
     for method in METHODS:
         block = frame[frame.method == method]
         if block.empty:
             continue
         cells = [mean_se(block[key], digits) for key, _, digits in METRICS]
-        lines.append(f"| {LABELS[method]} | {' | '.join(cells)} | {int(block.members.iloc[0])} | "
-                     f"{block.train_s.mean():.1f} | {block.cost_s.mean():.1f} | {int(block.sample_bytes.mean()):,} |")
+        rows.append([LABELS[method], *cells, int(block.members.iloc[0]), f"{block.train_s.mean():.1f}",
+                     f"{block.cost_s.mean():.1f}", f"{int(block.sample_bytes.mean()):,}"])
+    lines += markdown_table(["method", "error %", "NLL", "ECE", "MI (nats)", "members", "own train s",
+                             "cost s (with pretraining)", "bytes of samples"], rows, align="lrrrrrrrr")
     lines += ["", "Mean +- standard error over the seeds. MI: the mean mutual information between the label and the "
               "parameters on the test set (the members' disagreement; 0 for one model). Own train s: the run's own "
               "training loop (wall clock on this project's 2-core CPU machine, shared with other jobs: a timing, "

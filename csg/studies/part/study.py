@@ -55,15 +55,13 @@ def run_all(runs: Path, seeds: list[int], scale: str, methods: tuple[str, ...] =
     """Run every method at every seed (a finished run is kept and not run again); their run directories. Every
     command is checked as train.py checks it before the first runs (the weights each part run reads are the SGD
     run's, written by then: checked without them)."""
-    from csg.checks import check_train_command
+    import csg
     from csg.errors import CommandRefused
-    from csg.launch.api import train
-    from csg.paths import CONFIGS
 
     for seed in seeds:
         for method in methods:
             command = [o for o in overrides(method, seed, scale, runs) if not o.startswith("model.weights=")]
-            message = check_train_command(command, CONFIGS)
+            message = csg.check_command(command)
             if message is not None:
                 raise CommandRefused(message, key="overrides", value=command)
     done = {}
@@ -71,6 +69,6 @@ def run_all(runs: Path, seeds: list[int], scale: str, methods: tuple[str, ...] =
         for method in methods:
             target = run_dir(runs, method, seed)
             if not (target / "metrics.json").is_file():
-                train(overrides(method, seed, scale, runs))
+                csg.train(overrides(method, seed, scale, runs))
             done[method, seed] = target
     return done

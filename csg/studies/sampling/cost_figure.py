@@ -64,7 +64,7 @@ def figure(runs: pd.DataFrame, nuts: pd.DataFrame, path: Path, mi_target: float,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from csg.io.atomic import atomic_open
+    from csg.reporting import atomic_open
 
     means = _means(runs[runs.method.isin(CURVE)])
     temperatures = list(dict.fromkeys(means.temperature))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import Paired, compare_paired, method_statement, tally
+from csg.reporting import markdown_table
 from csg.studies.sampling.cost_figure import CURVE
 from csg.studies.sampling.cells import cell, expected_tv
 
@@ -64,18 +65,18 @@ def _oracle_lines(out: Path) -> list[str]:
              "cycles at the benchmark's lr0 0.4 (tuned there on held-out NLL at T = 0.2 and reused at T = 1). "
              "The oracle's half-B score on the seeds it was chosen on is biased in its favour (a point's half-A and "
              "half-B errors share the seed's noise), so the three points are run again at fresh seeds "
-             f"{', '.join(map(str, fresh_seeds)) or '(not run)'} and compared there, on half B.", "",
-             "| T | who | lr0 | beta | cycles | TV on half B, choice seeds | TV on half B, fresh seeds | held-out NLL "
-             "| effective members | why |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             f"{', '.join(map(str, fresh_seeds)) or '(not run)'} and compared there, on half B.", ""]
     def runs_of(frame, temperature, r):
         return frame[(frame.temperature == temperature) & (frame.lr0 == r.lr0) & (frame.beta == r.beta)
                      & (frame.cycles == r.cycles)].set_index("seed").tv_b
 
-    for row in picks.itertuples():
-        again = runs_of(fresh, row.temperature, row)
-        lines.append(f"| {row.temperature:g} | {row.who} | {row.lr0:g} | {row.beta:g} | {row.cycles} | "
-                     f"{row.tv_b:.4f} +- {row.tv_b_stderr:.4f} | {cell(again, 4)} | {row.validation_nll:.4f} | "
-                     f"{row.effective_members:.2f} | {row.why} |")
+    lines += markdown_table(
+        ["T", "who", "lr0", "beta", "cycles", "TV on half B, choice seeds", "TV on half B, fresh seeds", "held-out NLL",
+         "effective members", "why"],
+        [[f"{row.temperature:g}", row.who, f"{row.lr0:g}", f"{row.beta:g}", row.cycles,
+          f"{row.tv_b:.4f} +- {row.tv_b_stderr:.4f}", cell(runs_of(fresh, row.temperature, row), 4),
+          f"{row.validation_nll:.4f}", f"{row.effective_members:.2f}", row.why] for row in picks.itertuples()],
+        align="rlrrrrrrrl")
     scored, scored_seeds = (fresh, fresh_seeds) if len(fresh) else (grid, seeds)
     comparisons, labels, same = [], [], []
     for temperature, block in picks.groupby("temperature", sort=False):
@@ -96,17 +97,18 @@ def _oracle_lines(out: Path) -> list[str]:
     lines += ["", f"Paired by seed on half B at the {'fresh' if len(fresh) else 'choice'} seeds, one family of "
               f"{len(verdicts)} (TV margin {TV_MARGIN}): {tally(verdicts)}"
               + (f"; not compared: {'; '.join(same)}" if same else "") + ".", "",
-              "| T | difference | TV on half B | detectable |", "|---:|---|---|---:|"]
-    for (temperature, method, baseline), verdict in zip(labels, verdicts):
-        lines.append(f"| {temperature:g} | {method} - {baseline} | {verdict.describe(4)} | {verdict.detectable:.3g} |")
+              *markdown_table(["T", "difference", "TV on half B", "detectable"],
+                              [[f"{temperature:g}", f"{method} - {baseline}", verdict.describe(4),
+                                f"{verdict.detectable:.3g}"]
+                               for (temperature, method, baseline), verdict in zip(labels, verdicts)], align="rllr")]
     pivot = grid.groupby(["temperature", "lr0", "beta", "cycles"]).tv.mean().unstack(["beta", "cycles"])
     lines += ["", "The grid's mean TV to NUTS on the whole test set (columns: beta, cycles):", ""]
     for temperature, table in pivot.groupby(level=0):
         table = table.droplevel(0)
-        lines += [f"T = {temperature:g}:", "", "| lr0 | " + " | ".join(f"{b:g}, {c}" for b, c in table.columns) + " |",
-                  "|---:|" + "---:|" * len(table.columns)]
-        lines += [f"| {lr0:g} | " + " | ".join(f"{v:.4f}" for v in row) + " |" for lr0, row in table.iterrows()]
-        lines.append("")
+        lines += [f"T = {temperature:g}:", "", *markdown_table(
+            ["lr0", *(f"{b:g}, {c}" for b, c in table.columns)],
+            [[f"{lr0:g}", *(f"{v:.4f}" for v in row)] for lr0, row in table.iterrows()],
+            align="r" * (len(table.columns) + 1)), ""]
     return lines
 
 
@@ -119,15 +121,15 @@ def _decomposition_lines(runs: pd.DataFrame) -> list[str]:
     here = runs[(runs.budget_epochs == 800) & runs.method.isin(named)]
     lines = ["## The decomposition: chains, noise and optimiser (800 epochs over all chains)", "",
              "Each method at the step the benchmark tuned for it at 800 epochs (csg/studies/sampling/cost.py), seeds "
-             f"{', '.join(map(str, sorted(here[here.method == 'Snapshot-SGDM'].seed.unique())))}.", "",
-             "| T | method | members | TV to NUTS | expected TV of as many exact draws | MI ratio | member TV ratio | "
-             "effective members |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
+             f"{', '.join(map(str, sorted(here[here.method == 'Snapshot-SGDM'].seed.unique())))}.", ""]
+    rows = []
     for (temperature, method), block in here.groupby(["temperature", "method"], sort=False):
         members = block.members.dropna()
-        lines.append(f"| {temperature:g} | {method} | {int(members.iloc[0]) if len(members) else '-'} | "
-                     f"{cell(block.tv, 4)} | {expected_tv(temperature, members.iloc[0] if len(members) else None)} | "
-                     f"{cell(block.mi_ratio, 3)} | {cell(block.member_tv_ratio, 3)} | "
-                     f"{cell(block.effective_members, 2)} |")
+        rows.append([f"{temperature:g}", method, int(members.iloc[0]) if len(members) else "-", cell(block.tv, 4),
+                     expected_tv(temperature, members.iloc[0] if len(members) else None), cell(block.mi_ratio, 3),
+                     cell(block.member_tv_ratio, 3), cell(block.effective_members, 2)])
+    lines += markdown_table(["T", "method", "members", "TV to NUTS", "expected TV of as many exact draws", "MI ratio",
+                             "member TV ratio", "effective members"], rows, align="rlrrrrrr")
     comparisons, labels = [], []
     for temperature, block in here.groupby("temperature", sort=False):
         for method, baseline, what in DECOMPOSITION:
@@ -138,10 +140,11 @@ def _decomposition_lines(runs: pd.DataFrame) -> list[str]:
     verdicts = compare_paired(comparisons)
     lines += ["", method_statement(margin=f"TV {TV_MARGIN}"), "",
               f"One family of {len(verdicts)} comparisons of TV to NUTS (lower is better): {tally(verdicts)}.", "",
-              "| T | method - baseline | the two differ in | difference | detectable |", "|---:|---|---|---|---:|"]
-    for (temperature, method, baseline, what), verdict in zip(labels, verdicts):
-        lines.append(f"| {temperature:g} | {method} - {baseline} | {what} | {verdict.describe(4)} | "
-                     f"{verdict.detectable:.3g} |")
+              *markdown_table(["T", "method - baseline", "the two differ in", "difference", "detectable"],
+                              [[f"{temperature:g}", f"{method} - {baseline}", what, verdict.describe(4),
+                                f"{verdict.detectable:.3g}"]
+                               for (temperature, method, baseline, what), verdict in zip(labels, verdicts)],
+                              align="rlllr")]
     return lines + ["", "Read with: only the two noise comparisons change one thing; the others change what their "
                     "column says, together. The noise-off arms (T = 0) are the same training at both temperatures, "
                     "scored against each reference. An ensemble whose members are not posterior draws can come nearer "
@@ -154,8 +157,6 @@ def _meets(row) -> bool:
 
 
 def _cost_table(runs: pd.DataFrame, nuts: pd.DataFrame) -> list[str]:
-    lines = ["| T | method | epochs (full-data gradients) | members | TV to NUTS | expected TV of as many exact draws | "
-             "MI ratio | member TV ratio | seeds meeting both |", "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     curve = runs[runs.method.isin(CURVE)]
     curve = curve[curve.seed.isin(sorted(curve[curve.budget_epochs == 40].seed.unique()))]  # the curve's seeds
     curve = curve.assign(ok=curve.apply(_meets, axis=1))
@@ -164,12 +165,14 @@ def _cost_table(runs: pd.DataFrame, nuts: pd.DataFrame) -> list[str]:
         member_tv_ratio=("member_tv_ratio", "mean"), some=("ok", "sum"), n=("ok", "size")).reset_index()
     rows = pd.concat([means, nuts.assign(budget_epochs=nuts.epochs)]).sort_values(
         ["temperature", "method", "budget_epochs"], ascending=[False, True, True], kind="stable")
-    for row in rows.itertuples():
-        lines.append(f"| {row.temperature:g} | {row.method} | {row.budget_epochs:,.0f} | {row.members:.0f} | "
-                     f"{row.tv:.4f} | {expected_tv(row.temperature, row.members)} | {row.mi_ratio:.3f} | "
-                     f"{row.member_tv_ratio:.3f} | " + (f"{int(row.some)} of {int(row.n)}" if row.n == row.n else
-                                                          f"{'yes' if _meets(row) else 'no'} (the chains' mean)") + " |")
-    return lines
+    return markdown_table(
+        ["T", "method", "epochs (full-data gradients)", "members", "TV to NUTS", "expected TV of as many exact draws",
+         "MI ratio", "member TV ratio", "seeds meeting both"],
+        [[f"{row.temperature:g}", row.method, f"{row.budget_epochs:,.0f}", f"{row.members:.0f}", f"{row.tv:.4f}",
+          expected_tv(row.temperature, row.members), f"{row.mi_ratio:.3f}", f"{row.member_tv_ratio:.3f}",
+          f"{int(row.some)} of {int(row.n)}" if row.n == row.n else
+          f"{'yes' if _meets(row) else 'no'} (the chains' mean)"] for row in rows.itertuples()],
+        align="rlrrrrrrl")
 
 
 def cost_lines(out: Path) -> list[str]:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from csg.evaluation.comparison import Paired, compare_paired, method_statement, tally
+from csg.reporting import markdown_table
 from csg.studies.sampling.cells import cell, expected_tv
 
 __all__ = ["write_report"]
@@ -50,7 +51,7 @@ def _verdicts(runs: pd.DataFrame) -> list[tuple[str, str, str, object]]:
 
 def write_report(out: Path) -> Path:
     """results/sampling/sampling_study.md (and its figure) from the study's CSVs in ``out``."""
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     runs, reference = _frame(out)
     seeds = sorted(runs["seed"].unique())
@@ -65,11 +66,11 @@ def write_report(out: Path) -> Path:
              "",
              "The reference (NUTS, `make reference-network`: 4 chains x 1000 draws; its spread from 400 of its draws, "
              "100 evenly spaced a chain):", "",
-             "| T | mutual information (nats) | an exact draw's TV to the predictive | effective members of 400 |",
-             "|---:|---:|---:|---:|"]
-    for temperature, row in reference.iterrows():
-        lines.append(f"| {temperature:g} | {row['mutual_information']:.4f} | {row['tv_to_average']:.4f} | "
-                     f"{row['effective_members']:.1f} |")
+             *markdown_table(["T", "mutual information (nats)", "an exact draw's TV to the predictive",
+                              "effective members of 400"],
+                             [[f"{temperature:g}", f"{row['mutual_information']:.4f}", f"{row['tv_to_average']:.4f}",
+                               f"{row['effective_members']:.1f}"] for temperature, row in reference.iterrows()],
+                             align="rrrr")]
     lines += ["", "Expected TV of as many exact draws: the mean TV to the reference of the average of S independent "
               "NUTS draws, S the arm's members (reference_network.json; correlated draws of one chain score worse "
               "than independent ones, so it is what a perfect sampler of S independent members would score). "
@@ -83,10 +84,7 @@ def write_report(out: Path) -> Path:
               "a sampling stage's steps over those its noise needs to cross the prior's scale (csg/evaluation/"
               "monitor.py). Mean +- standard error over the seeds.", ""]
     for temperature, by_t in runs.groupby("temperature", sort=False):
-        lines += [f"## T = {temperature:g}", "",
-                  "| part | arm | noise | members | TV to NUTS | expected TV of as many exact draws | MI ratio | "
-                  "member TV ratio | effective members | T_C / T | T_K / T | relaxation |",
-                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        rows = []
         for (part, arm, noise), group in by_t.groupby(["part", "arm", "noise"], sort=False):
             temps = ("-", "-") if not noise else (cell(group["configurational_ratio"], 3),
                                                  cell(group["kinetic_ratio"], 3))
@@ -94,25 +92,26 @@ def write_report(out: Path) -> Path:
             stopped = int(group["tv"].isna().sum())
             shown = f"{int(members.iloc[0])}" if len(members) else "-"
             shown += f" ({stopped} of {len(group)} runs stopped)" if stopped else ""
-            lines.append(f"| {part} | {arm} | {'T' if noise else 'off'} | {shown} | "
-                         f"{cell(group['tv'], 4)} | "
-                         f"{expected_tv(temperature, members.iloc[0] if len(members) else None)} | "
-                         f"{cell(group['mi_ratio'], 3)} | "
-                         f"{cell(group['member_tv_ratio'], 3)} | {cell(group['effective_members'], 2)} | "
-                         f"{temps[0]} | {temps[1]} | {cell(group['relaxation'], 3) if noise else '-'} |")
-        lines.append("")
+            rows.append([part, arm, "T" if noise else "off", shown, cell(group["tv"], 4),
+                         expected_tv(temperature, members.iloc[0] if len(members) else None),
+                         cell(group["mi_ratio"], 3), cell(group["member_tv_ratio"], 3),
+                         cell(group["effective_members"], 2), temps[0], temps[1],
+                         cell(group["relaxation"], 3) if noise else "-"])
+        lines += [f"## T = {temperature:g}", "", *markdown_table(
+            ["part", "arm", "noise", "members", "TV to NUTS", "expected TV of as many exact draws", "MI ratio",
+             "member TV ratio", "effective members", "T_C / T", "T_K / T", "relaxation"], rows,
+            align="lllrrrrrrrrr"), ""]
     verdicts = _verdicts(runs)
     lines += ["## The noise against its control", "",
               method_statement(margin=f"TV {TV_MARGIN}, MI ratio {MI_MARGIN}"), "",
               f"One family of {len(verdicts)} comparisons: {tally([v for *_, v in verdicts])}.", "",
-              "| T | arm | metric | difference (noise - off) | detectable |", "|---|---|---|---|---:|"]
-    for where, arm, metric, verdict in verdicts:
-        name = "TV to NUTS (lower is better)" if metric == "tv" else "MI ratio (higher: more spread)"
-        lines.append(f"| {where} | {arm} | {name} | {verdict.describe(3)} | {verdict.detectable:.3g} |")
-    lines.append("")
+              *markdown_table(["T", "arm", "metric", "difference (noise - off)", "detectable"],
+                              [[where, arm, "TV to NUTS (lower is better)" if metric == "tv"
+                                else "MI ratio (higher: more spread)", verdict.describe(3), f"{verdict.detectable:.3g}"]
+                               for where, arm, metric, verdict in verdicts], align="llllr"), ""]
     from csg.studies.sampling.cost_report import cost_lines
 
     lines += cost_lines(out)
     path = out / "sampling_study.md"
-    atomic_write_text(path, "\n".join(lines))
+    write_text(path, "\n".join(lines))
     return path

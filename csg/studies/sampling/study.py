@@ -106,12 +106,10 @@ def _state_of(theta: np.ndarray, template: dict) -> dict:
 @functools.lru_cache(maxsize=None)
 def _template(temperature: float) -> dict:
     """The task's model's state dict (its keys and shapes), built once per temperature in a process."""
-    import torch
+    import csg
+    from csg.studies.benchmark.task import command
 
-    from csg.engine.build import build_data_and_model
-    from csg.studies.benchmark.task import compose
-
-    return build_data_and_model(compose(temperature), torch.device("cpu"))[1].state_dict()
+    return csg.build(command(temperature)).model.state_dict()
 
 
 def run_arm(arm: Arm, temperature: float, seed: int, noise: bool, runs: Path, draws_dir: Path = DRAWS,
@@ -221,13 +219,13 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     """``rows`` as a CSV at ``path``, written atomically (the columns: every key, in order of first appearance)."""
     import io
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_text(path, text.getvalue())
+    write_text(path, text.getvalue())
 
 
 if __name__ == "__main__":

@@ -55,20 +55,22 @@ def validate(cfg: DictConfig) -> None:
 
 
 def run_study(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Run the study ``cfg.synthetic`` describes; returns its summary."""
+    """Run the study ``cfg.synthetic`` describes in ``run_dir`` (default Hydra's output folder), as train.py runs
+    it (:func:`csg.run_study`: the folder locked, the study checked, then :func:`run_in`); returns its summary."""
     import csg
-    from csg.io.atomic import atomic_write_json
-    from csg.engine.rundir import RunDirectory, hydra_output_dir
 
-    run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
-    with RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:  # a refused study writes nothing
-        directory.lock()  # one writer per run directory
-        validate(cfg)
-        directory.accept()
-        study = cfg.synthetic
-        output_dir = Path(study.output_dir) if study.get("output_dir") else run_dir
-        result = _studies()[study.name](study, output_dir, int(cfg.seed))
-    atomic_write_json(run_dir / "metrics.json", {"seed": int(cfg.seed), "output_dir": str(output_dir), **result})
+    return csg.run_study(cfg, run_dir)
+
+
+def run_in(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """The study ``cfg.synthetic``, checked already, run with its results in ``run_dir`` (or its
+    ``output_dir``) and its summary written to ``run_dir/metrics.json``."""
+    from csg.reporting import write_json
+
+    study = cfg.synthetic
+    output_dir = Path(study.output_dir) if study.get("output_dir") else run_dir
+    result = _studies()[study.name](study, output_dir, int(cfg.seed))
+    write_json(run_dir / "metrics.json", {"seed": int(cfg.seed), "output_dir": str(output_dir), **result})
     log.info("%s: %.1f s; results in %s", study.name, result["seconds"], output_dir)
     print(f"{study.name}: wrote results to {output_dir} ({result['seconds']:.0f} s)")
     return result

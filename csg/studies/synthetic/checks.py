@@ -37,9 +37,10 @@ def get(cfg: DictConfig, key: str) -> Any:
     try:
         return OmegaConf.select(cfg, key, throw_on_missing=False)
     except OmegaConfBaseException as error:
-        from csg.checks.config import raw_value
+        from csg.reporting import flat_keys
 
-        raise ConfigError(key, raw_value(cfg, key), f"a value whose interpolation resolves ({type(error).__name__})") from None
+        raw = flat_keys(OmegaConf.to_container(cfg, resolve=False)).get(key)  # as written, for the message
+        raise ConfigError(key, raw, f"a value whose interpolation resolves ({type(error).__name__})") from None
 
 
 def _interval(minimum: float, strict: bool, maximum: float | None, below: bool) -> str:

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from csg.errors import DivergenceError
+from csg.reporting import markdown_table
 from csg.models import create_model
 from csg.samplers import SGLD
 from csg.samplers.contour import ContourSGLD, EnergyPartition
@@ -171,7 +172,7 @@ def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 def run(study, output_dir, seed: int) -> dict:
     """``python train.py synthetic=icsgld_mnist``: the three runs, their CSV, Markdown and figure."""
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     started = time.perf_counter()
     x, y, test_x, test_y = load_digits(int(study.classes))
@@ -189,10 +190,10 @@ def run(study, output_dir, seed: int) -> dict:
     table, summary = pd.concat(traces, ignore_index=True), pd.DataFrame(summary)
     seconds = time.perf_counter() - started
     output_dir = Path(output_dir)
-    atomic_write_text(output_dir / "mnist_losses.csv", table.to_csv(index=False))
-    atomic_write_text(output_dir / "mnist.md", _markdown(table, summary, study, seed, len(x), len(test_x), seconds))
+    write_text(output_dir / "mnist_losses.csv", table.to_csv(index=False))
+    write_text(output_dir / "mnist.md", _markdown(table, summary, study, seed, len(x), len(test_x), seconds))
     _figure(table, output_dir / "mnist.png")
-    atomic_write_text(output_dir / "mnist_summary.csv", summary.to_csv(index=False))
+    write_text(output_dir / "mnist_summary.csv", summary.to_csv(index=False))
     return {"seconds": seconds, "tail_mean_loss": dict(zip(summary.method, summary.tail_mean_loss)),
             "test_acc_pct": dict(zip(summary.method, summary.test_acc_pct))}
 
@@ -213,12 +214,13 @@ def _markdown(table: pd.DataFrame, summary: pd.DataFrame, study, seed: int, imag
         f"{int(study.partitions)} partitions of width {float(study.width):g}, SA step {float(study.sa_step):g}.", "",
         "Losses are the mean cross-entropy of each step's batch (the energy / 6000 C); the last quarter of the run "
         "shows whether a method settles.", "",
-        "| method | first loss | last quarter: mean loss | sd | highest | lowest loss | test accuracy (%) | seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in summary.itertuples():
-        lines.append(f"| {r.method} | {r.first_loss:.4f} | {r.tail_mean_loss:.4f} | {r.tail_sd_loss:.4f} | "
-                     f"{r.tail_max_loss:.4f} | {r.min_loss:.4f} | {r.test_acc_pct:.1f} | {r.seconds:.0f} |")
+    lines += markdown_table(
+        ["method", "first loss", "last quarter: mean loss", "sd", "highest", "lowest loss", "test accuracy (%)",
+         "seconds"],
+        [[r.method, f"{r.first_loss:.4f}", f"{r.tail_mean_loss:.4f}", f"{r.tail_sd_loss:.4f}", f"{r.tail_max_loss:.4f}",
+          f"{r.min_loss:.4f}", f"{r.test_acc_pct:.1f}", f"{r.seconds:.0f}"] for r in summary.itertuples()],
+        align="lrrrrrrr")
     lines += ["", f"ICSGLD's gradient multiplier was negative in {negative} of {len(contour)} iterations "
               f"(range {contour.multiplier.min():.3g} to {contour.multiplier.max():.3g}); it visited "
               f"{contour.partition.nunique()} partitions (energies {contour.energy.min():.0f} to {contour.energy.max():.0f}).",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import Unpaired, Verdict, compare_unpaired, interval_text, method_statement, tally
+from csg.reporting import markdown_table
 from csg.studies.synthetic.icsgld_measures import BINS, LIMIT
 from csg.studies.synthetic.icsgld_simulation import Protocol, SimulationResult, run_simulation
 
@@ -100,16 +101,17 @@ def markdown(result: SimulationResult, study, seed: int, seconds: float, protoco
         "total variation between the sampled and the true masses of the 25 modes. The paper gives the KL curves as a "
         "figure only (its Figure 6), no numbers: ICSGLD x P5 lowest, then reSGLD x P5, CSGLD x T5 / cycSGLD x T5, "
         "SGLD x P5 highest.", "",
-        "| method | final KL (k-NN), mean +- s.e. | histogram KL | mode TV | modes with >= 20% of their mass | "
-        "samples per repeat | gradients per repeat, pilot included |", "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    lines += [f"| {m} | {r.kl:.3f} +- {r.kl_stderr:.3f} | {r.hist_kl:.3f} +- {r.hist_kl_stderr:.3f} | "
-              f"{r.mode_tv:.3f} +- {r.mode_tv_stderr:.3f} | {r.modes_visited:.1f} | {int(r.samples):,} | "
-              f"{gradients(m, budget, pilot)} |" for m, r in final.iterrows()]
+    lines += markdown_table(
+        ["method", "final KL (k-NN), mean +- s.e.", "histogram KL", "mode TV", "modes with >= 20% of their mass",
+         "samples per repeat", "gradients per repeat, pilot included"],
+        [[m, f"{r.kl:.3f} +- {r.kl_stderr:.3f}", f"{r.hist_kl:.3f} +- {r.hist_kl_stderr:.3f}",
+          f"{r.mode_tv:.3f} +- {r.mode_tv_stderr:.3f}", f"{r.modes_visited:.1f}", f"{int(r.samples):,}",
+          gradients(m, budget, pilot)] for m, r in final.iterrows()], align="lrrrrrr")
     lines += comparison_lines(result, None if notebook else (budget, pilot)) + repeat_lines(result.repeats)
-    lines += ["", "## Settings", "",
-              "| setting | paper (Appendix D.2) | authors' notebooks | ours | why ours differs |", "|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(row) + " |" for row in settings(protocol)]
+    lines += ["", "## Settings", ""]
+    lines += markdown_table(["setting", "paper (Appendix D.2)", "authors' notebooks", "ours", "why ours differs"],
+                            settings(protocol))
     return "\n".join(lines) + "\n"
 
 
@@ -164,13 +166,13 @@ def comparison_lines(result: SimulationResult, unequal: tuple[int, int] | None =
                                 f"KL +-{MARGINS['hist_kl']:g} nats, mode TV +-{MARGINS['mode_tv']:g}; the smallest "
                                 "change of a sampler's distance to the target we would count as a difference, the "
                                 "same whichever method is the baseline",
-                                pairing=f"Welch's t on the repeats, difference = {FOCUS} - the other"), "",
-             f"| {FOCUS} - | metric | difference [simultaneous 95 % interval] | margin | detectable | verdict |",
-             "|---|---|---:|---:|---:|---|"]
+                                pairing=f"Welch's t on the repeats, difference = {FOCUS} - the other"), ""]
+    rows = []
     for other, metric, v in family:
         interval = f"{v.difference:+.3f} {interval_text(v.low, v.high, '+.3f')}" if v.n > 1 else f"{v.difference:+.3f}"
-        lines.append(f"| {other} | {METRICS[metric]} | {interval} | +-{v.margin:.3f} | {v.detectable:.3f} | "
-                     f"{v.verdict} |")
+        rows.append([other, METRICS[metric], interval, f"+-{v.margin:.3f}", f"{v.detectable:.3f}", v.verdict])
+    lines += markdown_table([f"{FOCUS} -", "metric", "difference [simultaneous 95 % interval]", "margin", "detectable",
+                             "verdict"], rows, align="llrrrl")
     lines += ["", f"Family: {len(tested)} comparisons, one Holm family: {tally([v for _, _, v in family])}."]
     if known:
         (low, a, m), (high, b, n) = min(known), max(known)
@@ -189,19 +191,21 @@ def repeat_lines(repeats: pd.DataFrame) -> list[str]:
              "and worst; for the contour methods, the effective share of the samples under their importance weights "
              "(1: equal weights) and the total variation between the density of states implied by the final theta "
              "(`EnergyPartition.density_of_states`) and the exact one (`exact_density_of_states`), each with its "
-             "median, its worst, and Spearman's correlation with the KL over the repeats.", "",
-             "| method | KL median | KL quartiles | KL worst | weight ESS share, median (lowest) | corr(KL, share) | "
-             "theta TV, median (worst) | corr(KL, theta TV) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "median, its worst, and Spearman's correlation with the KL over the repeats.", ""]
+    rows = []
     for method, block in repeats.groupby("method", sort=False):
         kl, share = block.kl, block.weight_ess
-        row = f"| {method} | {kl.median():.3f} | {kl.quantile(0.25):.3f} .. {kl.quantile(0.75):.3f} | {kl.max():.3f} |"
+        row = [method, f"{kl.median():.3f}", f"{kl.quantile(0.25):.3f} .. {kl.quantile(0.75):.3f}", f"{kl.max():.3f}"]
         tv = block.theta_tv
         if share.min() < 1 - 1e-9:
-            row += (f" {share.median():.3f} ({share.min():.3f}) | {kl.corr(share, method='spearman'):+.2f} |"
-                    f" {tv.median():.3f} ({tv.max():.3f}) | {kl.corr(tv, method='spearman'):+.2f} |")
+            row += [f"{share.median():.3f} ({share.min():.3f})", f"{kl.corr(share, method='spearman'):+.2f}",
+                    f"{tv.median():.3f} ({tv.max():.3f})", f"{kl.corr(tv, method='spearman'):+.2f}"]
         else:
-            row += " 1 | - | - | - |"
-        lines.append(row)
+            row += ["1", "-", "-", "-"]
+        rows.append(row)
+    lines += markdown_table(["method", "KL median", "KL quartiles", "KL worst", "weight ESS share, median (lowest)",
+                             "corr(KL, share)", "theta TV, median (worst)", "corr(KL, theta TV)"], rows,
+                            align="lrrrrrrr")
     for method, block in repeats[repeats.theta_tv.notna()].groupby("method", sort=False):
         worst = block.nlargest(2, "kl")
         ranks = block.theta_tv.rank(ascending=False)
@@ -221,7 +225,7 @@ def rewrite(out: Path) -> Path:
     run drew it: its data do not change."""
     from types import SimpleNamespace
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
     from csg.errors import ConfigError
 
     out = Path(out)
@@ -237,7 +241,7 @@ def rewrite(out: Path) -> Path:
     study = SimpleNamespace(steps=int(run.gradient_evaluations) // 5, repeats=int(run.repeats))
     result = SimulationResult(final.drop(columns=list(RUN_COLUMNS)), curves, modes, repeats)
     path = out / "simulation.md"
-    atomic_write_text(path, markdown(result, study, int(run.seed), float(run.seconds),
+    write_text(path, markdown(result, study, int(run.seed), float(run.seconds),
                                      Protocol(pilot_steps=int(run.pilot_steps))))
     return path
 
@@ -294,7 +298,7 @@ def run(study, output_dir, seed: int) -> dict:
     """``python train.py synthetic=icsgld_sim``: the simulation, its CSVs, Markdown and figure."""
     import time
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     started = time.perf_counter()
     protocol = Protocol(pilot_steps=int(study.get("pilot_steps", Protocol.pilot_steps)))
@@ -304,11 +308,11 @@ def run(study, output_dir, seed: int) -> dict:
     seconds = time.perf_counter() - started
     # the run's seed, time and pilot go with the table: `icsgld-sim --report-only` rebuilds the report from the CSVs
     final = result.final.assign(seed=seed, seconds=seconds, pilot_steps=protocol.pilot_steps)
-    atomic_write_text(output_dir / "simulation.csv", final.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
-    atomic_write_text(output_dir / "simulation.md", markdown(result, study, seed, seconds, protocol))
+    write_text(output_dir / "simulation.csv", final.to_csv(index=False))
+    write_text(output_dir / "simulation_curve.csv", result.curves.to_csv(index=False))
+    write_text(output_dir / "simulation_modes.csv", result.modes.to_csv(index=False))
+    write_text(output_dir / "simulation_repeats.csv", result.repeats.to_csv(index=False))
+    write_text(output_dir / "simulation.md", markdown(result, study, seed, seconds, protocol))
     figure(result, output_dir / "simulation.png")
     final = result.final.set_index("method")
     return {"seconds": seconds, "kl": final.kl.to_dict(), "mode_tv": final.mode_tv.to_dict()}

@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from csg.reporting import markdown_table
+
 WEIGHTS, MEANS = (0.4, 0.6), (-6.0, 4.0)
 LOW, WIDTH, PARTITIONS, SHOWN = 0.15, 1.0, 100, range(1, 11)  # the partitions compared (the authors' 2..11)
 LR, TEMPERATURE, ZETA, GRAD_NOISE = 0.1, 1.0, 0.9, 0.03
@@ -162,18 +164,18 @@ def run(study, output_dir, seed: int) -> dict:
     """``python train.py synthetic=icsgld_variance``: the runs, CSVs, Markdown and figure."""
     import time
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     started = time.perf_counter()
     result = run_variance(steps=int(study.steps), repeats=int(study.repeats), seed=seed,
                           difference=str(study.difference))
     seconds = time.perf_counter() - started
     output_dir = Path(output_dir)
-    atomic_write_text(output_dir / "variance.csv", result.partitions.to_csv(index=False))
+    write_text(output_dir / "variance.csv", result.partitions.to_csv(index=False))
     # the run's record beside the summary: `icsgld-variance --report-only` rebuilds the report from the CSVs
     summary = result.summary.assign(seed=seed, seconds=seconds, difference=str(study.difference))
-    atomic_write_text(output_dir / "variance_summary.csv", summary.to_csv(index=False))
-    atomic_write_text(output_dir / "variance.md", _markdown(result, study, seed, seconds))
+    write_text(output_dir / "variance_summary.csv", summary.to_csv(index=False))
+    write_text(output_dir / "variance.md", _markdown(result, study, seed, seconds))
     _figure(result, output_dir / "variance.png")
     summary = result.summary.set_index("method")
     return {"seconds": seconds, "total_variance": summary.total_variance.to_dict(),
@@ -189,7 +191,7 @@ def rewrite(out: Path) -> Path:
     as the run drew it."""
     from types import SimpleNamespace
 
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
     from csg.errors import ConfigError
 
     out = Path(out)
@@ -206,7 +208,7 @@ def rewrite(out: Path) -> Path:
     study = SimpleNamespace(steps=int(icsgld.iterations), repeats=int(icsgld.repeats), difference=str(run.difference))
     result = VarianceResult(partitions, summary.drop(columns=list(RUN_COLUMNS)))
     path = out / "variance.md"
-    atomic_write_text(path, _markdown(result, study, int(run.seed), float(run.seconds)))
+    write_text(path, _markdown(result, study, int(run.seed), float(run.seconds)))
     return path
 
 
@@ -230,10 +232,11 @@ def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
         "(csg/studies/synthetic/icsgld_variance.py). The density-of-states estimate is theta^zeta normalised over "
         "partitions 1-10; exact: the target's mass in each partition. The paper shows this as a figure only "
         "(Figure 7): ICSGLD x P10's band visibly narrower than CSGLD x T10's.", "",
-        "| method | sum over partitions of the variance over repeats | mean abs. error of the mean estimate |",
-        "|---|---:|---:|",
     ]
-    lines += [f"| {m} | {r.total_variance:.3g} | {r.mean_abs_error:.4f} |" for m, r in summary.iterrows()]
+    lines += markdown_table(["method", "sum over partitions of the variance over repeats",
+                             "mean abs. error of the mean estimate"],
+                            [[m, f"{r.total_variance:.3g}", f"{r.mean_abs_error:.4f}"] for m, r in summary.iterrows()],
+                            align="lrr")
     table = result.partitions
     if _collapsed(table):
         verdicts = []
@@ -244,20 +247,21 @@ def _markdown(result: VarianceResult, study, seed: int, seconds: float) -> str:
                   "tested: the partitions' estimates are normalised together, so they are not independent). "
                   + verdict_sentence(verdicts, int(study.repeats)), "", _equilibrium(table)]
     columns = ["partition", "energy", "exact", "ICSGLD x P10 mean +- 2 sd", "CSGLD x T10 mean +- 2 sd"]
-    align = ["---:", "---", "---:", "---:", "---:"]
+    align = "rlrrr"
     if verdicts:
         columns += ["variance ratio ICSGLD / CSGLD [simultaneous 95 % interval]", "detectable ratio", "verdict"]
-        align += ["---:", "---:", "---"]
-    lines += ["", "| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
+        align += "rrl"
+    rows = []
     for index, (_, r) in enumerate(table.iterrows()):
-        row = (f"| {int(r.partition)} | {r.energy_low:.2f} - {r.energy_high:.2f} | {r.exact:.3g} | "
-               f"{r['ICSGLD x P10 mean']:.3g} +- {2 * r['ICSGLD x P10 sd']:.2g} | "
-               f"{r['CSGLD x T10 mean']:.3g} +- {2 * r['CSGLD x T10 sd']:.2g} |")
+        row = [int(r.partition), f"{r.energy_low:.2f} - {r.energy_high:.2f}", f"{r.exact:.3g}",
+               f"{r['ICSGLD x P10 mean']:.3g} +- {2 * r['ICSGLD x P10 sd']:.2g}",
+               f"{r['CSGLD x T10 mean']:.3g} +- {2 * r['CSGLD x T10 sd']:.2g}"]
         if verdicts:
             v = verdicts[index]
-            row += (f" {math.exp(v.difference):.3g} {interval_text(v.low, v.high, '.3g', math.exp)} | "
-                    f"{math.exp(-v.detectable):.2g} or {math.exp(v.detectable):.2g} | {v.verdict} |")
-        lines.append(row)
+            row += [f"{math.exp(v.difference):.3g} {interval_text(v.low, v.high, '.3g', math.exp)}",
+                    f"{math.exp(-v.detectable):.2g} or {math.exp(v.detectable):.2g}", v.verdict]
+        rows.append(row)
+    lines += ["", *markdown_table(columns, rows, align=align)]
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.errors import ConfigError
 from csg.studies.paper import paper_value
 from csg.schedules import Cyclical, Decreasing
@@ -181,8 +181,8 @@ def run(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any]:
         })
     table = pd.DataFrame(rows)
     output_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(output_dir / "table4.csv", table.to_csv(index=False))
-    atomic_write_text(output_dir / "table4.md", markdown(table, cfg, seconds, seed))
+    write_text(output_dir / "table4.csv", table.to_csv(index=False))
+    write_text(output_dir / "table4.md", markdown(table, cfg, seconds, seed))
 
     grid = target.grid_density(-6, 6, 300)
     for preset in cfg.presets:
@@ -214,14 +214,12 @@ def markdown(table: pd.DataFrame, cfg: DictConfig, seconds: float, seed: int) ->
         "variance 2 lr (1 - lr/2)). Both use the code's noisy gradient grad U + N(0, I) and start uniform on "
         "[-10, 10]^2.",
         "",
-        "| method | preset | ours (mean +- s.e.) | paper | difference | note |",
-        "|---|---|---:|---:|---:|---|",
     ]
-    for row in table.itertuples():
-        lines.append(
-            f"| {row.method} | {row.preset} | {row.mean:.1f} +- {row.stderr:.2f} | {row.paper_value:g} +- "
-            f"{row.paper_stderr:g} | {row.difference:+.1f} | {row.note} |"
-        )
+    lines += markdown_table(
+        ["method", "preset", "ours (mean +- s.e.)", "paper", "difference", "note"],
+        [[row.method, row.preset, f"{row.mean:.1f} +- {row.stderr:.2f}",
+          f"{row.paper_value:g} +- {row.paper_stderr:g}", f"{row.difference:+.1f}", row.note]
+         for row in table.itertuples()], align="llrrrl")
     lines += ["", "Per-run counts are in table4.csv (`runs`). Figures: figure2_<preset>.png (parallel), "
               "figure5_<preset>.png (single chain)."]
     return "\n".join(lines) + "\n"

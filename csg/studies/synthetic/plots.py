@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from csg.io.atomic import atomic_open  # noqa: E402
+from csg.reporting import atomic_open  # noqa: E402
 
 
 def save(fig, path: str | Path) -> Path:

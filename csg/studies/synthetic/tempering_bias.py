@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.errors import ConfigError
 from csg.studies.paper import paper_value
 from csg.schedules import Cyclical
@@ -158,8 +158,8 @@ def run_mixture1d(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any
     seconds = time.perf_counter() - started
     table = pd.DataFrame(rows)
     output_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(output_dir / "mixture1d.csv", table.to_csv(index=False))
-    atomic_write_text(output_dir / "mixture1d.md", _mixture1d_markdown(table, cfg, seconds, seed))
+    write_text(output_dir / "mixture1d.csv", table.to_csv(index=False))
+    write_text(output_dir / "mixture1d.md", _mixture1d_markdown(table, cfg, seconds, seed))
     plots.mixture1d_figure(figure_rows, output_dir / "figure1.png")
     return {"study": "mixture1d", "seconds": seconds, "table": rows}
 
@@ -175,11 +175,10 @@ def _mixture1d_markdown(table: pd.DataFrame, cfg: DictConfig, seconds: float, se
         f"{cfg.repeats} independent repeats for the standard error; seed {seed}; {seconds:.0f} s. "
         "Command: `make cyclical-mcmc`.",
         "",
-        "| c | weight of N(5, 1), ours | true | paper |",
-        "|---:|---:|---:|---:|",
     ]
-    lines += [f"| {r.c:g} | {r.weight_estimate:.3f} +- {r.stderr:.3f} | {r.true_weight:g} | {r.paper_value:g} |"
-              for r in table.itertuples()]
+    lines += markdown_table(["c", "weight of N(5, 1), ours", "true", "paper"],
+                            [[f"{r.c:g}", f"{r.weight_estimate:.3f} +- {r.stderr:.3f}", f"{r.true_weight:g}",
+                              f"{r.paper_value:g}"] for r in table.itertuples()], align="rrrr")
     lines += ["", "With equal variances tempering by powering mixes and the weight is right; with c = 0.1 the "
               "powered density is a witch's hat whose narrow peak the chain rarely finds, and N(5, 1) is "
               "over-weighted, as the paper reports."]
@@ -199,14 +198,13 @@ def _mog25_markdown(summary: pd.DataFrame, cfg: DictConfig, seconds: float, seed
         "the same number of EXACT draws shows by chance; components 1-5 have the largest variances in the unequal "
         "setting (0.2 / i), 21-25 the smallest. A ratio near 1 means no detectable bias.",
         "",
-        "| method | variances | samples | TV from true | TV of exact draws | ratio | weight of 1-5 (true 0.2) | weight of 21-25 (true 0.2) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in summary.itertuples():
-        lines.append(
-            f"| {r.method} | {r.setting} | {r.samples} | {r.tv_from_true:.3f} | {r.tv_of_exact_draws:.3f} | "
-            f"{r.tv_from_true / r.tv_of_exact_draws:.1f} | {r.weight_components_1_5:.3f} | {r.weight_components_21_25:.3f} |"
-        )
+    lines += markdown_table(
+        ["method", "variances", "samples", "TV from true", "TV of exact draws", "ratio", "weight of 1-5 (true 0.2)",
+         "weight of 21-25 (true 0.2)"],
+        [[r.method, r.setting, r.samples, f"{r.tv_from_true:.3f}", f"{r.tv_of_exact_draws:.3f}",
+          f"{r.tv_from_true / r.tv_of_exact_draws:.1f}", f"{r.weight_components_1_5:.3f}",
+          f"{r.weight_components_21_25:.3f}"] for r in summary.itertuples()], align="llrrrrrr")
     lines += ["", "In the unequal setting components 1-5 are both the widest and the x = -4 column of the grid, so "
               "compare each unequal row with the equal-variance row of the same method, which has the same geometry.",
               "", "## Does the method share the bias?", "",
@@ -307,10 +305,10 @@ def run_mog25(cfg: DictConfig, output_dir: Path, seed: int) -> dict[str, Any]:
         })
     summary = pd.DataFrame(summary)
     output_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(output_dir / "mog25_weights.csv", table.to_csv(index=False))
-    atomic_write_text(output_dir / "mog25_summary.csv", summary.to_csv(index=False))
-    atomic_write_text(output_dir / "mog25_component25.csv", pd.DataFrame(marginals).to_csv(index=False))
-    atomic_write_text(output_dir / "mog25.md", _mog25_markdown(summary, cfg, seconds, seed))
+    write_text(output_dir / "mog25_weights.csv", table.to_csv(index=False))
+    write_text(output_dir / "mog25_summary.csv", summary.to_csv(index=False))
+    write_text(output_dir / "mog25_component25.csv", pd.DataFrame(marginals).to_csv(index=False))
+    write_text(output_dir / "mog25.md", _mog25_markdown(summary, cfg, seconds, seed))
     plots.mog25_weights_figure(
         rwm_panels, output_dir / "figure2.png",
         f"Cyclical RWM on the 25-component mixture, K = {cfg.rwm.cycles}, L = {cfg.rwm.cycle_length} "

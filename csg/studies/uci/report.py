@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from csg.reporting import markdown_table
 from csg.studies.uci.study import ENSEMBLE_SEEDS, EPOCHS, METHODS, NOT_OFFLINE, POST_HOC, SETS, run_dir
 
 __all__ = ["collect", "published", "report", "rewrite"]
@@ -91,15 +92,13 @@ def _mean_se(values: pd.Series, digits: int) -> str:
 
 
 def _ours_table(frame: pd.DataFrame, metric: str, digits: int) -> list[str]:
-    header = "| set | splits | " + " | ".join(LABELS[m] for m in METHODS) + " |"
-    lines = [header, "|---|---:|" + "---:|" * len(METHODS)]
+    rows = []
     for name in SETS:
         part = frame[frame.set == name]
         if part.empty:
             continue
-        cells = [_mean_se(part[part.method == m][metric], digits) for m in METHODS]
-        lines.append(f"| {name} | {part.split.nunique()} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([name, part.split.nunique(), *(_mean_se(part[part.method == m][metric], digits) for m in METHODS)])
+    return markdown_table(["set", "splits", *(LABELS[m] for m in METHODS)], rows, align="lr" + "r" * len(METHODS))
 
 
 def _post_hoc(frame: pd.DataFrame) -> list[str]:
@@ -116,9 +115,8 @@ def _post_hoc(frame: pd.DataFrame) -> list[str]:
                   "precision grow also lets a step size that was stable become too large: a member *diverged* where "
                   "its predicted variance is not finite or its RMSE exceeds 10 target standard deviations. The "
                   "member LL is the mean test log-likelihood of the members that did not diverge (one member alone, "
-                  "not the mixture); the mixture's RMSE is shown only where no member of the set diverged.", "",
-                  "| set | splits | members diverged: cSGHMC | post hoc | member LL: cSGHMC | post hoc | RMSE: "
-                  "cSGHMC | post hoc |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "not the mixture); the mixture's RMSE is shown only where no member of the set diverged.", ""]
+        rows = []
         for name in SETS:
             part, base = mine[mine.set == name], frame[(frame.set == name) & (frame.method == "csghmc")]
             if part.empty:
@@ -126,14 +124,15 @@ def _post_hoc(frame: pd.DataFrame) -> list[str]:
             gone = [f"{int(t.diverged.sum())} of {int(t.members.sum())}" for t in (base, part)]
             member = [_mean_se(t.member_log_likelihood, 2) for t in (base, part)]
             rmse = [_mean_se(t.rmse, 2) if t.diverged.sum() == 0 else "diverged" for t in (base, part)]
-            lines.append(f"| {name} | {part.split.nunique()} | " + " | ".join([*gone, *member, *rmse]) + " |")
-        lines.append("")
+            rows.append([name, part.split.nunique(), *gone, *member, *rmse])
+        lines += markdown_table(["set", "splits", "members diverged: cSGHMC", "post hoc", "member LL: cSGHMC",
+                                 "post hoc", "RMSE: cSGHMC", "post hoc"], rows, align="lrrrrrrr") + [""]
     return lines
 
 
 def _published_table(frame: pd.DataFrame, numbers: pd.DataFrame, metric: str, digits: int) -> list[str]:
     methods = [m for m in dict.fromkeys(numbers.method) if not numbers[(numbers.method == m) & (numbers.metric == metric)].empty]
-    lines = ["| set | ours: cSGHMC | " + " | ".join(methods) + " |", "|---|---:|" + "---:|" * len(methods)]
+    rows = []
     for name in (*SETS, *NOT_OFFLINE):
         ours = frame[(frame.set == name) & (frame.method == "csghmc")][metric]
         cells = []
@@ -142,8 +141,8 @@ def _published_table(frame: pd.DataFrame, numbers: pd.DataFrame, metric: str, di
             given = "" if row.empty or row.iloc[0]["plus_minus"] in ("", "NA") else f" ± {row.iloc[0]['plus_minus']}"
             cells.append("-" if row.empty else f"{row.iloc[0]['mean']}{given}")
         mine = _mean_se(ours, digits) if len(ours) else "no offline copy" if name in NOT_OFFLINE else "not run"
-        lines.append(f"| {name} | {mine} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([name, mine, *cells])
+    return markdown_table(["set", "ours: cSGHMC", *methods], rows, align="lr" + "r" * len(methods))
 
 
 def _verdicts(frame: pd.DataFrame) -> list[str]:
@@ -171,17 +170,17 @@ def _verdicts(frame: pd.DataFrame) -> list[str]:
     verdicts = compare_paired(specs)
     lines = [f"All {len(verdicts)} comparisons: {tally(verdicts)}.", "", *_noise_summary(labels, verdicts)]
     for metric, lower, unit in metrics:
-        lines += [f"### {metric.replace('_', ' ')} ({unit}; {'lower' if lower else 'higher'} is better)", "",
-                  "| set | method | baseline | difference [interval] | margin | detectable | verdict |",
-                  "|---|---|---|---|---:|---:|---|"]
+        rows = []
         for (which, name, method, baseline, margin), verdict in zip(labels, verdicts):
             if which != metric:
                 continue
             within = verdict.verdict in ("helps", "hurts") and verdict.p_equivalence < 0.05
-            lines.append(f"| {name} | {LABELS[method]} | {LABELS[baseline]} | {verdict.describe(3).rsplit(':', 1)[0]} | "
-                         f"{'-' if math.isnan(margin) else f'{margin:.3g}'} | {verdict.detectable:.3g} | {verdict.verdict}"
-                         f"{' (and within the margin)' if within else ''} |")
-        lines.append("")
+            rows.append([name, LABELS[method], LABELS[baseline], verdict.describe(3).rsplit(':', 1)[0],
+                         '-' if math.isnan(margin) else f'{margin:.3g}', f"{verdict.detectable:.3g}",
+                         f"{verdict.verdict}{' (and within the margin)' if within else ''}"])
+        lines += [f"### {metric.replace('_', ' ')} ({unit}; {'lower' if lower else 'higher'} is better)", "",
+                  *markdown_table(["set", "method", "baseline", "difference [interval]", "margin", "detectable",
+                                   "verdict"], rows, align="llllrrl"), ""]
     statement = method_statement(margin=f"{LL_MARGIN} nats of test log-likelihood, fixed before the protocol's runs; "
                                  "none for RMSE (the first report's, 5 % of SGD's mean RMSE, was set by SGD's own "
                                  "results, as a review pointed out), so nothing is equivalent in RMSE",
@@ -206,10 +205,10 @@ def _noise_summary(labels: list, verdicts: list) -> list[str]:
 
 def report(frame: pd.DataFrame, out: Path, scale: str, command: str) -> Path:
     """Write ``out/runs.csv`` (one row per set, split and method) and ``out/uci-regression.md``."""
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "runs.csv", frame.assign(scale=scale).to_csv(index=False))
+    write_text(out / "runs.csv", frame.assign(scale=scale).to_csv(index=False))
     return _write(frame, out, scale, command)
 
 
@@ -235,7 +234,7 @@ def _sampling_steps(total: int = 4500) -> tuple[float, tuple[float, float]]:
 
 
 def _write(frame: pd.DataFrame, out: Path, scale: str, command: str) -> Path:
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     numbers = published()
     budget = ", ".join(f"{name} {EPOCHS[scale][name]}" for name in SETS)
@@ -291,5 +290,5 @@ def _write(frame: pd.DataFrame, out: Path, scale: str, command: str) -> Path:
         *(["## Post hoc", "", *_post_hoc(frame)] if set(POST_HOC) & set(frame.get("method", [])) else []),
     ]
     path = out / "uci-regression.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path

@@ -85,10 +85,8 @@ def commands(name: str, split: int, scale: str, runs: Path) -> list[list[str]]:
 def run_all(runs: Path, scale: str, sets: tuple[str, ...] = SETS, post_hoc: bool = False) -> None:
     """Every run of every split of ``sets`` (a finished run is kept); each command checked as train.py checks it
     before the first runs. ``post_hoc``: the :data:`POST_HOC` runs too."""
-    from csg.checks import check_train_command
+    import csg
     from csg.errors import CommandRefused
-    from csg.launch.api import train
-    from csg.paths import CONFIGS
 
     plan = [command for name in sets for split in range(splits_of(name, scale))
             for command in commands(name, split, scale, runs)]
@@ -96,10 +94,10 @@ def run_all(runs: Path, scale: str, sets: tuple[str, ...] = SETS, post_hoc: bool
         plan += [overrides(name, split, method, scale, runs) for name in sets
                  for split in range(splits_of(name, scale)) for method in POST_HOC]
     for command in plan[: len(METHODS) + len(ENSEMBLE_SEEDS)]:  # one split's commands: the others differ in numbers
-        message = check_train_command(command, CONFIGS)
+        message = csg.check_command(command)
         if message is not None:
             raise CommandRefused(message, key="overrides", value=command)
     for command in plan:
         folder = Path(command[-1].split("=", 1)[1])
         if not (folder / "metrics.json").is_file():
-            train(command)
+            csg.train(command)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from csg.io.atomic import atomic_open
+from csg.reporting import atomic_open
 from csg.studies.accuracy.multimodal.chains import CONTOUR_PAIRS, PAIRS
 from csg.studies.accuracy.multimodal.verdicts import METRICS
 

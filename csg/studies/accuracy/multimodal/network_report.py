@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import interval_text, tally
+from csg.reporting import markdown_table
 from csg.studies.accuracy.multimodal import study, tuning, verdicts
 
 NETWORK = Path("reference") / "network_multimodal.json"
@@ -20,10 +21,11 @@ def miss_mark(meets) -> str:
     return " (miss)" if meets is False or meets == "False" else ""
 
 
-def compared_cells(row) -> str:
-    """``mean (miss) | mean | difference | interval``: the cells every verdict table of the report shares."""
-    return (f"{row.method_mean:.3f}{miss_mark(row.method_meets)} | {row.baseline_mean:.3f}"
-            f"{miss_mark(row.baseline_meets)} | {row.difference:+.3f} | {interval_text(row.low, row.high, '+.3f')}")
+def compared_cells(row) -> list[str]:
+    """``[mean (miss), mean, difference, interval]``: the cells every verdict table of the report shares."""
+    return [f"{row.method_mean:.3f}{miss_mark(row.method_meets)}",
+            f"{row.baseline_mean:.3f}{miss_mark(row.baseline_meets)}", f"{row.difference:+.3f}",
+            interval_text(row.low, row.high, '+.3f')]
 
 
 def within_margin(row) -> bool:
@@ -87,12 +89,13 @@ def arrival_lines(runs: pd.DataFrame) -> list[str]:
              "its mode-weight error mixes descent with hopping between modes. Below, each pair's arrival rates over "
              "all evaluation seeds, and the mode-weight error on the seeds where both arrived: families of their own "
              "(the same statistics, bar and margin as above). It conditions on an outcome of the runs, so it describes; "
-             "the study's verdicts are those above.", "",
-             "| budget | pair | arrived (cyclical / constant) | seeds, both arrived | cyclical | constant | difference "
-             "| simultaneous interval | verdict |", "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
-    for row in found.itertuples():
-        lines.append(f"| {row.budget:,} | {row.method} - {row.baseline} | {row.method_arrived:.2f} / "
-                     f"{row.baseline_arrived:.2f} | {row.seeds} | {compared_cells(row)} | {verdict_mark(row)} |")
+             "the study's verdicts are those above.", ""]
+    lines += markdown_table(["budget", "pair", "arrived (cyclical / constant)", "seeds, both arrived", "cyclical",
+                             "constant", "difference", "simultaneous interval", "verdict"],
+                            [[f"{row.budget:,}", f"{row.method} - {row.baseline}",
+                              f"{row.method_arrived:.2f} / {row.baseline_arrived:.2f}", row.seeds,
+                              *compared_cells(row), verdict_mark(row)] for row in found.itertuples()],
+                            align="rlrrrrrrl")
     families = found.apply(lambda r: verdicts.family_of(r.method, r.baseline), axis=1)
     counts = "; ".join(f"the {name} pairs' family of {int((families == name).sum())}: "
                        f"{tally(found[families == name].itertuples())}" for name in verdicts.FAMILIES

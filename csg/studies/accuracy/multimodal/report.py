@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from csg.evaluation.comparison import method_statement, tally
-from csg.io.atomic import atomic_write_text
+from csg.reporting import markdown_table, write_text
 from csg.studies.accuracy.multimodal import contour_report, figures, reading, study, tuning, verdicts
 from csg.studies.accuracy.multimodal.network_report import (NETWORK, arrival_lines, burnin_lines,  # noqa: F401
                                                             compared_cells, network_lines, verdict_mark, within_margin)
@@ -65,18 +65,18 @@ def _target_lines(tables: dict[str, pd.DataFrame], summary: pd.DataFrame) -> lis
              "csg/studies/accuracy/multimodal/barriers.py): the highest energy on the path less the energy of the "
              "minimum left. L: the largest curvature at the minima (steps are in units of 1 / L). Core share: the "
              "exact probability of lying in a mode's core (Table 4's radius, 1.443 sd; the network: the 99 % ellipsoid of the "
-             "mode's Laplace fit, by the reference below).", "",
-             "| target | modes | weights | pairs measured | escape barrier (nats): min / median / max | L | core share |",
-             "|---|---:|---|---:|---|---:|---:|"]
+             "mode's Laplace fit, by the reference below).", ""]
+    rows = []
     for target in labels(barriers):
         block = barriers[barriers.target == target]
-        spec = SPECS[target]
         weights = ("0.75 / 0.25" if target.startswith("barrier") else
                    "the reference's (below)" if target == "network" else "1/25 each")
-        lines.append(f"| {target}: {spec.label} | {int(info.modes[target])} | {weights} | {len(block) // 2} | "
-                     f"{block.barrier.min():.2f} / {block.barrier.median():.2f} / {block.barrier.max():.2f} | "
-                     f"{info.scale[target]:.4g} | {info.core_share[target]:.3f} |")
-    return lines + [""]
+        rows.append([f"{target}: {SPECS[target].label}", int(info.modes[target]), weights, len(block) // 2,
+                     f"{block.barrier.min():.2f} / {block.barrier.median():.2f} / {block.barrier.max():.2f}",
+                     f"{info.scale[target]:.4g}", f"{info.core_share[target]:.3f}"])
+    return lines + markdown_table(["target", "modes", "weights", "pairs measured",
+                                   "escape barrier (nats): min / median / max", "L", "core share"], rows,
+                                  align="lrlrlrr") + [""]
 
 
 TITLES = {"cycles": ("## Verdicts: cyclical against constant step, paired by seed", "cyclical", "constant", "One family"),
@@ -106,12 +106,12 @@ def _family_lines(found: pd.DataFrame, title: str, mine: str, theirs: str, famil
         block = found[found.metric == metric]
         if block.empty:
             continue
-        lines += [f"**{name}** (difference = {mine} - {theirs}; lower is better):", "",
-                  f"| target | budget | pair | {mine} | {theirs} | difference | simultaneous interval | margin | bar | "
-                  "detectable | verdict |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-        for row in block.itertuples():
-            lines.append(f"| {row.target} | {row.budget:,} | {contour_report.pair(row)} | {compared_cells(row)} | "
-                         f"{row.margin:.3g} | {row.bar:.3g} | {row.detectable:.3g} | {verdict_mark(row)} |")
+        lines += [f"**{name}** (difference = {mine} - {theirs}; lower is better):", "", *markdown_table(
+            ["target", "budget", "pair", mine, theirs, "difference", "simultaneous interval", "margin", "bar",
+             "detectable", "verdict"],
+            [[row.target, f"{row.budget:,}", contour_report.pair(row), *compared_cells(row), f"{row.margin:.3g}",
+              f"{row.bar:.3g}", f"{row.detectable:.3g}", verdict_mark(row)] for row in block.itertuples()],
+            align="lrlrrrrrrrl")]
         lines += ["", f"- {name}: {tally(block.itertuples())} of {len(block)}; the smallest detectable difference "
                       f"(80 % power at the family's level) is in median {block.detectable.median():.3g} "
                       f"({block.detectable.min():.3g} to {block.detectable.max():.3g}).", ""]
@@ -138,15 +138,14 @@ def _per_target_lines(summary: pd.DataFrame, tables: dict) -> list[str]:
         block = summary[summary.target == target]
         if block.empty:
             continue
-        lines += [f"### {target}: {SPECS[target].label} ({names[target]})", "",
-                  "| budget | method | tuned setting | M | ceiling | mode-weight error | core TV | crossings / chain | "
-                  "covered | arrived | W2 (floor) |", "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for row in block.sort_values(["budget", "method"], key=_method_order).itertuples():
-            lines.append(f"| {row.budget:,} | {row.method} | {_setting(row)} | {int(row.cycles)} | {row.ceiling:.3f} | "
-                         f"{_cell(row.mode_error, row.mode_error_se)} | {_cell(row.core_tv, row.core_tv_se)} | "
-                         f"{row.crossings:.3g} | {row.covered:.2f} | {1 - row.diverged / row.seeds:.2f} | "
-                         f"{_cell(row.w2, row.w2_se, 2)}{f' ({row.w2_floor:.2f})' if math.isfinite(row.w2_floor) else ''} |")
-        lines.append("")
+        rows = [[f"{row.budget:,}", row.method, _setting(row), int(row.cycles), f"{row.ceiling:.3f}",
+                 _cell(row.mode_error, row.mode_error_se), _cell(row.core_tv, row.core_tv_se), f"{row.crossings:.3g}",
+                 f"{row.covered:.2f}", f"{1 - row.diverged / row.seeds:.2f}",
+                 f"{_cell(row.w2, row.w2_se, 2)}{f' ({row.w2_floor:.2f})' if math.isfinite(row.w2_floor) else ''}"]
+                for row in block.sort_values(["budget", "method"], key=_method_order).itertuples()]
+        lines += [f"### {target}: {SPECS[target].label} ({names[target]})", "", *markdown_table(
+            ["budget", "method", "tuned setting", "M", "ceiling", "mode-weight error", "core TV", "crossings / chain",
+             "covered", "arrived", "W2 (floor)"], rows, align="rllrrrrrrrr"), ""]
     return lines
 
 
@@ -261,22 +260,22 @@ def _sensitivity_lines(moved: pd.DataFrame, which: str = "") -> list[str]:
     decided = moved[moved.verdict_1.isin(["helps", "hurts"])]
     lines += ["", f"**{len(stable)} of {len(moved)} comparisons keep their verdict under all {len(ranks)} ranks**, "
               f"and {int(decided.stable.sum())} of the {len(decided)} helps and hurts of rank 1; "
-              "per metric and rank-1 verdict, how many keep it:", "",
-              "| metric | rank-1 verdict | comparisons | the same under every rank |", "|---|---|---:|---:|"]
-    for (metric, verdict), block in moved.groupby(["metric", "verdict_1"], sort=False):
-        lines.append(f"| {verdicts.METRICS.get(metric, metric)} | {verdict} | {len(block)} | {int(block.stable.sum())} |")
+              "per metric and rank-1 verdict, how many keep it:", "", *markdown_table(
+                  ["metric", "rank-1 verdict", "comparisons", "the same under every rank"],
+                  [[verdicts.METRICS.get(metric, metric), verdict, len(block), int(block.stable.sum())]
+                   for (metric, verdict), block in moved.groupby(["metric", "verdict_1"], sort=False)], align="llrr")]
     changing = moved[~moved.stable & moved.verdict_1.isin(["helps", "hurts"])]
     if changing.empty:
         return lines + ["", "Every help and hurt of rank 1 holds under every rank (all changes: "
                             "accuracy_multimodal_sensitivity.csv).", ""]
     lines += ["", f"The helps and hurts of rank 1 that do not hold under every rank ({len(changing)}; all changes: "
-              "accuracy_multimodal_sensitivity.csv):", "",
-              "| target | budget | metric | pair | " + " | ".join(f"rank {r}" for r in ranks) + " |",
-              "|---|---:|---|---|" + "---|" * len(ranks)]
-    for row in changing.itertuples():
-        cells = " | ".join(_moved_cell(getattr(row, f"verdict_{r}"), getattr(row, f"difference_{r}")) for r in ranks)
-        lines.append(f"| {row.target} | {row.budget:,} | {verdicts.METRICS.get(row.metric, row.metric)} | "
-                     f"{row.method} - {row.baseline} | {cells} |")
+              "accuracy_multimodal_sensitivity.csv):", ""]
+    rows = [[row.target, f"{row.budget:,}", verdicts.METRICS.get(row.metric, row.metric),
+             f"{row.method} - {row.baseline}",
+             *(_moved_cell(getattr(row, f"verdict_{r}"), getattr(row, f"difference_{r}")) for r in ranks)]
+            for row in changing.itertuples()]
+    lines += markdown_table(["target", "budget", "metric", "pair", *(f"rank {r}" for r in ranks)], rows,
+                            align="lrll" + "l" * len(ranks))
     return lines + [""]
 
 
@@ -361,14 +360,14 @@ def write(result: study.Study, out: Path, references: Path) -> Path:
         table = result.tables[key]
         if key == "targets":
             table = table.assign(study_seconds=result.seconds, study_load=result.load)
-        atomic_write_text(out / name, table.to_csv(index=False))
+        write_text(out / name, table.to_csv(index=False))
     for key, name in OPTIONAL.items():
         if result.tables.get(key) is not None and not result.tables[key].empty:
-            atomic_write_text(out / name, result.tables[key].to_csv(index=False))
-    atomic_write_text(out / "accuracy_multimodal.csv", summary.to_csv(index=False))
-    atomic_write_text(out / "accuracy_multimodal_verdicts.csv", found.to_csv(index=False))
+            write_text(out / name, result.tables[key].to_csv(index=False))
+    write_text(out / "accuracy_multimodal.csv", summary.to_csv(index=False))
+    write_text(out / "accuracy_multimodal_verdicts.csv", found.to_csv(index=False))
     if "verdict_2" in moved.columns:
-        atomic_write_text(out / "accuracy_multimodal_sensitivity.csv", moved.to_csv(index=False))
+        write_text(out / "accuracy_multimodal_sensitivity.csv", moved.to_csv(index=False))
     names = labels(result.tables["barriers"])
     first = summary[summary["rank"] == 1] if "rank" in summary.columns else summary
     figures.phase_diagram(contour_report.family(found, "cycles"), names, out / "accuracy_multimodal.png")
@@ -376,7 +375,7 @@ def write(result: study.Study, out: Path, references: Path) -> Path:
     if not icsgld.empty:
         figures.phase_diagram(icsgld, names, out / "accuracy_multimodal_icsgld.png")
     figures.curves(first, names, out / "accuracy_multimodal_curves.png")
-    atomic_write_text(out / "accuracy_multimodal.md", markdown(result, found, summary, references, moved))
+    write_text(out / "accuracy_multimodal.md", markdown(result, found, summary, references, moved))
     return out / "accuracy_multimodal.md"
 
 

@@ -367,11 +367,11 @@ KEPT = ROOT / "multirun" / "accuracy-multimodal-tables"
 def _keep(study: Study) -> None:
     """Every table of the finished study into :data:`KEPT` (git-ignored, overwritten by the next study) before the
     report's edge check, so that a refused report leaves its runs to look at."""
-    from csg.io.atomic import atomic_write_text
+    from csg.reporting import write_text
 
     KEPT.mkdir(parents=True, exist_ok=True)
     for key, table in study.tables.items():
-        atomic_write_text(KEPT / f"{key}.csv", table.to_csv(index=False))
+        write_text(KEPT / f"{key}.csv", table.to_csv(index=False))
 
 
 def with_seeds(protocol: Protocol, seeds: Sequence[int]) -> Protocol:

@@ -1,0 +1,90 @@
+"""``csg.build``: the parts of a train.py command, built and not trained, for code that works on the task itself
+(a reference sampler, a probe of the model) or steps a chain in its own loop (:class:`csg.Chain`).
+
+The command is checked as train.py checks it (:func:`csg.check_command`) and composed from csg's configs; the parts
+are those a run builds, by the same functions, so they are the run's: its data and model (:func:`build`), and on
+:class:`Built` its schedule, sampler and parameter trace for any model and number of data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from csg.errors import CommandRefused
+from csg.launch.api import check_command, checked_overrides
+from csg.paths import CONFIGS
+
+__all__ = ["Built", "build"]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What ``python train.py <overrides>`` would train, built and not trained (:func:`build`).
+
+    ``config``: the composed config (read-only); ``data``: the data bundle (``train``, ``train_eval`` and ``test``
+    loaders, ``num_train``, ``num_classes``, ``input_shape``); ``model``: the network, freshly initialised under
+    torch's current seed; ``ood``: the out-of-distribution loader of ``ood=`` (None for ``ood=none``). The last
+    three are None when built with ``data=False``."""
+
+    config: Any
+    data: Any = None
+    model: Any = None
+    ood: Any = None
+
+    def new_model(self, num_classes: int, input_shape: Sequence[int]):
+        """A fresh model of the command's ``model=`` (its options) for ``num_classes`` and ``input_shape``."""
+        from csg.engine.build import MODEL_KEYS, node_options
+        from csg.models import create_model
+
+        return create_model(self.config.model.name, num_classes=num_classes, input_shape=tuple(input_shape),
+                            **node_options(self.config.model, drop=MODEL_KEYS))
+
+    def schedule(self, total_steps: int):
+        """The command's step-size schedule (:mod:`csg.schedules`) over ``total_steps`` iterations."""
+        from csg.engine.build import build_schedule
+
+        return build_schedule(self.config, total_steps)
+
+    def sampler(self, model, num_data: int, generator=None, device: str = "cpu"):
+        """The command's sampler (a ``torch.optim.Optimizer``) over ``model``'s parameters, for ``num_data``
+        training points; ``generator``: the ``torch.Generator`` of its noise."""
+        import torch
+
+        from csg.engine import distributed
+        from csg.engine.build import build_sampler
+
+        return build_sampler(self.config, model, num_data, distributed.Layout(), torch.device(device), generator)
+
+    def trace(self, schedule, total_steps: int, model):
+        """The command's parameter trace (``trace.enabled``; :class:`csg.evaluation.ess.ParameterTrace`) of
+        ``model`` under ``schedule``, or None where the command traces nothing."""
+        from csg.engine.build import plan_trace
+
+        return plan_trace(self.config, schedule, total_steps, model)
+
+
+def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True) -> Built:
+    """The parts of the command ``overrides`` as train.py builds them: the command checked first (a refusal is a
+    :class:`~csg.errors.CommandRefused`, as :func:`csg.train`'s), composed from csg's configs, then its data,
+    model and OOD loader on ``device`` (``data=False``: the config alone, nothing read)."""
+    import torch
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from csg.engine.build import build_data_and_model, build_ood_loader
+
+    overrides = checked_overrides(overrides)
+    message = check_command(overrides)
+    if message is not None:
+        raise CommandRefused(message, key="overrides", value=overrides)
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    if not data:
+        OmegaConf.set_readonly(cfg, True)
+        return Built(config=cfg)
+    bundle, model = build_data_and_model(cfg, torch.device(device))
+    ood, _ = build_ood_loader(cfg, bundle)
+    OmegaConf.set_readonly(cfg, True)
+    return Built(config=cfg, data=bundle, model=model, ood=ood)
