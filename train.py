@@ -1,5 +1,5 @@
 """Train one SG-MCMC chain, collect posterior samples, evaluate their Bayesian model average: ``csg-train`` run
-from a clone (csg/__main__.py has the command; ``python -m csg`` is the same).
+from a clone (csg/__main__.py has the command; ``python -m csg`` is the same, without the clone's studies/).
 
     python train.py                                   # cSGHMC, MLP, the embedded MNIST subset
     python train.py sampler=csghmc data=cifar100      # any data / model / sampler from configs/
@@ -9,6 +9,7 @@ from a clone (csg/__main__.py has the command; ``python -m csg`` is the same).
 Run directories (config, log, samples/, metrics.json) go under runs/ (multirun/ for sweeps).
 """
 
+import studies  # noqa: F401  (the clone's studies register their own train.py jobs: synthetic=<study>)
 from csg.__main__ import main
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ Rooms of the package:
   data set, model and sampler named by ``_target_`` (``data=custom``, ``model=custom``, ``sampler=custom``);
 - :mod:`csg.engine.build`: a config -> the run's objects; :mod:`csg.launch.run`: the life of one run (what ``train.py``
   calls); :mod:`csg.posterior.evaluate`: the finished run's samples -> metrics;
-- :mod:`csg.studies.experiments`: paper tables from runs, and the registry of every paper target;
+- :mod:`studies.experiments`: paper tables from runs, and the registry of every paper target;
 - ``csg.train([...])`` (:mod:`csg.launch.api`): what ``train.py`` runs, from Python, returning the run's
   ``csg.Posterior`` (:mod:`csg.posterior`): its samples, weights, ``predict``, ``uncertainty``, ``evaluate``,
   ``diagnostics``, ``save`` and ``to_inference_data``; ``csg.compare([...])`` (:mod:`csg.posterior.compare`): runs
   side by side, with the shared statistics' verdicts.
 - ``csg-train`` / ``python -m csg`` (:mod:`csg.__main__`, what a clone's ``train.py`` runs) and ``csg-reproduce``
-  (:mod:`csg.studies.reproduce`): the commands of an installed csg.
+  (:mod:`studies.reproduce`): the commands of an installed csg.
 """
 
 __version__ = "0.1.0"

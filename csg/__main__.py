@@ -27,9 +27,8 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-import csg.studies  # noqa: F401  (csg's own studies register themselves here: synthetic=<study>)
 from csg.launch.cli import check_or_exit, run_or_exit
-from csg.launch.studies import registered_studies, run_study
+from csg.launch.studies import import_registered, registered_studies, remember_modules, run_study
 from csg.paths import CONFIGS
 
 
@@ -55,12 +54,27 @@ def extra_overrides() -> list[str]:
     return words
 
 
+def unregistered_study(keys) -> None:
+    """A one-line refusal of a study's key (``synthetic=<study>``) among ``keys`` whose study no imported package
+    registered: csg's own studies are the repository's ``studies/``, which a clone's ``train.py`` imports."""
+    from csg.checks.preflight import STUDY_KEYS
+    from csg.errors import ConfigError
+
+    for key in keys:
+        if key in STUDY_KEYS and key not in registered_studies():
+            raise ConfigError(key, "...", "a study an installed package registers: csg's own are the repository's "
+                              "studies/ (run a clone's train.py, or pip install path/to/csg/studies), yours by "
+                              "csg.register_study in a csg.studies entry point")
+
+
 def task(cfg: DictConfig) -> float | None:
     """One job: a study on analytic targets (``synthetic=``), or a network's chains; returns the ensemble's NLL
     (what a Hydra sweeper would minimise)."""
+    run_or_exit(import_registered)
     if any(cfg.get(key) for key in registered_studies()):
         run_or_exit(lambda: run_study(cfg))
         return None
+    run_or_exit(lambda: unregistered_study([key for key in cfg if cfg.get(key)]))
     from csg.launch.run import run
 
     metrics = run_or_exit(lambda: run(cfg))
@@ -74,8 +88,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     from csg.checks.groups import split_config_dir
     from csg.launch.studies import study_checks
 
+    run_or_exit(import_registered)
+    remember_modules()  # the command's job processes (a SLURM job) register the same studies
+
     argv = list(sys.argv[1:] if argv is None else argv)
     argv += run_or_exit(extra_overrides)  # after the command's own: the last value wins
+    run_or_exit(lambda: unregistered_study([item.split("=")[0].lstrip("+~").split(".")[0] for item in argv]))
     # every job of the command, before Hydra starts one (a study's own checks for synthetic=<study>)
     check_or_exit(argv, CONFIGS, study_checks=study_checks())
     first, rest = split_config_dir(argv)

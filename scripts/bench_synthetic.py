@@ -23,9 +23,9 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from csg.io.atomic import atomic_write_text  # noqa: E402
 from csg.reporting import markdown_table  # noqa: E402
 from csg.schedules import Decreasing  # noqa: E402
-from csg.studies.synthetic import run_study  # noqa: E402
-from csg.studies.synthetic.chains import ChainGroup, run_chains  # noqa: E402
-from csg.studies.targets import create_target  # noqa: E402
+from studies.synthetic import run_study  # noqa: E402
+from studies.synthetic.chains import ChainGroup, run_chains  # noqa: E402
+from studies.targets import create_target  # noqa: E402
 
 
 def study_seconds(name: str) -> float:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,14 +72,14 @@ def doc_blocks(page: str, title: str) -> list[list[list[str]]]:
 
 
 
-def install_wheel(base: Path) -> Path:
+def install_wheel(base: Path, studies: bool = False) -> Path:
     """csg's wheel built from a copy of the repository's package files and installed, not editable, into a fresh
     virtual environment ``base/venv`` (``python -m venv``; pip run for it with ``--python``); its site-packages
     folder. ``--no-deps --no-build-isolation --no-index``: no network here, so the venv sees this environment's
     packages (torch, Hydra, timm, setuptools) through one ``.pth`` line naming their folder, after its own - a path
     line, so that folder's own ``.pth`` files (this checkout's editable csg) are not run - and ``bin/torchrun``, the
     script torch's install would write there. The copy keeps the build's ``build/`` and ``csg.egg-info/`` out of
-    the repository."""
+    the repository. ``studies``: csg's studies too (:func:`install_studies`), as ``make install`` puts them."""
     import sysconfig
 
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -98,7 +99,21 @@ def install_wheel(base: Path) -> Path:
     torchrun = venv / "bin" / "torchrun"  # the console script torch's own install would put there
     torchrun.write_text(f"#!{python}\nimport sys\nfrom torch.distributed.run import main\nsys.exit(main())\n")
     torchrun.chmod(0o755)
+    if studies:
+        install_studies(site)
     return site
+
+
+def install_studies(site: Path) -> None:
+    """csg's research studies (the clone's studies/, the csg-studies distribution) installed beside csg in the venv
+    of ``install_wheel``, as ``make install`` and ``pip install path/to/csg/studies`` do (from a copy: the build's
+    ``build/`` and ``*.egg-info/`` stay out of the clone)."""
+    source = site.parents[3] / "studies"
+    shutil.copytree(ROOT / "studies", source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    process = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed_bin(site) / "python"), "install",
+                              "--quiet", "--no-deps", "--no-build-isolation", "--no-index", str(source)],
+                             capture_output=True, text=True, timeout=300, cwd=source.parent)
+    assert process.returncode == 0, process.stderr[-3000:]
 
 
 def installed_bin(site: Path) -> Path:

@@ -70,7 +70,7 @@ def bash_lines(text: str) -> list[list[str]]:
 
 
 def _reproduce_flags() -> set[str]:
-    return set(re.findall(r'add_argument\("(--[\w-]+)"', (ROOT / "csg" / "studies" / "reproduce.py").read_text()))
+    return set(re.findall(r'add_argument\("(--[\w-]+)"', (ROOT / "studies" / "reproduce.py").read_text()))
 
 
 def problem(words: list[str]) -> str | None:
@@ -78,7 +78,7 @@ def problem(words: list[str]) -> str | None:
     exists: the make target (and what make runs for it), the script and its target and flags, the train.py
     overrides (checked as train.py checks them, before any training)."""
     from csg.checks import check_group_choices
-    from csg.studies.experiments.registry import TARGETS
+    from studies.experiments.registry import TARGETS
     from csg.posterior.store import OVERRIDABLE
     from csg.checks import check_command
 

@@ -1,4 +1,4 @@
-r"""How far a sampler's draws are from a reference posterior (:mod:`csg.studies.accuracy.reference`).
+r"""How far a sampler's draws are from a reference posterior (:mod:`studies.accuracy.reference`).
 
 In parameter space (identified models only, e.g. logistic regression), from the draws' moments
 (m, S) against the reference's (m*, S*), with s* = sqrt(diag S*):

@@ -18,7 +18,7 @@ A reference file is a NumPy ``.npz`` archive (read with ``allow_pickle=False``: 
   was made on the same inputs, in the same order);
 - optionally ``ood_probs``: (m, classes), on the run's OOD set in its order.
 
-``make reference-network`` writes one (:mod:`csg.studies.benchmark.reference`); any file of that form (e.g. the
+``make reference-network`` writes one (:mod:`studies.benchmark.reference`); any file of that form (e.g. the
 public HMC predictive of Izmailov et al. converted to it) serves.
 """
 

@@ -180,7 +180,7 @@ class EnergyPartition:
         It equals :meth:`importance_weights`' :math:`\zeta \log\theta(J)` (the paper's weight, Eq. 2) up to a
         constant only where no multiplier is clipped and :math:`\theta` varies smoothly; where :math:`\theta`
         runs away or the multiplier sits at its clip, only these weights describe what the chain samples (the
-        multimodal study, csg/studies/accuracy/multimodal/contour.py). :math:`\theta`'s normaliser is left out,
+        multimodal study, studies/accuracy/multimodal/contour.py). :math:`\theta`'s normaliser is left out,
         as in the paper's weights. ``temperature``: a number, or one per group; > 0."""
         scaled = (energy.reshape(-1).to(self.theta.device, self.theta.dtype) - self.low) / self.width
         j = self._by_group(self.index(energy))

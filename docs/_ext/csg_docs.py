@@ -128,7 +128,7 @@ def _code_only(app, env, node, contnode):
 
     with mock(app.config.autodoc_mock_imports):  # a docs-only install: the training stack mocked, as for autodoc
         for name in filter(None, candidates):
-            if name.split(".")[0] == "csg" and _resolve(name) is not None:
+            if name.split(".")[0] in ("csg", "studies") and _resolve(name) is not None:
                 return contnode
     return None
 

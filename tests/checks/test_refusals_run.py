@@ -114,7 +114,7 @@ def test_an_earlier_runs_results_never_join_the_ensemble(finished, tmp_path):
     [earlier] = (run_dir / "earlier").iterdir()
     moved = {name: data for name, (data, _) in _snapshot(earlier).items()}
     assert moved == {name: data for name, (data, _) in before.items() if name != "train.log"}
-    from csg.studies.experiments.aggregate import load_runs
+    from studies.experiments.aggregate import load_runs
 
     assert list(load_runs(run_dir.parent)["run_dir"]) == [str(run_dir)]  # a table never counts the moved run
 

@@ -218,7 +218,7 @@ def test_a_crashed_holder_leaves_a_stale_lock_that_the_next_run_takes_over(tmp_p
 @pytest.mark.timeout(120)
 def test_train_and_studies_in_process_are_refused_while_the_lock_is_held(run_dir, tmp_path):
     from csg.launch.run import run
-    from csg.studies.synthetic import run_study
+    from studies.synthetic import run_study
 
     held = RunLock(run_dir)
     assert held.acquire()  # a lock belongs to its open file: this process's own second lock is refused too

@@ -15,5 +15,5 @@ from tests.launch.test_docs_run import GUIDE, RUN_PAGES, run_page
 @pytest.mark.timeout(900)
 def test_the_getting_started_pages_runnable_blocks_run_as_written(tmp_path_factory, tmp_path):
     assert GUIDE in RUN_PAGES
-    installed: Path = install_wheel(tmp_path_factory.mktemp("install"))
+    installed: Path = install_wheel(tmp_path_factory.mktemp("install"), studies=True)
     run_page(installed, write_stand_ins(tmp_path_factory.mktemp("data")), tmp_path, GUIDE)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, doc_blocks, install_wheel, installed_bin, installed_env as _env
+from tests.conftest import ROOT, doc_blocks, install_studies, install_wheel, installed_bin, installed_env as _env
 
 SECTION = "Install into your own project"
 SOURCE = "path/to/csg"  # what the page calls a clone of csg
@@ -45,7 +45,8 @@ def test_the_wheel_holds_the_configs_the_launcher_and_the_commands(installed):
     assert (info / "WHEEL").is_file()  # installed from a wheel pip built, not an editable link
     entry_points = (info / "entry_points.txt").read_text()
     assert "csg-train = csg.__main__:main" in entry_points
-    assert "csg-reproduce = csg.studies.reproduce:console" in entry_points
+    assert "csg-reproduce = csg.launch.reproduce_cli:console" in entry_points
+    assert not (installed / "studies").exists()  # the studies are not in csg's wheel
     assert "csg-evaluate = csg.launch.evaluate_cli:console" in entry_points
     assert "csg-compare = csg.launch.compare_cli:console" in entry_points
     assert "csg-tune = csg.launch.tune_cli:console" in entry_points
@@ -139,10 +140,29 @@ def test_csg_train_from_python_in_the_users_folder(page_run, installed):
     assert (page_run["project"] / "runs" / "from_python" / "metrics.json").is_file()
 
 
-def test_csg_reproduce_runs_from_the_install_in_the_users_folder(page_run, installed):
-    process = subprocess.run([str(installed_bin(installed) / "csg-reproduce"), "table1", "--report-only", "--runs", "none"],
-                             cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True, timeout=120)
+def test_csg_reproduce_runs_the_studies_once_they_are_installed(page_run, installed):
+    """The paper tables' drivers are csg's studies, not csg's wheel: csg-reproduce says where they are, in one line,
+    until ``pip install path/to/csg/studies`` (the csg-studies distribution) puts them beside csg."""
+    command = [str(installed_bin(installed) / "csg-reproduce"), "table1", "--report-only", "--runs", "none"]
+    process = subprocess.run(command, cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True,
+                             timeout=120)
+    _one_line(process, "error: csg-reproduce runs csg's studies")
+    assert "pip install path/to/csg/studies" in process.stderr
+    study = [str(installed_bin(installed) / "csg-train"), "synthetic=table4", "synthetic.steps=2000",
+             "synthetic.repeats=1", "hydra.run.dir=runs/table4"]
+    process = subprocess.run(study, cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True,
+                             timeout=120)
+    _one_line(process, "error: synthetic=")
+    assert "pip install path/to/csg/studies" in process.stderr and not (page_run["project"] / "runs" / "table4").exists()
+    install_studies(installed)
+    assert (installed / "studies" / "reproduce.py").is_file()
+    process = subprocess.run(command, cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True,
+                             timeout=120)
     _one_line(process, f"error: --runs='{page_run['project'] / 'none'}' is not allowed")
+    process = subprocess.run(study, cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True,
+                             timeout=300)  # csg-train imports the studies' entry point: synthetic= runs
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert (page_run["project"] / "runs" / "table4" / "metrics.json").is_file()
 
 
 def test_timm_and_torchvision_import_before_csg_in_the_install(installed, tmp_path):

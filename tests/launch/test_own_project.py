@@ -2,7 +2,7 @@
 the project's own folder), SIGTERM and resume, two processes.
 
 The project is a copy outside the repository; csg is this checkout's (``PYTHONPATH``), as an installed csg would
-be: ``csg-train`` is ``python -m csg`` and ``csg-reproduce`` is ``python -m csg.studies.reproduce`` (the console
+be: ``csg-train`` is ``python -m csg`` and ``csg-reproduce`` is ``python -m studies.reproduce`` (the console
 scripts call the same functions; tests/launch/test_install.py runs the real ones from a built wheel)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def readme_commands() -> list[list[str]]:
 
 
 # what each program of the README is in this test: the console scripts' functions, under this interpreter
-PROGRAMS = {"csg-train": ["-m", "csg"], "csg-reproduce": ["-m", "csg.studies.reproduce"],
+PROGRAMS = {"csg-train": ["-m", "csg"], "csg-reproduce": ["-m", "csg.launch.reproduce_cli"],
             "torchrun": ["-m", "torch.distributed.run"]}
 
 

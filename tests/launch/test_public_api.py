@@ -3,13 +3,15 @@ machinery (the studies go through it, as a user would)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 import csg
 from csg.errors import CommandRefused, ConfigError
-from csg.launch import studies
+from csg.launch import studies as registry
 
 
 def test_build_gives_the_data_and_model_train_py_would_train(tmp_path, monkeypatch):
@@ -35,9 +37,9 @@ def test_build_and_check_command_refuse_as_train_py_does(tmp_path, monkeypatch):
 
 
 def test_a_registered_study_is_checked_and_run_under_its_own_key(tmp_path, monkeypatch):
-    import csg.studies  # noqa: F401  (csg's own register first, into the registry the test then restores)
+    import studies  # noqa: F401  (csg's own register first, into the registry the test then restores)
 
-    monkeypatch.setattr(studies, "_STUDIES", dict(studies.registered_studies()))
+    monkeypatch.setattr(registry, "_STUDIES", dict(registry.registered_studies()))
     ran = []
 
     def check(cfg):
@@ -57,8 +59,12 @@ def test_a_registered_study_is_checked_and_run_under_its_own_key(tmp_path, monke
         csg.register_study("my.study", check, print)
 
 
-def test_csg_own_study_key_is_registered():
-    import csg.studies  # noqa: F401
-
-    assert "synthetic" in studies.study_checks()
-    assert torch.__version__  # torch imported with csg: the facade stays importable beside it
+def test_the_studies_register_their_key_through_their_entry_point(monkeypatch):
+    """csg's entry point imports the modules of the ``csg.studies`` entry-point group (the clone's studies/,
+    installed by make install as csg-studies); their import registers ``synthetic``."""
+    monkeypatch.setattr(registry, "_STUDIES", {})
+    monkeypatch.delenv(registry.MODULES, raising=False)
+    monkeypatch.delitem(sys.modules, "studies", raising=False)
+    assert registry.study_checks() == {}
+    registry.import_registered()
+    assert "synthetic" in registry.study_checks() and torch.__version__

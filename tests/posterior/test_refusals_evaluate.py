@@ -268,7 +268,7 @@ def _results_state() -> dict:
 def test_report_only_without_finished_runs_exits_non_zero_and_writes_nothing(tmp_path, finished_run, capsys,
                                                                             monkeypatch):
     """The driver's check, as typed (a child process), and every report's own, in-process."""
-    from csg.studies.experiments import fig3, fig4, table5, table_report, tables
+    from studies.experiments import fig3, fig4, table5, table_report, tables
 
     results = _results_state()
     out = tmp_path / "out"
@@ -303,7 +303,7 @@ def test_report_only_without_finished_runs_exits_non_zero_and_writes_nothing(tmp
 
 
 def test_damaged_run_files_in_a_report_folder_are_refused_naming_them(tmp_path, finished_run, capsys, monkeypatch):
-    from csg.studies.experiments import table_report
+    from studies.experiments import table_report
 
     runs = tmp_path / "runs"
     run = Path(shutil.copytree(finished_run, runs / "run", ignore=shutil.ignore_patterns("*.pt")))

@@ -180,8 +180,8 @@ def test_replica_swap_is_accepted_with_the_stated_probability():
 
 
 def test_simulation_metrics_on_exact_and_shifted_histograms():
-    from csg.studies.synthetic import icsgld_measures as sim
-    from csg.studies.targets import ICSGLDLandscape
+    from studies.synthetic import icsgld_measures as sim
+    from studies.targets import ICSGLDLandscape
 
     truth = sim.true_bin_masses(ICSGLDLandscape())
     assert truth.sum().item() == pytest.approx(1.0) and sim.kl_divergence(truth[None], truth).item() == pytest.approx(0.0)
@@ -193,7 +193,7 @@ def test_simulation_metrics_on_exact_and_shifted_histograms():
 
 
 def test_simulation_runs_every_method_at_a_tiny_budget():
-    from csg.studies.synthetic.icsgld_simulation import METHODS, Protocol, run_simulation
+    from studies.synthetic.icsgld_simulation import METHODS, Protocol, run_simulation
 
     protocol = Protocol(warm_up_p5=20, warm_up_t5=100, thin=5, pilot_steps=300, pilot_warm_up=50, true_samples=2000)
     result = run_simulation(steps=200, repeats=2, checkpoints=4, protocol=protocol)
@@ -212,7 +212,7 @@ def test_simulation_runs_every_method_at_a_tiny_budget():
     share = repeats.weight_ess.groupby("method").min()
     assert share[["SGLD x P5", "cycSGLD x T5", "reSGLD x P5"]].tolist() == pytest.approx([1.0] * 3)
     assert (share < 1 - 1e-9).sum() == 2
-    from csg.studies.synthetic.icsgld_simulation_report import repeat_lines
+    from studies.synthetic.icsgld_simulation_report import repeat_lines
     table = "\n".join(repeat_lines(result.repeats))
     assert table.count("| ICSGLD x P5 |") == 1 and "corr(KL, share)" in table and "corr(KL, theta TV)" in table
     theta_tv = repeats.theta_tv.groupby("method")
@@ -227,8 +227,8 @@ def test_exact_density_of_states_of_the_landscape():
     import math
 
     from csg.samplers.contour import EnergyPartition
-    from csg.studies.synthetic.icsgld_measures import DOMAIN, exact_density_of_states
-    from csg.studies.targets import ICSGLDLandscape
+    from studies.synthetic.icsgld_measures import DOMAIN, exact_density_of_states
+    from studies.targets import ICSGLDLandscape
 
     partition = EnergyPartition(-5.0, 0.125, 100, zeta=0.75, multiplier_clip=(-math.inf, math.inf))
     clean = exact_density_of_states(ICSGLDLandscape(), partition, points=300)
@@ -246,7 +246,7 @@ def test_exact_density_of_states_of_the_landscape():
 
 def test_knn_divergence_on_known_gaussians():
     """KL(N(0, I) || N(mu, I)) = |mu|^2 / 2 in 2-D; the k-NN estimate from 4000 draws of each is close to it."""
-    from csg.studies.synthetic.icsgld_measures import KNNDivergence
+    from studies.synthetic.icsgld_measures import KNNDivergence
 
     g = torch.Generator().manual_seed(0)
     estimate = KNNDivergence(torch.randn(4000, 2, generator=g, dtype=torch.float64))
@@ -261,8 +261,8 @@ def test_knn_divergence_on_known_gaussians():
 
 
 def test_exact_draws_recover_the_target():
-    from csg.studies.synthetic import icsgld_measures as sim
-    from csg.studies.targets import ICSGLDLandscape
+    from studies.synthetic import icsgld_measures as sim
+    from studies.targets import ICSGLDLandscape
 
     target = ICSGLDLandscape()
     draws = sim.exact_draws(target, 40_000, torch.Generator().manual_seed(1))
@@ -278,8 +278,8 @@ def test_exact_draws_recover_the_target():
 def test_resgld_correction_starts_at_25_and_follows_the_energy_noise():
     """The notebook's reSGLD: hat_var moves towards the variance of 10 noisy energies (0.25^2) every 100 steps,
     and while it is large the correction (1/T_j - 1/T_i)^2 hat_var blocks the swaps."""
-    from csg.studies.synthetic.icsgld_simulation import ENERGY_NOISE, _resgld_swaps
-    from csg.studies.targets import ICSGLDLandscape
+    from studies.synthetic.icsgld_simulation import ENERGY_NOISE, _resgld_swaps
+    from studies.targets import ICSGLDLandscape
 
     target, g = ICSGLDLandscape(grad_noise=0.25, energy_noise=ENERGY_NOISE), torch.Generator().manual_seed(0)
     xs = [torch.zeros(4000, 2, dtype=torch.float64), torch.full((4000, 2), 0.5, dtype=torch.float64)]
@@ -296,7 +296,7 @@ def test_resgld_correction_starts_at_25_and_follows_the_energy_noise():
 def test_simulation_weights_each_contour_sample_by_the_partition_of_its_own_energy():
     """The sample a contour step yields is the point whose energy gave J (before the move), weighted by
     theta(J)^zeta; the moved point's J is only known at the next step (the simulation once paired them wrongly)."""
-    from csg.studies.synthetic.icsgld_simulation import contour_step
+    from studies.synthetic.icsgld_simulation import contour_step
 
     generator = torch.Generator().manual_seed(0)
     x = torch.tensor([[0.3, -0.2], [1.1, 0.4]], dtype=torch.float64)
@@ -318,7 +318,7 @@ def test_forward_difference_keeps_theta_off_an_unreachable_lowest_partition(diff
     theta collapses onto partition 1 (its theta^zeta -> 1; exact mass 0.69); with the forward one it does not."""
     import numpy as np
 
-    from csg.studies.synthetic import icsgld_variance as d5
+    from studies.synthetic import icsgld_variance as d5
 
     generator = torch.Generator().manual_seed(0)
     x = torch.zeros(10, 1, dtype=torch.float64)

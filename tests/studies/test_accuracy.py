@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from csg.studies.accuracy import chains, study
-from csg.studies.accuracy.reference import (TARGETS, NutsSettings, Reference, ReferenceRejected, accept, load_data,
+from studies.accuracy import chains, study
+from studies.accuracy.reference import (TARGETS, NutsSettings, Reference, ReferenceRejected, accept, load_data,
                                     numpyro_model, run_nuts)
 from csg.evaluation import posterior_distance as distance
 from tests.conftest import ROOT
@@ -83,7 +83,7 @@ def test_the_reference_model_is_the_posterior_the_samplers_target(name):
     import jax.numpy as jnp
     from numpyro.infer.util import potential_energy
 
-    from csg.studies.accuracy.reference import require_numpyro
+    from studies.accuracy.reference import require_numpyro
     from csg.models import create_model
 
     require_numpyro()  # JAX in double precision
@@ -159,7 +159,7 @@ def test_a_prior_other_than_the_references_is_refused():
 
 
 def test_the_study_writes_both_protocols_and_its_findings(tmp_path):
-    from csg.studies.accuracy import report
+    from studies.accuracy import report
 
     overrides = ("trainer.epochs=300", "trace.burnin=50", "trace.samples=250")
     result = study.run_study(REFERENCES, ("heart_logreg",), (0, 1), factors=(0.5, 1.0), methods=("SGLD", "cSGLD"),

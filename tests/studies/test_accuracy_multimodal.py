@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from csg.studies.accuracy.multimodal import barriers, ceiling, chains, report, study, targets, tuning, verdicts
-from csg.studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
-from csg.studies.accuracy.multimodal.landscapes import MixtureRows
+from studies.accuracy.multimodal import barriers, ceiling, chains, report, study, targets, tuning, verdicts
+from studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
+from studies.accuracy.multimodal.landscapes import MixtureRows
 
 # --- the targets and their barriers ----------------------------------------------------------------------------------
 

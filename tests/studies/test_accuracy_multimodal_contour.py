@@ -1,4 +1,4 @@
-"""The ICSGLD paper's samplers in the multimodal study: reSGLD, CSGLD and ICSGLD x4 (csg/studies/accuracy/multimodal/
+"""The ICSGLD paper's samplers in the multimodal study: reSGLD, CSGLD and ICSGLD x4 (studies/accuracy/multimodal/
 contour.py), their budgets, weights and swaps, and adding them to a finished study (merge.py)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from csg.errors import ConfigError
-from csg.studies.accuracy.multimodal import chains, contour, contour_report, merge, study, tuning
-from csg.studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
-from csg.studies.accuracy.multimodal.landscapes import MixtureRows
+from studies.accuracy.multimodal import chains, contour, contour_report, merge, study, tuning
+from studies.accuracy.multimodal.chains import BY_NAME, Block, Setting
+from studies.accuracy.multimodal.landscapes import MixtureRows
 
 
 def _barrier(name: str = "barrier4"):
@@ -31,7 +31,7 @@ def _landscape(prepared):
 
 
 def _range(name: str) -> contour.EnergyRange:
-    from csg.studies.accuracy.multimodal import barriers
+    from studies.accuracy.multimodal import barriers
 
     p = study.prepare(name)
     return contour.energy_range(barriers.barrier_table(name, p.target, p.target.means.numpy(), p.scale))
@@ -155,8 +155,8 @@ def test_a_merge_replaces_only_the_named_methods_rows_and_keeps_the_others_in_pl
 @pytest.mark.parametrize("override, key", [("methods=SGLD,foo", "methods"), ("merge=maybe", "merge"),
                                            ("merge=true", "merge")])
 def test_bad_options_of_the_study_are_one_line_naming_the_key(tmp_path, override, key):
-    from csg.studies.experiments.in_process import run_accuracy_multimodal
-    from csg.studies.experiments.job import Job
+    from studies.experiments.in_process import run_accuracy_multimodal
+    from studies.experiments.job import Job
 
     job = Job(target="accuracy-multimodal", out=tmp_path, out_given=True, scale="smoke", overrides=[override])
     with pytest.raises(ConfigError) as error:
@@ -250,7 +250,7 @@ def test_a_side_whose_chains_never_cross_is_marked_and_counted():
 
 
 def test_a_figure_cells_difference_never_reads_zero_where_it_is_not():
-    from csg.studies.accuracy.multimodal.figures import _signed
+    from studies.accuracy.multimodal.figures import _signed
 
     assert [_signed(v, 2) for v in (0.004, -0.0004, 0.123, 0.0)] == ["+0.004", "-0.0004", "+0.12", "+0.00"]
     assert _signed(0.04, 1) == "+0.04" and _signed(1.26, 1) == "+1.3"

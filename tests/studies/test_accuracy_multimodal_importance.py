@@ -4,8 +4,8 @@ import numpy as np
 import torch
 from scipy.stats import chi2, kstest, multivariate_t
 
-from csg.studies.accuracy.multimodal.importance import StudentMixture, adapt, estimate, proposal, sample_weighted
-from csg.studies.accuracy.multimodal.landscapes import CORE_CHI2_7, NetworkRows
+from studies.accuracy.multimodal.importance import StudentMixture, adapt, estimate, proposal, sample_weighted
+from studies.accuracy.multimodal.landscapes import CORE_CHI2_7, NetworkRows
 
 WEIGHTS = np.array([0.7, 0.3])
 MEANS = np.zeros((2, 7))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from csg.errors import ConfigError
-from csg.studies.accuracy.multimodal import study
+from studies.accuracy.multimodal import study
 
 
 def test_the_committed_reference_is_accepted_and_complete():

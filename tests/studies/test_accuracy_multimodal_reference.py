@@ -9,9 +9,9 @@ import torch
 from scipy.stats import norm
 from scipy.stats import t as student
 
-from csg.studies.accuracy.multimodal import reference, study
-from csg.studies.accuracy.multimodal.importance import StudentMixture, batch_errors, self_normalised
-from csg.studies.accuracy.multimodal.smc import tempered_smc
+from studies.accuracy.multimodal import reference, study
+from studies.accuracy.multimodal.importance import StudentMixture, batch_errors, self_normalised
+from studies.accuracy.multimodal.smc import tempered_smc
 
 WEIGHT, LEFT, RIGHT = 0.7, (-2.0, 0.3), (2.0, 0.5)   # 0.7 N(-2, 0.3^2) + 0.3 N(2, 0.5^2): ~20 nats between them
 

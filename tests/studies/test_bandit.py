@@ -6,11 +6,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from csg.studies.bandit.agents import Agent, AgentSpec, Setting
-from csg.studies.bandit.mushroom import EAT, LEAVE, expected_regret, load_mushrooms, rewards
-from csg.studies.bandit.report import report
-from csg.studies.bandit.results import Results, agent_specs, final_regret, load_results
-from csg.studies.bandit.run import run_agent
+from studies.bandit.agents import Agent, AgentSpec, Setting
+from studies.bandit.mushroom import EAT, LEAVE, expected_regret, load_mushrooms, rewards
+from studies.bandit.report import report
+from studies.bandit.results import Results, agent_specs, final_regret, load_results
+from studies.bandit.run import run_agent
 from tests.conftest import ROOT
 
 ROWS = ["p,x,s,n,t,p,f,c,n,k,e,e,s,s,w,w,p,w,o,p,k,s,u", "e,x,s,y,t,a,f,c,b,k,e,c,s,s,w,w,p,w,o,p,n,n,g",
@@ -42,7 +42,7 @@ def _write_cba(path, rows):
 @pytest.fixture
 def no_system_cba(monkeypatch, tmp_path):
     """This machine's Debian r-cran-cba, if installed, out of the way."""
-    monkeypatch.setattr("csg.studies.bandit.mushroom.SYSTEM_CBA", tmp_path / "absent" / "Mushroom.rda")
+    monkeypatch.setattr("studies.bandit.mushroom.SYSTEM_CBA", tmp_path / "absent" / "Mushroom.rda")
 
 
 def test_cba_copy_holds_the_uci_rows_and_auto_prefers_the_uci_file(tmp_path, no_system_cba):
@@ -63,7 +63,7 @@ def test_missing_stalk_root_is_its_own_level_as_in_uci():
     import numpy as np
     import pandas as pd
 
-    from csg.studies.bandit.mushroom import frame_rows
+    from studies.bandit.mushroom import frame_rows
 
     cells = [row.split(",") for row in ROWS]
     frame = pd.DataFrame({"class": pd.Categorical(["poisonous" if r[0] == "p" else "edible" for r in cells])})
@@ -236,7 +236,7 @@ def _results(agent_seeds, regret, source="keel", scale="full"):
 
 
 def test_more_seeds_are_added_to_a_previous_run_and_a_redone_run_replaces_its_old_one():
-    from csg.studies.bandit.results import combine
+    from studies.bandit.results import combine
     from csg.errors import ConfigError
 
     previous = _results([("pSGLD", 0), ("pICSGLD", 0), ("EpsGreedy", 0)], regret=10.0)
@@ -253,7 +253,7 @@ def test_more_seeds_are_added_to_a_previous_run_and_a_redone_run_replaces_its_ol
 def test_the_report_says_which_agents_have_which_seeds(tmp_path):
     import pandas as pd
 
-    from csg.studies.bandit.results import combine
+    from studies.bandit.results import combine
 
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
     merged = combine(_results([("pSGLD", 0), ("EpsGreedy", 0)], 10.0), _results([("pSGLD", 1)], 20.0))
@@ -304,7 +304,7 @@ def test_contour_agent_indexes_as_the_authors_code():
 
 
 def test_bandit_refuses_a_bad_contour_indexing_in_one_line():
-    from csg.studies.bandit.results import setting_of
+    from studies.bandit.results import setting_of
     from csg.errors import ConfigError
 
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")
@@ -318,7 +318,7 @@ def test_bandit_refuses_a_bad_contour_indexing_in_one_line():
 def test_the_reading_of_curves_and_traces_counts_what_it_says():
     import pandas as pd
 
-    from csg.studies.bandit.report import MARGINS, comparisons, reading
+    from studies.bandit.report import MARGINS, comparisons, reading
     from csg.evaluation.comparison import compare_paired
 
     cfg = OmegaConf.load(ROOT / "configs" / "bandit" / "mushroom.yaml")

@@ -11,9 +11,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from csg.errors import ConfigError
-from csg.studies.experiments import registry, table_report, tables
-from csg.studies.experiments.job import Job
-from csg.studies.experiments.registry import TARGETS
+from studies.experiments import registry, table_report, tables
+from studies.experiments.job import Job
+from studies.experiments.registry import TARGETS
 from tests.conftest import ROOT
 
 SMALL = ["trainer.epochs=2", "sampler.samples_per_cycle=1", "data.batch_size=500", "data.test_per_class=20",

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from csg.studies.accuracy.reference import ReferenceRejected
-from csg.studies.benchmark import reference
-from csg.studies.benchmark.task import check_layout, load_task
+from studies.accuracy.reference import ReferenceRejected
+from studies.benchmark import reference
+from studies.benchmark.task import check_layout, load_task
 from tests.conftest import ROOT, train
 from tests.formats import write_mnist
 
@@ -43,7 +43,7 @@ def test_the_potential_is_csgs_loss_over_t(fashion_root):
     set plus (N wd / 2) |theta|^2, over T, at the torch model's own weights."""
     import torch
 
-    from csg.studies.benchmark.task import flatten_state, split
+    from studies.benchmark.task import flatten_state, split
 
     for temperature in (1.0, 0.2):
         task, model = load_task(temperature, (f"ood.root={fashion_root}",))
@@ -67,7 +67,7 @@ def test_floors_shrink_with_members_and_vanish_for_identical_draws():
 def test_a_verdict_shows_its_effect_and_whether_it_is_within_the_margin():
     from types import SimpleNamespace
 
-    from csg.studies.benchmark.report import effect, floor_of
+    from studies.benchmark.report import effect, floor_of
 
     small = SimpleNamespace(metric="tv", verdict="hurts", difference=0.0013)
     large = SimpleNamespace(metric="tv", verdict="hurts", difference=0.0246)
@@ -102,8 +102,8 @@ def test_convergence_accepts_agreeing_chains_and_names_what_fails():
                                              ("temperatures=0", "comma-separated numbers > 0")])
 def test_a_nuts_setting_too_small_for_the_checks_is_one_line_before_sampling(tmp_path, option, allowed):
     from csg.errors import ConfigError
-    from csg.studies.benchmark.run import run_reference_network
-    from csg.studies.experiments.job import Job
+    from studies.benchmark.run import run_reference_network
+    from studies.experiments.job import Job
 
     job = Job(target="reference-network", out=tmp_path / "out", out_given=True, scale="full", launcher="local",
               seeds=None, report_only=False, runs=None, preset=None, add=(), stamp="now", overrides=(option,))
@@ -133,8 +133,8 @@ def test_a_reference_that_fails_its_checks_writes_nothing(tmp_path, fashion_root
 
 def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root, monkeypatch):
     """In-process with the checks loosened (a tiny budget cannot pass them): the files, and a run scored by them."""
-    from csg.studies.benchmark.run import run_reference_network
-    from csg.studies.experiments.job import Job
+    from studies.benchmark.run import run_reference_network
+    from studies.experiments.job import Job
 
     monkeypatch.setattr(reference, "RHAT_SHARE", 0.0)
     monkeypatch.setattr(reference, "RHAT_WORST", np.inf)
@@ -176,7 +176,7 @@ def test_an_accepted_reference_scores_a_run_of_the_preset(tmp_path, fashion_root
 def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_chains(fashion_root):
     from csg.checks import check_train_command
     from csg.paths import CONFIGS
-    from csg.studies.benchmark.contenders import BUDGETS, CONTENDERS, overrides
+    from studies.benchmark.contenders import BUDGETS, CONTENDERS, overrides
 
     for name, contender in CONTENDERS.items():
         for budget in BUDGETS.values():
@@ -193,7 +193,7 @@ def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_c
     # every run's samples fit its cycles by train.py's own collection rule (a cycle need not end on an epoch end)
     from csg.engine.build import plan_collection
     from csg.schedules import Cyclical
-    from csg.studies.benchmark.task import compose
+    from studies.benchmark.task import compose
 
     for name, contender in CONTENDERS.items():
         for budget in BUDGETS.values():
@@ -208,7 +208,7 @@ def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_c
 
 def test_a_contender_runs_and_is_scored_against_a_reference(tmp_path, fashion_root):
     """Two contenders at the smallest budget, in this process: rows with their members, cost and reference scores."""
-    from csg.studies.benchmark.contenders import run_contender
+    from studies.benchmark.contenders import run_contender
 
     labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
     flat = tmp_path / "flat.npz"
@@ -230,7 +230,7 @@ def test_a_contender_runs_and_is_scored_against_a_reference(tmp_path, fashion_ro
     ([2, 2, 2], 1, 0, False),                    # ties: the smaller step, at the end
 ])
 def test_the_step_search_brackets_the_best_or_says_it_could_not(curve, start, best, bracketed):
-    from csg.studies.benchmark.tuning import search
+    from studies.benchmark.tuning import search
 
     calls = []
 
@@ -249,7 +249,7 @@ def test_the_held_out_digits_are_disjoint_from_training_and_test_and_score_a_con
 
     from csg.data import build_data
     from csg.data.mnist import mnist5k_heldout
-    from csg.studies.benchmark.tuning import validation_batches, validation_nll
+    from studies.benchmark.tuning import validation_batches, validation_nll
 
     images, labels = mnist5k_heldout(100, 100)
     assert images.shape == (3000, 1, 28, 28) and np.bincount(labels).tolist() == [300] * 10
@@ -265,7 +265,7 @@ def test_the_held_out_digits_are_disjoint_from_training_and_test_and_score_a_con
 
 
 def test_verdicts_pair_csghmc_with_each_method_in_one_family_oriented_by_metric():
-    from csg.studies.benchmark import report
+    from studies.benchmark import report
 
     rng = np.random.default_rng(0)
     rows = []
@@ -289,7 +289,7 @@ def test_verdicts_pair_csghmc_with_each_method_in_one_family_oriented_by_metric(
 
 
 def test_a_method_is_read_beside_the_floor_of_its_member_count():
-    from csg.studies.benchmark import report
+    from studies.benchmark import report
 
     floors = {"1": {"total_variation": 0.1}, "5": {"total_variation": 0.05}, "12": {"total_variation": 0.03}}
     assert report.floor_of(floors, 12) == (12, 0.03) and report.floor_of(floors, 4) == (5, 0.05)
@@ -301,7 +301,7 @@ def test_the_benchmark_tunes_runs_scores_and_reports_every_contender(tmp_path, f
     cSGHMC's step, and a report with every verdict, against a constructed reference."""
     import pandas as pd
 
-    from csg.studies.benchmark import report, study
+    from studies.benchmark import report, study
 
     labels = load_task(0.2, (f"ood.root={fashion_root}",))[0].test_y
     flat = tmp_path / "flat.npz"
@@ -366,7 +366,7 @@ def test_a_bad_benchmark_option_is_one_line_before_anything_runs(tmp_path):
 def test_the_laplace_peer_targets_csgs_cold_posterior_on_the_last_layer(fashion_root):
     """laplace-torch's posterior precision is H / temperature + prior precision: temperature T and prior N wd / T
     make it (H + N wd) / T, csg's exp(-U / T) on the last layer."""
-    from csg.studies.benchmark import peers
+    from studies.benchmark import peers
 
     members, _, task, _ = peers._laplace(10, 0, 0.2, 0.1, (f"ood.root={fashion_root}",))
     fitted = members[0].source
@@ -377,7 +377,7 @@ def test_the_laplace_peer_targets_csgs_cold_posterior_on_the_last_layer(fashion_
 def test_a_method_added_by_merge_replaces_only_its_own_rows(tmp_path):
     import pandas as pd
 
-    from csg.studies.benchmark import report
+    from studies.benchmark import report
 
     runs = pd.DataFrame([{"method": m, "seed": s, "tv": 0.1 * i, "study_seconds": 600.0}
                          for i, m in enumerate(("cSGHMC", "SGLD", "torch-uncertainty cSGLD")) for s in (0, 1)])
@@ -397,7 +397,7 @@ def test_a_method_added_by_merge_replaces_only_its_own_rows(tmp_path):
 def test_a_step_at_the_grids_edge_is_named_in_the_reading():
     import pandas as pd
 
-    from csg.studies.benchmark import report
+    from studies.benchmark import report
 
     tuning = pd.DataFrame([{"method": m, "budget": "1x", "lr0": lr, "validation_nll": v, "chosen": c, "bracketed": b}
                            for m, lr, v, c, b in (("cSGHMC", 0.1, 0.5, True, True), ("SGLD", 1.6, 0.4, True, False))])
@@ -409,7 +409,7 @@ def test_a_step_at_the_grids_edge_is_named_in_the_reading():
 def test_snapshot_at_csghmcs_step_is_the_noise_off_control_compared_once_and_the_noise_is_read_first():
     import pandas as pd
 
-    from csg.studies.benchmark import report
+    from studies.benchmark import report
 
     rng = np.random.default_rng(1)
     rows = []

@@ -1,5 +1,5 @@
 """The full-scale posterior benchmark's pieces: Izmailov et al.'s ResNet-20-FRN and their public CIFAR-10 HMC
-predictive converted to csg's reference format (csg/studies/benchmark/izmailov.py), on files in their real formats."""
+predictive converted to csg's reference format (studies/benchmark/izmailov.py), on files in their real formats."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from csg.errors import ConfigError
 from csg.evaluation.reference_predictive import load_reference
 from csg.models import create_model
-from csg.studies.benchmark.izmailov import convert, match_images
+from studies.benchmark.izmailov import convert, match_images
 from tests.conftest import ROOT
 from tests.formats import write_cifar
 
@@ -170,7 +170,7 @@ def test_the_full_scale_target_refuses_a_missing_reference_in_one_line_before_an
 
 
 def test_on_slurm_each_run_of_the_full_scale_target_takes_one_gpu_and_its_quarter_budget_stays(monkeypatch, tmp_path):
-    from csg.studies.experiments import launch, sweeps, tables
+    from studies.experiments import launch, sweeps, tables
 
     calls = []
     monkeypatch.setattr(launch, "_call", lambda command, what, runs: calls.append(command))
@@ -185,8 +185,8 @@ def test_on_slurm_each_run_of_the_full_scale_target_takes_one_gpu_and_its_quarte
 
 
 def test_a_budget_the_four_chain_rows_cannot_share_is_refused_in_one_line(tmp_path, monkeypatch):
-    from csg.studies.experiments.job import Job
-    from csg.studies.experiments.registry import TARGETS
+    from studies.experiments.job import Job
+    from studies.experiments.registry import TARGETS
 
     monkeypatch.chdir(tmp_path)
     reference = tmp_path / "ref.npz"

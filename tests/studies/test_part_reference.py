@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from csg.studies.part import reference
-from csg.studies.part.report import MARKDOWN, report, rewrite, with_cost
+from studies.part import reference
+from studies.part.report import MARKDOWN, report, rewrite, with_cost
 
 
 def _problem(features: int = 1, classes: int = 2, n: int = 30, temperature: float = 0.5, seed: int = 0,

@@ -1,5 +1,5 @@
 """make part-sampling at smoke scale: the SGD model, its last layer and adapters sampled from its weights, the whole
-network sampled; the table with its verdicts (csg/studies/part/)."""
+network sampled; the table with its verdicts (studies/part/)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from csg.errors import CommandRefused
-from csg.studies.part import study
-from csg.studies.part.report import collect, report
+from studies.part import study
+from studies.part.report import collect, report
 
 
 @pytest.mark.slow
@@ -24,7 +24,7 @@ def test_the_smoke_study_runs_every_method_from_the_sgd_weights_and_reports_them
     # a part run stores its samples at the cost of the part: far less than the whole network's two samples
     assert by_method.loc["last_layer", "sample_bytes"] < 0.6 * by_method.loc["full", "sample_bytes"]
     # the exact reference's problem: the trunk's features and the members' heads give the run's own ensemble
-    from csg.studies.part.reference import head_problem, predictive
+    from studies.part.reference import head_problem, predictive
 
     problem = head_problem(runs["last_layer", 0], runs["sgd", 0])
     probs = predictive(problem.members, problem.test_x, problem.classes).mean(axis=0)

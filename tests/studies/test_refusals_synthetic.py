@@ -104,7 +104,7 @@ def _snapshot(directory):
 
 @pytest.mark.parametrize("study, overrides, key", CASES, ids=[f"{s}-{' '.join(o)}" for s, o, _ in CASES])
 def test_bad_study_input_is_refused_before_any_work(tmp_path, study, overrides, key):
-    from csg.studies.synthetic import run_study
+    from studies.synthetic import run_study
 
     out = tmp_path / "out"
     out.mkdir()
@@ -122,7 +122,7 @@ def test_bad_study_input_is_refused_before_any_work(tmp_path, study, overrides, 
 
 @pytest.mark.parametrize("path, why", [("file", "is a file"), ("file/below", "is a file")])
 def test_an_output_dir_that_cannot_be_a_directory_is_refused(tmp_path, path, why):
-    from csg.studies.synthetic import validate
+    from studies.synthetic import validate
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match=why) as error:
@@ -131,7 +131,7 @@ def test_an_output_dir_that_cannot_be_a_directory_is_refused(tmp_path, path, why
 
 
 def test_every_study_config_as_committed_passes_its_checks():
-    from csg.studies.synthetic import validate
+    from studies.synthetic import validate
 
     for study in ("table4", "wang_mixture1d", "wang_mog25", "icsgld_sim", "icsgld_variance", "icsgld_mnist"):
         validate(compose("config", overrides=[f"synthetic={study}"]))

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from csg.errors import ConfigError
-from csg.studies.experiments import fig4, sweeps, table5
-from csg.studies.experiments.job import Job
-from csg.studies.experiments.registry import TARGETS
+from studies.experiments import fig4, sweeps, table5
+from studies.experiments.job import Job
+from studies.experiments.registry import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ def test_table5_and_figure4_sweeps_are_the_runs_the_makefile_made():
 
 def test_a_report_of_a_folder_without_the_targets_files_names_what_is_missing(tmp_path, monkeypatch):
     """issue 74: --report-only on an empty folder advised running the same command again."""
-    from csg.studies.reproduce import main
+    from studies.reproduce import main
     from tests.conftest import ROOT
 
     monkeypatch.chdir(ROOT)  # the committed reference is read from the repository's results/

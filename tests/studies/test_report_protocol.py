@@ -16,11 +16,11 @@ import torch
 from omegaconf import OmegaConf
 
 from csg.errors import ConfigError
-from csg.studies.experiments import protocol, registry, tables
-from csg.studies.experiments.added import record_added
-from csg.studies.experiments.sweeps import expand, expected_runs
-from csg.studies.experiments.job import Job
-from csg.studies.experiments.registry import TARGETS
+from studies.experiments import protocol, registry, tables
+from studies.experiments.added import record_added
+from studies.experiments.sweeps import expand, expected_runs
+from studies.experiments.job import Job
+from studies.experiments.registry import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 REPRODUCE = ROOT / "scripts" / "reproduce.py"
@@ -280,7 +280,7 @@ def test_accuracy_multimodal_refuses_its_tuning_seeds_as_evaluation_seeds(tmp_pa
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("planted", ["config_fifo", "metrics_fifo", "alias_bomb"])
 def test_a_planted_file_is_one_line_not_a_hang(tmp_path, planted):
-    from csg.studies.experiments.aggregate import load_runs
+    from studies.experiments.aggregate import load_runs
 
     run = _write_runs(tmp_path / "runs", "table1_smoke", _table1_points("0")[:1])[0]
     if planted == "config_fifo":
@@ -312,7 +312,7 @@ def _fig3_run(tmp_path: Path) -> Path:
 
 
 def test_figure3_takes_the_samples_its_runs_recorded_not_stray_copies(tmp_path):
-    from csg.studies.experiments import fig3
+    from studies.experiments import fig3
 
     run = _fig3_run(tmp_path)
     first = sorted((run / "samples").glob("sample_*.pt"))[0]
@@ -324,7 +324,7 @@ def test_figure3_takes_the_samples_its_runs_recorded_not_stray_copies(tmp_path):
 
 
 def test_figure3_builds_nothing_a_run_directory_names(tmp_path):
-    from csg.studies.experiments import fig3
+    from studies.experiments import fig3
 
     run = _fig3_run(tmp_path)
     marker = tmp_path / "marker"

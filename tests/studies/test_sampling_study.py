@@ -1,4 +1,4 @@
-"""The sampling study (csg/studies/sampling): its arms run through csg.train on the posterior benchmark's task and are
+"""The sampling study (studies/sampling): its arms run through csg.train on the posterior benchmark's task and are
 scored by what the runs write; a chain starts at a reference draw's weights; the report sets each arm beside its
 noise-off control with the shared statistics. Stand-in draws (small random weights, not NUTS's: `make
 reference-network` makes those in 20 minutes) and 4-epoch runs; the study's full scale is its make target."""
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-from csg.studies.sampling import study
-from csg.studies.sampling.report import write_report
+from studies.sampling import study
+from studies.sampling.report import write_report
 
 TINY = ("trainer.epochs=20", "sampler.cycles=2", "sampler.samples_per_cycle=2", "data.test_per_class=100")
 
@@ -50,7 +50,7 @@ def test_the_study_runs_its_arms_from_a_draw_and_reports_each_beside_its_control
 
 
 def test_a_grid_point_is_scored_on_both_halves_and_the_held_out_digits(tmp_path):
-    from csg.studies.sampling import measure, oracle
+    from studies.sampling import measure, oracle
 
     torch.set_num_threads(1)
     overrides = [*oracle.grid_overrides(0.4, 0.8, 2, 0, 0.2), "trainer.epochs=20", "sampler.samples_per_cycle=2"]
@@ -87,7 +87,7 @@ def _synthetic(tmp_path):
 
 
 def test_the_second_slice_reports_the_oracle_the_rule_the_decomposition_and_the_cost(tmp_path):
-    from csg.studies.sampling import cost_report, oracle
+    from studies.sampling import cost_report, oracle
 
     grid, runs, nuts, reference = _synthetic(tmp_path)
     picks = pd.DataFrame(oracle.picks(grid))

@@ -9,10 +9,10 @@ import torch
 from omegaconf import OmegaConf
 
 from csg.schedules import Cyclical, Decreasing
-from csg.studies.synthetic.chains import ChainGroup, run_chains
-from csg.studies.synthetic.coverage import component_weights, mode_counts, mode_coverage
-from csg.studies.synthetic.cyclical_mcmc import cyclical_rwm, rwm_step, tempering_beta
-from csg.studies.targets import GaussianMixture, create_target, grid_means
+from studies.synthetic.chains import ChainGroup, run_chains
+from studies.synthetic.coverage import component_weights, mode_counts, mode_coverage
+from studies.synthetic.cyclical_mcmc import cyclical_rwm, rwm_step, tempering_beta
+from studies.targets import GaussianMixture, create_target, grid_means
 
 
 def test_mode_coverage_counts_modes_with_more_than_the_threshold():
@@ -131,7 +131,7 @@ STUDY_OVERRIDES = {
 def test_studies_write_their_tables_and_figures(tmp_path, study):
     from hydra import compose, initialize_config_dir
 
-    from csg.studies.synthetic import run_study
+    from studies.synthetic import run_study
     from tests.conftest import ROOT
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -168,7 +168,7 @@ def test_table4_claims_at_the_papers_chain_length():
     and 4 parallel cSGLD chains cover at least 24 of 25."""
     from hydra import compose, initialize_config_dir
 
-    from csg.studies.synthetic.mode_coverage import groups_for
+    from studies.synthetic.mode_coverage import groups_for
     from tests.conftest import ROOT
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -193,12 +193,12 @@ def test_cyclical_mcmc_weight_of_the_1d_mixture(c, low, high):
 
 
 def test_the_variance_studys_loop_takes_the_contour_samplers_rules():
-    """csg/studies/synthetic/icsgld_variance.py re-implements the contour rules in NumPy for speed: its multipliers
+    """studies/synthetic/icsgld_variance.py re-implements the contour rules in NumPy for speed: its multipliers
     (backward, and forward unclipped as the authors' script) and its theta update are EnergyPartition's."""
     import numpy as np
 
     from csg.samplers.contour import EnergyPartition
-    from csg.studies.synthetic import icsgld_variance as study
+    from studies.synthetic import icsgld_variance as study
 
     rng = np.random.default_rng(0)
     groups, chains, m = 3, 4, study.PARTITIONS
@@ -222,7 +222,7 @@ def test_the_variance_studys_loop_takes_the_contour_samplers_rules():
 def test_the_exact_density_of_states_of_the_d5_mixture():
     import numpy as np
 
-    from csg.studies.synthetic import icsgld_variance as study
+    from studies.synthetic import icsgld_variance as study
 
     masses = study.exact_density_of_states()
     assert masses.sum() == pytest.approx(1.0, abs=1e-6)
@@ -254,7 +254,7 @@ def test_bad_icsgld_study_input_names_the_key(study, override, key):
     from hydra import compose, initialize_config_dir
 
     from csg.errors import ConfigError
-    from csg.studies.synthetic import validate
+    from studies.synthetic import validate
     from tests.conftest import ROOT
 
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -269,7 +269,7 @@ def test_backward_multiplier_collapses_theta_when_the_lowest_partition_is_empty(
     backward difference log theta(J) - log theta(J - 1) then divides by a vanishing theta(0) at J = 1 and theta
     collapses onto partition 1; the authors' script's forward difference approaches the density of states."""
 
-    from csg.studies.synthetic import icsgld_variance as study
+    from studies.synthetic import icsgld_variance as study
 
     exact = study.exact_density_of_states()[1:11]
     exact = exact / exact.sum()
@@ -283,7 +283,7 @@ def test_the_mnist_studys_step_is_the_authors_sgld_on_the_summed_energy():
     """Section 5.1: our SGLD (lr and weight decay on the mean loss, noise sqrt(2 lr T / N)) with the study's
     settings takes the authors' step x - eta (grad U + lambda x) + sqrt(2 eta T) xi, U = S x mean loss."""
     from csg.samplers import SGLD
-    from csg.studies.synthetic.icsgld_mnist import sampler_settings
+    from studies.synthetic.icsgld_mnist import sampler_settings
 
     eta, precision, scale, temperature = 2e-6, 12.5, 30_000.0, 0.1
     torch.manual_seed(0)
@@ -305,7 +305,7 @@ def test_the_mnist_study_runs_its_three_methods_from_one_network(tmp_path):
     contour run records the partition of each energy and a multiplier of 1 on partitions it never revisited."""
     import pandas as pd
 
-    from csg.studies.synthetic import icsgld_mnist
+    from studies.synthetic import icsgld_mnist
 
     study = OmegaConf.create({"iterations": 3, "classes": 5, "max_images": 64, "filters": 4, "hidden": 8,
                               "eta": 2e-6, "prior_precision": 12.5, "temperature": 0.1, "zeta": 3e4,
@@ -335,7 +335,7 @@ def test_the_papers_mnist_cnn_has_its_layer_sizes():
 
 
 def test_the_mnist_studys_mini_batches_cover_every_image_each_epoch():
-    from csg.studies.synthetic.icsgld_mnist import batches
+    from studies.synthetic.icsgld_mnist import batches
 
     full = batches(10, None, 3, seed=0)
     assert full == [slice(None)] * 3
@@ -371,7 +371,7 @@ def test_the_simulation_report_rebuilds_from_its_csvs_with_unpaired_verdicts(tmp
     import pandas as pd
 
     from csg.errors import ConfigError
-    from csg.studies.synthetic.icsgld_simulation_report import rewrite
+    from studies.synthetic.icsgld_simulation_report import rewrite
 
     rng = np.random.default_rng(0)
     rows = []
@@ -412,7 +412,7 @@ def test_the_variance_report_gives_an_f_test_verdict_per_partition(tmp_path):
     spreads are 'inconclusive'; a collapsed theta gets no verdicts. Rebuilt from the CSVs, as --report-only."""
     import pandas as pd
 
-    from csg.studies.synthetic import icsgld_variance as study
+    from studies.synthetic import icsgld_variance as study
 
     def folder(name, means, icsgld_sd, csgld_sd):
         partitions = pd.DataFrame({"partition": [1, 2, 3], "energy_low": [1.15, 2.15, 3.15],

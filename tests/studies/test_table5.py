@@ -13,9 +13,9 @@ import torch.nn.functional as F
 
 from csg.errors import ConfigError
 from csg.evaluation.ess import effective_sample_size
-from csg.studies.experiments import table5
-from csg.studies.experiments.job import Job
-from csg.studies.experiments.registry import TARGETS
+from studies.experiments import table5
+from studies.experiments.job import Job
+from studies.experiments.registry import TARGETS
 
 TINY = ("trainer.epochs=300", "trace.burnin=100", "trace.samples=200")
 

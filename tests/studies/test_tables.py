@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from csg.studies.experiments import fig1, fig3, sweeps, table_report, tables
+from studies.experiments import fig1, fig3, sweeps, table_report, tables
 from tests.conftest import ROOT
 
 NUM_TRAIN = {"mnist5k": 4000, "cifar10": 50000, "cifar100": 50000, "imagenet": 1281167}
@@ -77,7 +77,7 @@ def test_table1_comparisons_pair_seeds_and_give_the_shared_functions_verdicts(tm
     assert (verdicts.confidence == 0.95).all()  # one Holm family of 4, simultaneous 95 % intervals
     assert error.loc[("cSGLD", "SGLD"), "high"] == 0  # compatible with Holm: a rejected interval ends at 0
     # the committed per-run CSV is enough to recompute the verdicts
-    from csg.studies.experiments.comparisons import compare
+    from studies.experiments.comparisons import compare
 
     again = compare(pd.read_csv(tmp_path / "out" / "table1_runs.csv"), tables.TABLES["table1"].claims,
                     tables.TABLES["table1"].metrics)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from csg.errors import ConfigError
-from csg.studies.targets import create_target, grid_means, list_targets
+from studies.targets import create_target, grid_means, list_targets
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A table's tuning stage (csg.studies.experiments.tuning_stage): each method's step picked on held-out training data
+"""A table's tuning stage (studies.experiments.tuning_stage): each method's step picked on held-out training data
 before the table's runs, a diverged point scored as an outcome, the picks filling the table's sweeps, and the
 CIFAR-10 benchmark's stage as its spec states it."""
 
@@ -12,9 +12,9 @@ import pytest
 from csg.errors import ConfigError
 from csg.launch.run import DIVERGED
 from csg.paths import CONFIGS
-from csg.studies.experiments import protocol, tables
-from csg.studies.experiments import tuning_stage as stage
-from csg.studies.experiments.sweeps import TableSpec, Tuning, expand, expected_runs
+from studies.experiments import protocol, tables
+from studies.experiments import tuning_stage as stage
+from studies.experiments.sweeps import TableSpec, Tuning, expand, expected_runs
 from tests.conftest import ROOT
 
 SPEC = TableSpec(name="tuned_toy", title="a toy", presets={"full": "posterior_benchmark"}, data={"full": ""},
@@ -117,7 +117,7 @@ def test_the_cifar10_benchmark_tunes_every_method_on_other_seeds_before_its_runs
     ({"tune_factors": "0.5,1"}, True, "--tune-factors", "pass --out DIR"),
 ])
 def test_a_bad_or_uncommitted_tuning_grid_is_one_line_naming_the_flag(flags, committed, key, fragment):
-    from csg.studies.experiments.job import Job
+    from studies.experiments.job import Job
 
     spec = tables.TABLES["posterior_benchmark_cifar10"]
     with pytest.raises(ConfigError, match=fragment) as refused:
@@ -129,15 +129,15 @@ def test_a_bad_or_uncommitted_tuning_grid_is_one_line_naming_the_flag(flags, com
 
 
 def test_a_target_without_a_tuning_stage_refuses_its_flags():
-    from csg.studies.experiments.job import Job
-    from csg.studies.experiments.registry import TARGETS
+    from studies.experiments.job import Job
+    from studies.experiments.registry import TARGETS
 
     with pytest.raises(ConfigError, match="not used by table1; the targets that take it: posterior-benchmark-cifar10"):
         TARGETS["table1"].check(Job("table1", ROOT / "out", tune_factors="1"))
 
 
 def test_on_slurm_the_stage_is_one_multirun_a_method_on_the_tables_gpus(monkeypatch, tmp_path):
-    from csg.studies.experiments import launch
+    from studies.experiments import launch
 
     calls = []
     monkeypatch.setattr(launch, "_call", lambda command, what, runs: calls.append(command))

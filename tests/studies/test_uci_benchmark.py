@@ -1,4 +1,4 @@
-"""make uci-regression (csg/studies/uci): its runs, the deep ensemble's mixture, the table with the published numbers
+"""make uci-regression (studies/uci): its runs, the deep ensemble's mixture, the table with the published numbers
 beside ours, and the verdicts, on a budget cut to seconds (issue 60)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from csg.studies.uci import report as uci_report
-from csg.studies.uci import study
+from studies.uci import report as uci_report
+from studies.uci import study
 
 
 @pytest.fixture

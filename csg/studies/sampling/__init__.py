@@ -1,1 +1,0 @@
-"""Does the chain sample? The experiments that say why (issue 73): csg.studies.sampling.study."""
