@@ -25,9 +25,11 @@ import csg  # noqa: F401,E402
 # The test files that take longest (minutes of subprocess runs), longest first: `make test` hands whole files to its
 # pytest-xdist workers (--dist loadfile) in collection order, so these go first and the short files fill the end
 # (longest-processing-time-first scheduling) instead of one long file running alone at the end.
-LONG_FILES = ("tests/pythons/test_newest_python.py", "tests/pythons/test_oldest_python.py", "tests/test_gpu_check.py", "tests/studies/test_benchmark.py", "tests/launch/test_docs_run_guide.py",
-              "tests/launch/test_own_project.py", "tests/launch/test_slurm.py", "tests/launch/test_docs_run.py", "tests/test_demo.py",
-              "tests/studies/test_tables.py", "tests/studies/test_benchmark_cifar10.py", "tests/test_docs.py",
+LONG_FILES = ("tests/pythons/test_newest_python.py", "tests/pythons/test_oldest_python.py",
+              "tests/studies/test_benchmark.py", "tests/launch/test_own_project.py",
+              "tests/likelihoods/test_regression_runs.py", "tests/studies/test_benchmark_cifar10.py", "tests/test_docs.py",
+              "tests/test_gpu_check.py", "tests/launch/test_docs_run_guide.py", "tests/launch/test_docs_run.py",
+              "tests/test_demo.py", "tests/launch/test_slurm.py", "tests/studies/test_tables.py",
               "tests/launch/test_install.py", "tests/engine/test_distributed.py", "tests/engine/test_long_budget.py")
 
 

@@ -78,7 +78,7 @@ def test_every_code_block_of_the_docs_is_run_or_says_which_tests_run_it():
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    return install_wheel(tmp_path_factory.mktemp("install"), studies=True)
+    return install_wheel(tmp_path_factory.mktemp("install"))
 
 
 @pytest.fixture(scope="module")

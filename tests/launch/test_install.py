@@ -159,10 +159,11 @@ def test_csg_reproduce_runs_the_studies_once_they_are_installed(page_run, instal
     process = subprocess.run(command, cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True,
                              timeout=120)
     _one_line(process, f"error: --runs='{page_run['project'] / 'none'}' is not allowed")
-    process = subprocess.run(study, cwd=page_run["project"], env=page_run["env"], capture_output=True, text=True,
-                             timeout=300)  # csg-train imports the studies' entry point: synthetic= runs
-    assert process.returncode == 0, process.stderr[-2000:]
-    assert (page_run["project"] / "runs" / "table4" / "metrics.json").is_file()
+    process = subprocess.run([*study, "synthetic.steps=200"], cwd=page_run["project"], env=page_run["env"],
+                             capture_output=True, text=True, timeout=120)
+    # csg-train imported the studies' entry point: the study's own check now reads its keys (the runs of a study
+    # from an install: the getting-started page's, tests/launch/test_docs_run_guide.py)
+    _one_line(process, "error: synthetic.steps=200 is not allowed: an integer >= 1501")
 
 
 def test_timm_and_torchvision_import_before_csg_in_the_install(installed, tmp_path):
