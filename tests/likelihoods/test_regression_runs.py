@@ -238,14 +238,15 @@ def test_a_preempted_regression_resumes_bit_for_bit(tmp_path):
     assert resumed["ensemble"] == full["ensemble"]
 
 
-def test_the_readmes_boston_command_gives_a_sane_ensemble_at_every_seed_of_ten(tmp_path):
-    """`csg-train data=boston likelihood=gaussian_precision` as the README writes it (issue 74): at seeds 0-9 the
-    ensemble's test RMSE is within 1.5 x its best member's (at the former lr0 0.05, 6 of the 10 were thrown out at a
-    warm restart; tests/engine/test_restart_check.py shows the stop)."""
+def test_the_readmes_boston_command_gives_a_sane_ensemble_at_every_seed_of_five(tmp_path):
+    """`csg-train data=boston likelihood=gaussian_precision` as the README writes it (issue 74): at seeds 0-4 the
+    ensemble's test RMSE is within 1.5 x its best member's. At the former lr0 0.05, 6 of seeds 0-9 were thrown out at
+    a warm restart, so any 5 of them hold at least one that failed (tests/engine/test_restart_check.py shows the stop);
+    all ten were measured for issue 74, five keep the suite within its time."""
     import csg
 
     torch.set_num_threads(1)
-    for seed in range(10):
+    for seed in range(5):
         metrics = csg.train(["data=boston", "likelihood=gaussian_precision", f"seed={seed}", "logger=none",
                              "trainer.progress=false", "trainer.threads=1",
                              f"hydra.run.dir={tmp_path / str(seed)}"]).metrics
