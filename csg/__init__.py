@@ -107,8 +107,8 @@ _LAZY = {"Posterior": ("csg.posterior", "Posterior"), "train": ("csg.launch.api"
 def __getattr__(name: str):
     """``csg.Posterior`` (:mod:`csg.posterior`), ``csg.train`` and ``csg.check_command`` (:mod:`csg.launch.api`:
     a command run or checked as train.py does), ``csg.build`` (:mod:`csg.launch.parts`: its parts built, not
-    trained), ``csg.register_study`` and
-    ``csg.run_study`` (:mod:`csg.launch.studies`: a config key whose train.py jobs are a study's, and such a job run), ``csg.compare``
+    trained), ``csg.register_study`` and ``csg.run_study`` (:mod:`csg.launch.studies`: a config key whose train.py
+    jobs are a study's, and such a job run), ``csg.compare``
     (:mod:`csg.posterior.compare`), ``csg.Chain`` (:mod:`csg.engine.sampling`: a chain in your own loop) and
     ``csg.seed_streams`` (:func:`csg.engine.build.seed_streams`: a run's init, data and noise seeds), imported at
     first use: importing ``csg`` stays light (no Hydra, no models)."""

@@ -8,7 +8,8 @@
 - :mod:`csg.checks.launcher`: whether the launcher a command names can run here (SLURM's clients).
 
 csg.checks sits above the engine and below csg.posterior, csg.launch and studies: a study's own checks
-(``synthetic=``) are passed in by the entry point (``study_checks``: :func:`csg.launch.studies.study_checks`, the registered studies').
+(``synthetic=``) are passed in by the entry point (``study_checks``: :func:`csg.launch.studies.study_checks`,
+the registered studies').
 """
 
 from csg.checks.config import validate

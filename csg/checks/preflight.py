@@ -271,9 +271,9 @@ def check_command(argv: list[str], config_dir: Path, config_name: str = "config"
     """The one-line message of the first job of ``argv`` that would be refused, else None.
 
     ``study_checks``: a study's config key -> its checks of a composed config
-    (:func:`csg.launch.studies.study_checks`: ``synthetic`` -> :func:`studies.synthetic.validate`), given by the entry point that may run a study
-    (``train.py``): csg.checks sits below studies and imports none of them. Without it a study's values are
-    not checked here (the study checks them itself, before any work)."""
+    (:func:`csg.launch.studies.study_checks`: ``synthetic`` -> :func:`studies.synthetic.validate`), given by the
+    entry point that may run a study (``train.py``): csg.checks sits below studies and imports none of them.
+    Without it a study's values are not checked here (the study checks them itself, before any work)."""
     from hydra.errors import HydraException
 
     from csg.engine.rundir import forget_absent

@@ -34,12 +34,13 @@ class Built:
     ood: Any = None
 
     def new_model(self, num_classes: int, input_shape: Sequence[int]):
-        """A fresh model of the command's ``model=`` (its options) for ``num_classes`` and ``input_shape``."""
-        from csg.engine.build import MODEL_KEYS, node_options
-        from csg.models import create_model
+        """A fresh model of the command's ``model=`` for ``num_classes`` and ``input_shape``, as a run builds it
+        (a ``_target_`` model, adapters, the likelihood's outputs and parameters included)."""
+        from types import SimpleNamespace
 
-        return create_model(self.config.model.name, num_classes=num_classes, input_shape=tuple(input_shape),
-                            **node_options(self.config.model, drop=MODEL_KEYS))
+        from csg.engine.build import build_model
+
+        return build_model(self.config, SimpleNamespace(num_classes=num_classes, input_shape=tuple(input_shape)))
 
     def schedule(self, total_steps: int):
         """The command's step-size schedule (:mod:`csg.schedules`) over ``total_steps`` iterations."""

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENTRY_POINTS", "MODULES", "Study", "import_registered", "register_study", "registered_studies", "remember_modules",
-           "run_study", "study_checks"]
+__all__ = ["ENTRY_POINTS", "MODULES", "Study", "entry_point_modules", "import_registered", "register_study",
+           "registered_studies", "remember_modules", "run_study", "study_checks"]
 
 MODULES = "CSG_STUDY_MODULES"  # comma-separated: the modules whose import registers a command's studies
 ENTRY_POINTS = "csg.studies"  # the entry-point group of the packages whose studies register at import
@@ -55,12 +55,17 @@ def registered_studies() -> dict[str, Study]:
     return dict(_STUDIES)
 
 
+def entry_point_modules() -> list[str]:
+    """The modules the :data:`ENTRY_POINTS` group names (an entry's ``module`` or ``module:attribute``)."""
+    from importlib.metadata import entry_points
+
+    return [entry.value.split(":")[0] for entry in entry_points(group=ENTRY_POINTS)]
+
+
 def remember_modules() -> None:
     """Name the modules of the registered studies that no :data:`ENTRY_POINTS` entry imports in :data:`MODULES`,
     for the job processes a command starts."""
-    from importlib.metadata import entry_points
-
-    named = {entry.value.split(":")[0].split(".")[0] for entry in entry_points(group=ENTRY_POINTS)}
+    named = {module.split(".")[0] for module in entry_point_modules()}
     modules = sorted({study.module for study in _STUDIES.values() if study.module and study.module != "__main__"
                       and study.module.split(".")[0] not in named})
     if modules:
@@ -69,22 +74,20 @@ def remember_modules() -> None:
 
 def import_registered() -> None:
     """Import the modules of the :data:`ENTRY_POINTS` group (one that fails inside its import is skipped with a
-    warning, one that is not there at all silently: its studies stay unregistered) and those :data:`MODULES` names (a job process: its command's studies register
-    again)."""
+    warning, one that is not there at all silently: its studies stay unregistered) and those :data:`MODULES`
+    names (a job process: its command's studies register again)."""
     import logging
-    from importlib.metadata import entry_points
 
     from csg.errors import ConfigError
 
-    for entry in entry_points(group=ENTRY_POINTS):
-        module = entry.value.split(":")[0]
+    for module in entry_point_modules():
         try:
             importlib.import_module(module)
         except ImportError as error:
             if isinstance(error, ModuleNotFoundError) and error.name == module.split(".")[0]:
                 continue  # metadata left without its package (another environment's, an uninstall's): none there
             logging.getLogger(__name__).warning("the %s entry point %r does not import (%s): its studies are not "
-                                                "registered", ENTRY_POINTS, entry.value, error)
+                                                "registered", ENTRY_POINTS, module, error)
     for module in filter(None, os.environ.get(MODULES, "").split(",")):
         try:
             importlib.import_module(module)
