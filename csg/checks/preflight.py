@@ -349,7 +349,7 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
     import json
 
     from csg.engine import distributed
-    from csg.engine.build import interaction_kind
+    from csg.engine.build import build_likelihood, interaction_kind
     from csg.engine.job_checks import check_job, data_facts
     from csg.engine.devices import resolve_device
     from csg.errors import CsgError
@@ -370,7 +370,9 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
         if not launched:  # chains that step together need a launcher: the run's own refusal, for every job
             check_interacting_layout(interaction_kind(cfg), int(cfg.sampler.chains),
                                      distributed.Layout(chains=int(cfg.sampler.chains)))
-        check_job(cfg, data_facts(cfg, data_cache), device, 1 if launched else int(cfg.sampler.chains))
+        likelihood = build_likelihood(cfg)  # once, for the data's task and every check of the job
+        check_job(cfg, data_facts(cfg, data_cache, likelihood), device, 1 if launched else int(cfg.sampler.chains),
+                  likelihood)
         checked.add(key)
     except CsgError as error:
         return str(error)

@@ -21,7 +21,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from csg.engine import distributed
-from csg.engine.build import (build_data_and_model, build_interaction, build_part, build_sampler, build_schedule,
+from csg.engine.build import (build_data_and_model, build_interaction, build_likelihood, build_part, build_sampler, build_schedule,
                               load_model_weights, optimise_rest, plan_collection, plan_trace, seed_streams)
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint, saved_states
 from csg.engine.samples import SampleStore
@@ -85,7 +85,8 @@ class PreparedChain:
     - ``state``: the loop's position restored from the checkpoint (None: a fresh chain);
     - for its checkpoint (:meth:`checkpoint`): ``checkpoint_path``, the config ``fingerprint`` it records, the
       sampler's noise ``generator``, the ``precision`` (its loss scaler), the ``device``, whether this process
-      ``writes_checkpoints`` (the chain's first) and whether the run ``checkpoints`` at all.
+      ``writes_checkpoints`` (the chain's first) and whether the run ``checkpoints`` at all;
+    - ``likelihood``: the run's :class:`csg.likelihoods.Likelihood`, built once and shared by its chains.
     """
 
     chain: int
@@ -107,6 +108,7 @@ class PreparedChain:
     device: torch.device
     writes_checkpoints: bool
     checkpoints: bool
+    likelihood: Any = None
 
     def checkpoint(self, loop_state: LoopState) -> None:
         """Save the chain at ``loop_state`` (from the chain's first process; the others write nothing)."""
@@ -135,8 +137,9 @@ class FittedChain:
 
 
 def prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, device: torch.device,
-                  precision: Precision, run_dir: Path, resuming: bool) -> PreparedChain:
-    """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one.
+                  precision: Precision, run_dir: Path, resuming: bool, likelihood=None) -> PreparedChain:
+    """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one. ``likelihood``:
+    the run's, built once for all its chains (:func:`csg.engine.build.build_likelihood`; None: built here).
 
     A checkpoint is read and its config compared with this run's first, before any data or model is built;
     its samples are checked once the collection plan is known (:func:`check_samples_on_disk`)."""
@@ -151,9 +154,10 @@ def prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devic
     random.seed(seeds["init"])
     np.random.seed(seeds["init"] % 2**32)
     torch.manual_seed(seeds["init"])
+    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     local = layout.local_chains()  # the first chain's build checks the memory of all of them, before any model
     data, model = build_data_and_model(cfg, device, data_seed=seeds["data"], layout=layout,
-                                       chains=len(local) if chain == local[0] else 0)
+                                       chains=len(local) if chain == local[0] else 0, likelihood=likelihood)
     load_model_weights(cfg, model)
     part = build_part(cfg, model)
     total_steps = cfg.trainer.epochs * len(data.train)
@@ -171,8 +175,9 @@ def prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devic
         log.info("chain %d samples %d of %d parameter tensors (sampler.params); the rest %s", chain,
                  len(part.sampled), len(part.sampled) + len(part.rest), part.mode)
     generator = torch.Generator(device=device).manual_seed(seeds["noise"])  # the same in every process of a chain
-    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator, part)
-    interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train))
+    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator, part, likelihood)
+    interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train),
+                                    likelihood)
     sampler = optimise_rest(cfg, model, sampler, part)
     trained_model = model
     if layout.chain_size > 1:
@@ -197,6 +202,7 @@ def prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, devic
         device=device, writes_checkpoints=layout.is_chain_leader,
         # a state no checkpoint could hold: refused before any checkpoint promises a resume
         checkpoints=int(cfg.trainer.checkpoint.every_n_epochs) > 0 or len(cfg.trainer.checkpoint.signals) > 0,
+        likelihood=likelihood,
     )
     prepared.check_state()  # as built (or restored): refused before the run directory is changed; again after the first step
     return prepared

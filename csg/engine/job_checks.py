@@ -38,15 +38,16 @@ class DataFacts:
 _BATCHING = ("batch_size", "eval_batch_size", "num_workers", "device_resident")  # build_data's, not the data set's
 
 
-def data_facts(cfg: DictConfig, cache: dict | None = None) -> DataFacts:
+def data_facts(cfg: DictConfig, cache: dict | None = None, likelihood=None) -> DataFacts:
     """The :class:`DataFacts` of ``cfg.data``, from the data built once on the CPU (every check of
     :mod:`csg.data` and :mod:`csg.data.custom` included). ``cache`` keeps them per data set and options, so a
-    sweep over other keys (or over the batch size) builds each data set once."""
+    sweep over other keys (or over the batch size) builds each data set once. ``likelihood``: the job's, whose task a
+    user's data serve (None: built here)."""
     from csg.data import build_data
 
     options = node_options(cfg.data, drop=("name", "recipe"))
     if has_target(cfg.data):  # a user's data: labels or real targets, as the likelihood says
-        options["task"] = build_likelihood(cfg).task
+        options["task"] = (likelihood if likelihood is not None else build_likelihood(cfg)).task
     key = json.dumps([str(cfg.data.name), {k: v for k, v in options.items() if k not in _BATCHING}],
                      sort_keys=True, default=str)
     cache = {} if cache is None else cache
@@ -60,28 +61,30 @@ def data_facts(cfg: DictConfig, cache: dict | None = None) -> DataFacts:
 REAL_CHECK_BYTES = 2**30  # check_job builds models up to this size on the CPU, larger ones on the meta device
 
 
-def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: int) -> None:
+def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: int, likelihood=None) -> None:
     """Every check a run makes once its data are known, without training and without building the data:
     what :mod:`csg.launch.run` checks while it prepares its chains, for a sweep to check each job before the first
     trains (:mod:`csg.checks.preflight`). In order: memory for ``chains`` chains on ``device`` (0: not checked), the
     model against the data (:func:`check_model_fits`: on the CPU, or on the meta device for a model of more
     than :data:`REAL_CHECK_BYTES` that runs there), the schedule, the collection plan, the trace, the step's
-    values and a user's sampler. Raises the run's one-line :class:`ConfigError`."""
+    values and a user's sampler. Raises the run's one-line :class:`ConfigError`. ``likelihood``: the job's, built
+    once (:func:`~csg.engine.build.build_likelihood`; None: built here)."""
     from csg.engine.memory import meta_model
 
-    model = meta_model(lambda: build_model(cfg, data))
+    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
+    model = meta_model(lambda: build_model(cfg, data, likelihood))
     if model is not None and chains:
         check_memory(cfg, model, device, chains)
     if model is None or sum(p.numel() * p.element_size() for p in model.parameters()) <= REAL_CHECK_BYTES:
-        model = build_model(cfg, data)  # a real forward pass is faster than the meta device's first (2-4 s)
+        model = build_model(cfg, data, likelihood)  # a real forward pass is faster than the meta device's first (2-4 s)
     sync = bool(cfg.trainer.get("sync_batchnorm", False))
     try:
-        check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=build_likelihood(cfg))
+        check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=likelihood)
     except Exception:  # noqa: BLE001 - not every model runs on the meta device: the CPU model's answer counts
         if not any(p.is_meta for p in model.parameters()):
             raise
-        model = build_model(cfg, data)
-        check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=build_likelihood(cfg))
+        model = build_model(cfg, data, likelihood)
+        check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=likelihood)
     total_steps = int(cfg.trainer.epochs) * data.batches_per_epoch
     schedule = build_schedule(cfg, total_steps)
     plan_collection(cfg, schedule, data.batches_per_epoch)
@@ -95,5 +98,6 @@ def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: in
     part = build_part(cfg, model)
     if has_target(cfg.sampler.get("optimizer")):
         if any(p.is_meta for p in model.parameters()):
-            model = build_model(cfg, data)  # a user's optimizer may read its parameters' values
-        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator(), part)
+            model = build_model(cfg, data, likelihood)  # a user's optimizer may read its parameters' values
+        build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator(), part,
+                      likelihood)

@@ -25,13 +25,15 @@ class Built:
 
     ``config``: the composed config (read-only); ``data``: the data bundle (``train``, ``train_eval`` and ``test``
     loaders, ``num_train``, ``num_classes``, ``input_shape``); ``model``: the network, freshly initialised under
-    torch's current seed; ``ood``: the out-of-distribution loader of ``ood=`` (None for ``ood=none``). The last
-    three are None when built with ``data=False``."""
+    torch's current seed; ``ood``: the out-of-distribution loader of ``ood=`` (None for ``ood=none``). These three
+    are None when built with ``data=False``. ``likelihood``: the command's :class:`csg.likelihoods.Likelihood`,
+    built once and used by every part built from it."""
 
     config: Any
     data: Any = None
     model: Any = None
     ood: Any = None
+    likelihood: Any = None
 
     def new_model(self, num_classes: int, input_shape: Sequence[int]):
         """A fresh model of the command's ``model=`` for ``num_classes`` and ``input_shape``, as a run builds it
@@ -40,7 +42,8 @@ class Built:
 
         from csg.engine.build import build_model
 
-        return build_model(self.config, SimpleNamespace(num_classes=num_classes, input_shape=tuple(input_shape)))
+        return build_model(self.config, SimpleNamespace(num_classes=num_classes, input_shape=tuple(input_shape)),
+                           self.likelihood)
 
     def schedule(self, total_steps: int):
         """The command's step-size schedule (:mod:`csg.schedules`) over ``total_steps`` iterations."""
@@ -56,7 +59,8 @@ class Built:
         from csg.engine import distributed
         from csg.engine.build import build_sampler
 
-        return build_sampler(self.config, model, num_data, distributed.Layout(), torch.device(device), generator)
+        return build_sampler(self.config, model, num_data, distributed.Layout(), torch.device(device), generator,
+                             likelihood=self.likelihood)
 
     def trace(self, schedule, total_steps: int, model):
         """The command's parameter trace (``trace.enabled``; :class:`csg.evaluation.ess.ParameterTrace`) of
@@ -74,7 +78,7 @@ def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True)
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from csg.engine.build import build_data_and_model, build_ood_loader
+    from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader
 
     overrides = checked_overrides(overrides)
     message = check_command(overrides)
@@ -82,10 +86,11 @@ def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True)
         raise CommandRefused(message, key="overrides", value=overrides)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
+    likelihood = build_likelihood(cfg)
     if not data:
         OmegaConf.set_readonly(cfg, True)
-        return Built(config=cfg)
-    bundle, model = build_data_and_model(cfg, torch.device(device))
+        return Built(config=cfg, likelihood=likelihood)
+    bundle, model = build_data_and_model(cfg, torch.device(device), likelihood=likelihood)
     ood, _ = build_ood_loader(cfg, bundle)
     OmegaConf.set_readonly(cfg, True)
-    return Built(config=cfg, data=bundle, model=model, ood=ood)
+    return Built(config=cfg, data=bundle, model=model, ood=ood, likelihood=likelihood)

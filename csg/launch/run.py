@@ -150,7 +150,8 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     precision = Precision(str(cfg.trainer.precision), device)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resuming, move_aside = _earlier_results_to_move(cfg, run_dir)
-    prepared = [prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming)
+    likelihood = build_likelihood(cfg)  # once: every chain, the loop and the evaluation share it
+    prepared = [prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming, likelihood)
                 for chain in layout.local_chains()]
     ood_loader, ood_source = build_ood_loader(cfg, prepared[0].data, layout)  # bad OOD input: before training
     if cfg.evaluation.get("reference") is not None:  # a reference made on other inputs: before training
@@ -192,7 +193,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
         data, model = chains[-1].prepared.data, chains[-1].prepared.model
         evaluation_start = time.perf_counter()
         metrics = evaluate_store(cfg, model, SampleStore(run_dir / "samples"), data, device, precision,
-                                 ood_loader, ood_source, layout)
+                                 ood_loader, ood_source, layout, likelihood=likelihood)
         epochs = int(cfg.trainer.epochs)
         metrics.update(
             study=str(cfg.get("study", "adhoc")),
@@ -331,7 +332,7 @@ def _fit_chains(cfg: DictConfig, group: list[PreparedChain], layout: distributed
                   state=c.state, sample_model=c.model, interaction=c.interaction, on_step=c.trace,
                   checkpoint=c.checkpoint, chain=c.chain, check_state=c.check_state) for c in group]
     setting = cfg.trainer.get("compile", "auto")
-    likelihood = build_likelihood(cfg)
+    likelihood = first.likelihood
     objective = dict(likelihood=likelihood, num_data=data.num_train)
     if len(group) > 1:
         make = make_streamed_step if method == "streams" else make_stacked_step

@@ -68,7 +68,7 @@ class EnsembleMembers:
 
 def ensemble_members(
     cfg: DictConfig, model, store: SampleStore, data: Callable[[], Any], device, precision: Precision,
-    layout: distributed.Layout | None = None, *, partial: bool = False,
+    layout: distributed.Layout | None = None, *, partial: bool = False, likelihood=None,
 ) -> EnsembleMembers:
     """Which samples (or SWAG draws) of ``store`` make the run's ensemble, and their weights.
 
@@ -78,6 +78,7 @@ def ensemble_members(
     temperature's (rung 0) samples. ``sampler.swag.draws_per_cycle > 0``: cyclical-SWAG draws, equal weights.
     Else contour samplers' importance weights, or ``evaluation.cycle_weights`` (equal, or harmonic: Appendix F,
     which evaluates each sample on the training set: ``data()`` is called for the run's data bundle then only).
+    ``likelihood``: the run's, built once (None: built here).
     """
     layout = layout or distributed.Layout()
     paths = sample_paths(store, int(cfg.sampler.get("chains", 1)), partial=partial)
@@ -90,29 +91,31 @@ def ensemble_members(
         stream, names, chains, meta = _swag_draws(cfg, swag, store, paths, chain_of)
         return EnsembleMembers(names, chains, equal_weights(len(names)), "equal", stream, {"swag": meta})
     names = [str(path.relative_to(store.directory)) for path in paths]
-    weights, weighting = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout)
+    weights, weighting = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout,
+                                        likelihood)
     return EnsembleMembers(names, chain_of, weights, weighting,
                            lambda: (store.state_of(path) for path in paths))
 
 
 def evaluate_store(
     cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None,
-    layout: distributed.Layout | None = None, *, partial: bool = False,
+    layout: distributed.Layout | None = None, *, partial: bool = False, likelihood=None,
 ) -> dict[str, Any]:
     """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
 
     The members and weights are :func:`ensemble_members`' (``partial``: an unfinished run's samples so far).
     One sample is loaded at a time. Under DDP every process evaluates its shard of the test set. With more than
     one chain, ``diagnostics``: do the chains agree (:func:`csg.evaluation.diagnostics.chain_diagnostics` of the
-    members' test log-likelihoods).
+    members' test log-likelihoods). ``likelihood``: the run's, built once (None: built here).
     """
     from csg.engine.build import part_of
     from csg.engine.part import head_of
 
     layout = layout or distributed.Layout()
-    members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial)
+    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
+    members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial,
+                               likelihood=likelihood)
     names, chains, weights = members.names, members.chains, members.weights
-    likelihood = build_likelihood(cfg)
     if likelihood.task == "regression":  # a mixture of Gaussians (csg.evaluation.regression)
         result = evaluate_regression_samples(model, members.states(), weights, data.test, device, likelihood,
                                              target_scale=getattr(data, "target_scale", None),
@@ -159,7 +162,7 @@ def _chain_of(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout):
+def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout, likelihood=None):
     """(weights of the stored samples, their name): contour importance weights, equal, or the harmonic-mean
     estimator of Appendix F (``data()``: the run's data bundle, whose training set it evaluates)."""
     contour = cfg.sampler.get("contour")
@@ -168,7 +171,7 @@ def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device
     if cfg.evaluation.cycle_weights != "harmonic":
         return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
     log_likelihoods, cycles, train_eval = [], [], data().train_eval
-    likelihood = build_likelihood(cfg)
+    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     for path, chain in zip(paths, chain_of):
         record = store.metadata(path)
         model.load_state_dict(store.state_of(path))
@@ -261,14 +264,15 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
         store.verify(paths)  # damaged files, before the data is read
         device = resolve_device(str(cfg.trainer.device))
         try:
-            data, model = build_data_and_model(cfg, device)
+            likelihood = build_likelihood(cfg)  # once, for the model and the evaluation
+            data, model = build_data_and_model(cfg, device, likelihood=likelihood)
         except OmegaConfBaseException as error:  # a key the saved config lacks
             raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
                               f"train.py config ({describe(error, limit=160)})") from None
         ood_loader, ood_source = build_ood_loader(cfg, data)
         precision = Precision(str(cfg.trainer.precision), device)
         metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source,
-                                 partial=progress is not None)
+                                 partial=progress is not None, likelihood=likelihood)
     if recorded is not None and progress is None:
         check_recorded_members(run_dir, [row["file"] for row in metrics["per_sample"]], recorded)
     metrics.update(method=label(cfg, "sampler"), data=label(cfg, "data"), model=label(cfg, "model"),

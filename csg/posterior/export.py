@@ -289,7 +289,7 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     from csg.checks.config import PRECISIONS
     from csg.engine.devices import Precision
     from csg.posterior.evaluate import EnsembleMembers
-    from csg.posterior.inputs import build_run, own_random_state
+    from csg.posterior.inputs import build_run, own_random_state, run_likelihood
     from csg.likelihoods import attach
     from csg.posterior.sources import own_model, recorded_regression
 
@@ -300,13 +300,14 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     cfg = loaded_config(saved, trust_code) if saved.config else None
     shape = SimpleNamespace(num_classes=int(saved.metrics["num_classes"]),
                             input_shape=tuple(int(size) for size in saved.metrics["input_shape"]))
-    likelihood, target_scale = recorded_regression(saved.metrics, cfg)
+    likelihood, target_scale = recorded_regression(saved.metrics, cfg, run_likelihood(
+        cfg, path, key="path", config=f"{WHAT}: its config") if cfg is not None else None)
     if model is not None:
         model = attach(likelihood, own_model(model, device))
     else:
         with own_random_state(device):
             _, model = build_run(cfg, device, path, trust_code, shape=shape, key="path",
-                                 config=f"{WHAT}: its config")
+                                 config=f"{WHAT}: its config", likelihood=likelihood)
     check_members(saved, model.state_dict())
     model.eval()
     members = EnsembleMembers(list(saved.names), list(saved.chains), [float(w) for w in saved.weights],

@@ -41,20 +41,41 @@ def device_of(device: str | torch.device) -> torch.device:
 
 
 def build_run(cfg: DictConfig, device: torch.device, source: Path, trust_code: bool, shape=None, *,
-              key: str = "run_dir", config: str = "a run directory of train.py: its .hydra/config.yaml"):
+              key: str = "run_dir", config: str = "a run directory of train.py: its .hydra/config.yaml",
+              likelihood=None):
     """(data, model) of a run's config: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data
     is read. Targets resolve without the current folder on ``sys.path``; the data's root and format are checked
     first (:func:`csg.io.trust.check_run_data`: not inside ``source``, the run directory or posterior file). A config
-    that lacks a key is a one-line ConfigError naming ``key`` (``source``) and ``config``, what holds it."""
-    from csg.components import run_directory_targets
+    that lacks a key is a one-line ConfigError naming ``key`` (``source``) and ``config``, what holds it.
+    ``likelihood``: the run's, built once (:func:`run_likelihood`; None: built here)."""
     from csg.engine.build import build_data_and_model
     from csg.io.trust import check_run_data
 
     if shape is None:
         check_run_data(cfg, source, trust_code=trust_code)
+    with _saved_config(source, key, config):
+        return build_data_and_model(cfg, device, data=shape, likelihood=likelihood)
+
+
+def run_likelihood(cfg: DictConfig, source: Path, *, key: str = "run_dir",
+                   config: str = "a run directory of train.py: its .hydra/config.yaml"):
+    """The :class:`csg.likelihoods.Likelihood` of a run's config, built once for its model and its members
+    (:func:`csg.engine.build.build_likelihood`), its ``_target_`` resolved as :func:`build_run` resolves targets."""
+    from csg.engine.build import build_likelihood
+
+    with _saved_config(source, key, config):
+        return build_likelihood(cfg)
+
+
+@contextlib.contextmanager
+def _saved_config(source: Path, key: str, config: str):
+    """Targets resolved as a run directory's (:func:`csg.components.run_directory_targets`); a key the saved config
+    lacks is a one-line ConfigError naming ``key`` (``source``) and ``config``."""
+    from csg.components import run_directory_targets
+
     try:
         with run_directory_targets():
-            return build_data_and_model(cfg, device, data=shape)
+            yield
     except OmegaConfBaseException as error:  # a key the saved config lacks
         raise ConfigError(key, str(source), f"{config} is not a train.py config ({describe(error, limit=160)})"
                           ) from None

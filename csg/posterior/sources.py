@@ -162,16 +162,17 @@ def regression_facts(likelihood, target_scale) -> dict[str, Any]:
     return facts
 
 
-def recorded_regression(metrics: dict[str, Any], cfg) -> tuple[Any, Any]:
-    """``(likelihood, target_scale)`` of a run's (or posterior file's) config and metrics: the config's likelihood,
-    else the one the metrics record (a file of :meth:`csg.Posterior.from_states`), else categorical."""
+def recorded_regression(metrics: dict[str, Any], cfg, likelihood=None) -> tuple[Any, Any]:
+    """``(likelihood, target_scale)`` of a run's (or posterior file's) config and metrics: ``likelihood`` (the
+    config's, built already), else the config's likelihood, else the one the metrics record (a file of
+    :meth:`csg.Posterior.from_states`), else categorical."""
     from csg.data.splits import TargetScale
     from csg.engine.build import build_likelihood
     from csg.likelihoods import create_likelihood
 
-    if cfg is not None:
+    if likelihood is None and cfg is not None:
         likelihood = build_likelihood(cfg)
-    else:
+    elif likelihood is None:
         spec = dict(metrics.get("likelihood") or {"name": "categorical"})
         likelihood = create_likelihood(spec.pop("name"), **spec)
     scale = metrics.get("target_scale")
@@ -194,7 +195,7 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
     from csg.engine.devices import Precision
     from csg.engine.samples import SampleStore
     from csg.posterior.evaluate import ensemble_members
-    from csg.posterior.inputs import build_run, own_random_state
+    from csg.posterior.inputs import build_run, own_random_state, run_likelihood
     from csg.posterior.store import check_recorded_members, finished_metrics, load_run_config, sample_paths
 
     cfg = load_run_config(run_dir, trust_code=trust_code)
@@ -204,22 +205,22 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
     precision = Precision(str(cfg.trainer.precision), device)
     recorded = metrics.get("num_classes"), metrics.get("input_shape")
     holder: dict[str, Any] = {"data": None}
+    likelihood, target_scale = recorded_regression(metrics, cfg, run_likelihood(cfg, run_dir))
     with own_random_state(device):
         if None in recorded:  # a run from before metrics.json recorded them: the data tell
-            holder["data"], model = build_run(cfg, device, run_dir, trust_code)
+            holder["data"], model = build_run(cfg, device, run_dir, trust_code, likelihood=likelihood)
             recorded = holder["data"].num_classes, tuple(holder["data"].input_shape)
         else:
             _, model = build_run(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
-                num_classes=int(recorded[0]), input_shape=tuple(recorded[1])))
+                num_classes=int(recorded[0]), input_shape=tuple(recorded[1])), likelihood=likelihood)
 
         def training_data():
             if holder["data"] is None:
-                holder["data"], _ = build_run(cfg, device, run_dir, trust_code)
+                holder["data"], _ = build_run(cfg, device, run_dir, trust_code, likelihood=likelihood)
             return holder["data"]
 
-        members = ensemble_members(cfg, model, store, training_data, device, precision)
+        members = ensemble_members(cfg, model, store, training_data, device, precision, likelihood=likelihood)
     check_recorded_members(run_dir, members.names, metrics)
-    likelihood, target_scale = recorded_regression(metrics, cfg)
     return dict(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model.eval(), members=members, device=device,
                 precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],
                 likelihood=likelihood, target_scale=target_scale)

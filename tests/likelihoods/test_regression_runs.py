@@ -39,13 +39,35 @@ def _states(run_dir, chain=""):
     return [torch.load(p, weights_only=True)["state_dict"] for p in sorted(folder.glob("*.pt"))]
 
 
+class _CountedLikelihoods:
+    """``csg.likelihoods.create_likelihood``, counting the likelihoods it builds."""
+
+    def __init__(self, create):
+        self.create, self.built = create, 0
+
+    def __call__(self, *args, **kwargs):
+        self.built += 1
+        return self.create(*args, **kwargs)
+
+
 @pytest.fixture(scope="module")
 def regression_run(tmp_path_factory):
-    """A regression run by csg.train (csg-train's run, in this process): its metrics and run directory."""
+    """A regression run by csg.train (csg-train's run, in this process): its metrics and run directory; how many
+    likelihoods the whole command built (its checks, its chain, its loop and its evaluation) is in the metrics'
+    ``likelihoods_built``."""
     import csg
+    import csg.likelihoods
 
-    posterior = csg.train([*REGRESSION, f"hydra.run.dir={tmp_path_factory.mktemp('regression') / 'run'}"])
-    return posterior.metrics, posterior.run_dir
+    with pytest.MonkeyPatch.context() as patch:
+        counted = _CountedLikelihoods(csg.likelihoods.create_likelihood)
+        patch.setattr(csg.likelihoods, "create_likelihood", counted)
+        posterior = csg.train([*REGRESSION, f"hydra.run.dir={tmp_path_factory.mktemp('regression') / 'run'}"])
+    return {**posterior.metrics, "likelihoods_built": counted.built}, posterior.run_dir
+
+
+def test_a_run_builds_its_likelihood_once(regression_run):
+    # csg.train: the run (its checks, chain, loop and evaluation) builds one; Posterior.load of its directory, one
+    assert regression_run[0]["likelihoods_built"] == 2
 
 
 def test_a_users_regression_trains_and_its_posterior_predicts_in_the_original_units(regression_run):
@@ -134,10 +156,16 @@ def test_every_kind_of_sampler_samples_a_regression(tmp_path, overrides):
     assert metrics["ensemble"]["rmse"] < 4.0 and math.isfinite(metrics["ensemble"]["log_likelihood"])
 
 
-def test_stacked_chains_step_the_precision_as_chains_one_after_another(tmp_path):
+def test_stacked_chains_step_the_precision_as_chains_one_after_another(tmp_path, monkeypatch):
+    import csg.likelihoods
+
+    counted = _CountedLikelihoods(csg.likelihoods.create_likelihood)
+    monkeypatch.setattr(csg.likelihoods, "create_likelihood", counted)
     chains = ["sampler.chains=2", "trainer.epochs=8", "sampler.samples_per_cycle=1"]
     _, alone = _run(tmp_path, *chains, name="alone")
+    assert counted.built == 1  # two chains, their loops and the evaluation share the run's likelihood
     _, stacked = _run(tmp_path, *chains, "trainer.stack_chains=true", name="stacked")
+    assert counted.built == 2
     for chain in ("chain00", "chain01"):
         for first, second in zip(_states(alone, chain), _states(stacked, chain), strict=True):
             assert torch.allclose(first["likelihood_log_precision"], second["likelihood_log_precision"], atol=1e-5)
