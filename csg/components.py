@@ -21,15 +21,14 @@ import logging
 import os
 import sys
 from pathlib import Path
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
 
 from csg.errors import ConfigError, describe
 
 TARGET = "_target_"
+Config = Mapping[str, Any]  # a composed train.py config (an omegaconf DictConfig: csg.engine.build), read by key
 _FROM_RUN_DIRECTORY: ContextVar[bool] = ContextVar("csg_targets_from_run_directory", default=False)
 
 
@@ -46,12 +45,28 @@ def run_directory_targets() -> Iterator[None]:
 
 def has_target(node: Any) -> bool:
     """Whether a config node names a user's component (has a ``_target_`` key)."""
-    return isinstance(node, DictConfig) and TARGET in node.keys()  # `in node` is False for a `???` value
+    return isinstance(node, Mapping) and TARGET in node.keys()  # a DictConfig: `in node` is False for a `???` value
 
 
-def target_of(cfg: DictConfig, key: str) -> str:
+def select(cfg: Config, key: str, default: Any = None) -> Any:
+    """The value at dotted ``key`` of a config (``model.num_classes``), ``default`` where a part of the path is
+    absent or not a mapping, or the value is a mandatory one never given (a DictConfig's ``???``), as
+    ``OmegaConf.select(cfg, key, default=...)`` reads it. An interpolation is resolved; one that does not resolve
+    raises."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = node.get(part, _ABSENT) if isinstance(node, Mapping) else _ABSENT
+        if node is _ABSENT:
+            return default
+    return node
+
+
+_ABSENT = object()
+
+
+def target_of(cfg: Config, key: str) -> str:
     """The dotted path at ``key`` (e.g. ``model._target_``), or a ConfigError when none was given."""
-    value = OmegaConf.select(cfg, key, throw_on_missing=False)
+    value = select(cfg, key)
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(key, value, "the dotted path of a callable, e.g. my_project.nets.TwoLayer (none given)")
     return value.strip()
@@ -130,31 +145,14 @@ def label(cfg: Any, group: str) -> str:
     except that ``custom`` (data=custom, model=custom, sampler=custom) is called by the last part of the user's
     ``_target_`` (``my_project.nets.TwoLayer``: ``TwoLayer``) once one is given. Run directories, logs and
     metrics.json carry it (the ``csg_label`` resolver of the configs)."""
-    name = str(OmegaConf.select(cfg, f"{group}.name", default=group))
+    name = str(select(cfg, f"{group}.name", default=group))
     if name != "custom" or group not in LABEL_TARGETS:
         return name
     try:
-        target = OmegaConf.select(cfg, f"{group}.{LABEL_TARGETS[group]}", default=None, throw_on_missing=False)
+        target = select(cfg, f"{group}.{LABEL_TARGETS[group]}")
     except Exception:  # noqa: BLE001 - an interpolation that does not resolve: the checks say so
         target = None
     return str(target).rpartition(".")[2] if isinstance(target, str) and target else name
-
-
-def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:
-    """The group's keys that are the callable's keyword arguments: all but ``_target_`` and ``framework_keys``.
-
-    A nested node with its own ``_target_`` is built by Hydra's ``instantiate``; a failure there is a
-    ConfigError naming ``key`` (the group)."""
-    from hydra.utils import instantiate
-
-    values = OmegaConf.to_container(node, resolve=True)
-    options = {str(k): v for k, v in values.items() if str(k) not in (TARGET, *framework_keys)}
-    if not options:
-        return {}
-    try:
-        return instantiate(OmegaConf.create(options), _convert_="all")
-    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
-        raise ConfigError(key, str(node.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
 
 
 def accepts(function: Callable[..., Any], name: str, *, by_name: bool = False) -> bool:

@@ -2,6 +2,7 @@
 
 - :mod:`studies.experiments`: paper tables and figures from runs, and the registry of every make target;
 - :mod:`studies.accuracy`: samplers against reference posteriors;
+- :mod:`studies.nuts`: NumPyro's NUTS, one settings class and one runner, for every reference posterior;
 - :mod:`studies.synthetic`: studies on analytic targets (:mod:`studies.targets`);
 - :mod:`studies.bandit`: the ICSGLD contextual bandit;
 - :mod:`studies.paper`: the papers' published numbers.

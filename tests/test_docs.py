@@ -79,7 +79,7 @@ def problem(words: list[str]) -> str | None:
     overrides (checked as train.py checks them, before any training)."""
     from csg.checks import check_group_choices
     from studies.experiments.registry import TARGETS
-    from csg.posterior.store import OVERRIDABLE
+    from csg.checks.saved import OVERRIDABLE
     from csg.checks import check_command
 
     if words[0] == "make":

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from csg.checks.sampling_settings import check_budget, check_holdout, check_prior, check_sampling_step
 from csg.errors import ConfigError
 from csg.components import has_target, locate, target_of
-from csg.likelihoods.settings import check_likelihood
+from csg.checks.likelihood import check_likelihood
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 CYCLE_WEIGHTS = ("equal", "harmonic")

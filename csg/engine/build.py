@@ -1,13 +1,12 @@
 """From a composed config to the objects of a run: seeds, data, model, schedule, sampler, interaction, plans.
 
-Every function takes the run's ``DictConfig`` (see ``configs/``) and returns one object, or raises a
-one-line :class:`~csg.errors.ConfigError` when the setting cannot work (a collection plan or a trace
-that does not fit the schedule), before any training; the checks of memory, the model against the data and
-the step's values are :mod:`csg.engine.limits`'. :mod:`csg.engine.chain` calls them for each chain;
-:mod:`csg.posterior` and the studies call them to rebuild a run's data and model; :mod:`csg.engine.job_checks`
-makes every check of a run once its data are known, for a sweep's jobs before the first trains. With
-:mod:`csg.engine.chain`, :mod:`csg.engine.limits` and :mod:`csg.engine.job_checks` this is the engine's
-boundary: the modules below it take typed objects, no config (tests/test_layout.py).
+Every function takes the run's ``DictConfig`` (see ``configs/``) and returns one object (or typed settings:
+:func:`evaluation_settings`), or raises a one-line :class:`~csg.errors.ConfigError` when the setting cannot work,
+before any training; the checks of memory, the model against the data and the step's values are
+:mod:`csg.engine.limits`'. :mod:`csg.engine.chain` calls them for each chain, :mod:`csg.posterior` to rebuild a
+run's data and model, :func:`csg.build` for a command's parts. With :mod:`csg.engine.chain`,
+:mod:`csg.engine.limits` and :mod:`csg.engine.job_checks` this is the engine's boundary: the modules below it take
+typed objects, no config (tests/test_layout.py); of them only this one imports omegaconf.
 """
 
 from __future__ import annotations
@@ -27,13 +26,14 @@ from csg.engine.limits import (check_labels, check_memory, check_model_fits, che
 from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
-from csg.components import has_target, keyword_arguments, target_of
+from csg.components import TARGET, has_target, select, target_of
+from csg.engine.settings import EvaluationSettings, SwagSettings
 from csg.models.custom import KEYS as MODEL_KEYS  # the model group's keys that are csg's, not the factory's
 
 __all__ = ["MAX_STEPS", "MODEL_KEYS", "build_data_and_model", "build_interaction", "build_likelihood", "build_model",
-           "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_trace", "interaction_kind",
-           "load_model_weights", "node_options", "optimise_rest", "part_of", "plan_collection", "plan_trace",
-           "seed_streams"]
+           "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_trace", "evaluation_settings",
+           "interaction_kind", "keyword_arguments", "load_model_weights", "node_options", "optimise_rest", "part_of",
+           "plan_collection", "plan_trace", "seed_streams"]
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -51,6 +51,25 @@ def node_options(node: DictConfig, drop: tuple[str, ...] = ("name",)) -> dict[st
     """A config group's options as keyword arguments: its node resolved, without the keys of ``drop``."""
     options = OmegaConf.to_container(node, resolve=True)
     return {key: value for key, value in options.items() if key not in drop}
+
+
+def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:
+    """A user's component's keyword arguments (:mod:`csg.components`): the group's keys but ``_target_`` and
+    ``framework_keys``.
+
+    A nested node with its own ``_target_`` is built by Hydra's ``instantiate``; a failure there is a
+    ConfigError naming ``key`` (the group)."""
+    from hydra.utils import instantiate
+
+    values = OmegaConf.to_container(node, resolve=True)
+    options = {str(k): v for k, v in values.items() if str(k) not in (TARGET, *framework_keys)}
+    if not options:
+        return {}
+    try:
+        return instantiate(OmegaConf.create(options), _convert_="all")
+    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
+        raise ConfigError(key, str(node.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
+
 
 
 def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
@@ -183,6 +202,21 @@ def part_of(cfg: DictConfig, model: torch.nn.Module):
     from csg.engine.part import select_part
 
     return select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
+
+
+def evaluation_settings(cfg: DictConfig) -> EvaluationSettings:
+    """The :class:`~csg.engine.settings.EvaluationSettings` of a run's config (train.py's, or a run's saved one)."""
+    sampler, evaluation = cfg.sampler, cfg.evaluation
+    swag, contour, params = sampler.get("swag"), sampler.get("contour"), sampler.get("params")
+    return EvaluationSettings(
+        seed=int(cfg.seed), chains=int(sampler.get("chains", 1)), replica=sampler.get("replica") is not None,
+        importance=contour is not None and contour.get("ensemble_weights", "importance") == "importance",
+        swag=(SwagSettings(int(swag.draws_per_cycle), int(swag.rank), float(swag.scale))
+              if swag is not None and int(swag.draws_per_cycle) > 0 else None),
+        cycle_weights=str(evaluation.cycle_weights), ece_bins=int(evaluation.ece_bins),
+        reference=None if evaluation.get("reference") is None else str(evaluation.reference),
+        ood=str(select(cfg, "ood.name", "none")), rest=str(sampler.get("rest", "frozen")),
+        params=params if params is None or isinstance(params, str) else tuple(str(p) for p in params))
 
 
 def interaction_kind(cfg: DictConfig) -> str | None:

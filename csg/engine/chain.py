@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from csg.engine import distributed
-from csg.engine.build import (build_data_and_model, build_interaction, build_likelihood, build_part, build_sampler, build_schedule,
-                              load_model_weights, optimise_rest, plan_collection, plan_trace, seed_streams)
+from csg.components import Config
+from csg.engine.build import (build_data_and_model, build_interaction, build_likelihood, build_part, build_sampler,
+                              build_schedule, load_model_weights, node_options, optimise_rest, plan_collection,
+                              plan_trace, seed_streams)
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint, saved_states
 from csg.engine.samples import SampleStore
 from csg.engine.devices import Precision
@@ -46,7 +47,7 @@ _NOT_IN_FINGERPRINT = {"trainer.progress", "trainer.log_every_n_steps", "trainer
                        "trainer.checkpoint", "trainer.threads", "logger", "hydra", "callbacks"}
 
 
-def config_fingerprint(cfg: DictConfig) -> dict[str, Any]:
+def config_fingerprint(cfg: Config) -> dict[str, Any]:
     """The settings a checkpoint must share with the run that resumes it (all but logging and checkpointing)."""
     from csg.reporting import flat_keys
 
@@ -54,7 +55,7 @@ def config_fingerprint(cfg: DictConfig) -> dict[str, Any]:
         parts = key.split(".")
         return not any(".".join(parts[:n]) in _NOT_IN_FINGERPRINT for n in range(1, len(parts) + 1))
 
-    return {key: value for key, value in flat_keys(OmegaConf.to_container(cfg, resolve=True)).items() if kept(key)}
+    return {key: value for key, value in flat_keys(node_options(cfg, drop=())).items() if kept(key)}
 
 
 RESOLVED_DEVICE = "device type"  # where trainer.device=auto put the chain: a CPU chain does not resume on a GPU
@@ -136,7 +137,7 @@ class FittedChain:
     trained: TrainResult
 
 
-def prepare_chain(cfg: DictConfig, chain: int, layout: distributed.Layout, device: torch.device,
+def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: torch.device,
                   precision: Precision, run_dir: Path, resuming: bool, likelihood=None) -> PreparedChain:
     """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one. ``likelihood``:
     the run's, built once for all its chains (:func:`csg.engine.build.build_likelihood`; None: built here).

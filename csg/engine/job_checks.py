@@ -8,9 +8,8 @@ import json
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig
 
-from csg.components import has_target
+from csg.components import Config, has_target
 from csg.engine import distributed
 from csg.engine.build import (build_likelihood, build_model, build_part, build_sampler, build_schedule, check_trace,
                               node_options, plan_collection)
@@ -38,7 +37,7 @@ class DataFacts:
 _BATCHING = ("batch_size", "eval_batch_size", "num_workers", "device_resident")  # build_data's, not the data set's
 
 
-def data_facts(cfg: DictConfig, cache: dict | None = None, likelihood=None) -> DataFacts:
+def data_facts(cfg: Config, cache: dict | None = None, likelihood=None) -> DataFacts:
     """The :class:`DataFacts` of ``cfg.data``, from the data built once on the CPU (every check of
     :mod:`csg.data` and :mod:`csg.data.custom` included). ``cache`` keeps them per data set and options, so a
     sweep over other keys (or over the batch size) builds each data set once. ``likelihood``: the job's, whose task a
@@ -61,7 +60,7 @@ def data_facts(cfg: DictConfig, cache: dict | None = None, likelihood=None) -> D
 REAL_CHECK_BYTES = 2**30  # check_job builds models up to this size on the CPU, larger ones on the meta device
 
 
-def check_job(cfg: DictConfig, data: DataFacts, device: torch.device, chains: int, likelihood=None) -> None:
+def check_job(cfg: Config, data: DataFacts, device: torch.device, chains: int, likelihood=None) -> None:
     """Every check a run makes once its data are known, without training and without building the data:
     what :mod:`csg.launch.run` checks while it prepares its chains, for a sweep to check each job before the first
     trains (:mod:`csg.checks.preflight`). In order: memory for ``chains`` chains on ``device`` (0: not checked), the

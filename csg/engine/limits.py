@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from csg.components import has_target
+from csg.components import Config, has_target, select
 from csg.engine.prior import weight_decay
 from csg.errors import ConfigError, describe
 from csg.schedules import STEP_FACTOR, STEP_MILESTONES
@@ -23,7 +22,7 @@ from csg.schedules import STEP_FACTOR, STEP_MILESTONES
 __all__ = ["check_labels", "check_memory", "check_model_fits", "check_step_values", "smallest_batch"]
 
 
-def check_task(cfg: DictConfig, likelihood_task: str, data_task: str) -> None:
+def check_task(cfg: Config, likelihood_task: str, data_task: str) -> None:
     """The likelihood's task is the data's: a regression likelihood on labelled classes (or the other way round)
     is refused in one line."""
     if likelihood_task != data_task:
@@ -33,7 +32,7 @@ def check_task(cfg: DictConfig, likelihood_task: str, data_task: str) -> None:
                           f"{'real numbers' if data_task == 'regression' else 'class labels'}")
 
 
-def check_labels(cfg: DictConfig, data) -> None:
+def check_labels(cfg: Config, data) -> None:
     """The labels of data held as tensors lie in [0, num_classes): read from the tensors, no pass over items (a
     user's data set has every item checked in :mod:`csg.data.custom`; a built-in one is checked here, cheaply)."""
     from torch.utils.data import TensorDataset
@@ -51,11 +50,11 @@ def check_labels(cfg: DictConfig, data) -> None:
                               f" its {split} set has labels in [{low}, {high}]")
 
 
-def _model_key(cfg: DictConfig) -> tuple[str, str]:
+def _model_key(cfg: Config) -> tuple[str, str]:
     return ("model._target_", str(cfg.model._target_)) if has_target(cfg.model) else ("model.name", str(cfg.model.name))
 
 
-def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.device, chains: int,
+def check_memory(cfg: Config, model: torch.nn.Module | None, device: torch.device, chains: int,
                  available=None) -> None:
     """Refuse ``chains`` chains of the run's model that cannot fit in ``device``'s free memory
     (:mod:`csg.engine.memory`): ``sampler.chains`` when one chain would fit, else the model's key. ``model``: the
@@ -84,12 +83,12 @@ def check_memory(cfg: DictConfig, model: torch.nn.Module | None, device: torch.d
     raise ConfigError(key, name, f"a model that fits in memory: {problem}")
 
 
-def _num_classes_hint(cfg: DictConfig, classes: int) -> str:
+def _num_classes_hint(cfg: Config, classes: int) -> str:
     """What to add when a user's callable that takes ``**kwargs`` without naming ``num_classes``
     (``timm.create_model``, ``torchvision.models.resnet18``) was given no ``model.num_classes``."""
     from csg.components import accepts, locate
 
-    if not has_target(cfg.model) or OmegaConf.select(cfg, "model.num_classes") is not None:
+    if not has_target(cfg.model) or select(cfg, "model.num_classes") is not None:
         return ""
     path = str(cfg.model._target_)
     try:
@@ -102,7 +101,7 @@ def _num_classes_hint(cfg: DictConfig, classes: int) -> str:
             f"add +model.num_classes={classes}")
 
 
-def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes: int = 1,
+def check_model_fits(model: torch.nn.Module, data, cfg: Config, *, processes: int = 1,
                      sync_batchnorm: bool = False, likelihood=None) -> None:
     """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
     number drawn): the model has trainable parameters and none empty, takes the data and gives ``num_classes``
@@ -162,7 +161,7 @@ def check_model_fits(model: torch.nn.Module, data, cfg: DictConfig, *, processes
                                  1 if sync_batchnorm else processes)
 
 
-def check_likelihood(cfg: DictConfig, likelihood, outputs: int, targets: int) -> None:
+def check_likelihood(cfg: Config, likelihood, outputs: int, targets: int) -> None:
     """The likelihood's :meth:`nll` gives one finite value per example and its :meth:`predictive` answers, on a
     probe batch of 3 zero outputs and targets, before any training (a one-line ConfigError naming the likelihood's
     key: a sum over the batch would train on a wrong scale, a missing predictive would fail only at evaluation)."""
@@ -224,7 +223,7 @@ def _check_batchnorm_batches(layer: str, num_train: int, batch_size: int, proces
                       f"batch of {last}{shards}" + (f"; e.g. data.batch_size={better}" if better else ""))
 
 
-def _largest_lr(cfg: DictConfig) -> float:
+def _largest_lr(cfg: Config) -> float:
     """The largest step size of the schedule: lr0, or lr0 x lr_factor^milestones for a rising step schedule."""
     lr0 = float(cfg.sampler.lr0)
     if cfg.sampler.schedule != "step":
@@ -237,7 +236,7 @@ def _largest_lr(cfg: DictConfig) -> float:
         return math.inf
 
 
-def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) -> None:
+def check_step_values(cfg: Config, model: torch.nn.Module, num_data: int) -> None:
     """Refuse settings whose numbers in the sampler's step overflow the step's dtype, before any training.
 
     A finite ``sampler.lr0=1e308`` is a float64, but the step multiplies float32 parameters (bf16 numbers under
@@ -277,7 +276,7 @@ def check_step_values(cfg: DictConfig, model: torch.nn.Module, num_data: int) ->
                      temperature * max(float(v) for v in replica.temperatures)))
     for key, what, amount in rows:
         if not math.isfinite(amount) or abs(amount) > limit:
-            raise ConfigError(key, OmegaConf.select(cfg, key), f"a value for which {what} fits the step's "
+            raise ConfigError(key, select(cfg, key), f"a value for which {what} fits the step's "
                               f"{str(dtype).removeprefix('torch.')} (at most {limit:.3g}); it is {amount:.3g}")
 
 

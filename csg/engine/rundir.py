@@ -96,9 +96,9 @@ _CSG_KEYS = {"sampler", "data", "model", "trainer"}   # a csg run's record (conf
 def foreign_entries(run_dir: str | Path) -> list[str]:
     """What in an existing ``run_dir`` csg did not write, sorted (empty: a new or empty folder, or one of csg's
     run folders). A folder is csg's when its ``.hydra/config.yaml`` is a csg run's record (read within the limits
-    of :func:`csg.io.trust.read_yaml`); without one, only this command's own makings may be there: a
+    of :func:`csg.reporting.read_yaml`); without one, only this command's own makings may be there: a
     ``.hydra.pending-*`` folder and a lock file csg wrote (its holder's record)."""
-    from csg.io.trust import read_yaml
+    from csg.reporting import read_yaml
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

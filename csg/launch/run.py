@@ -23,8 +23,8 @@ from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.reporting import DIVERGED
-from csg.engine.build import (build_likelihood, build_ood_loader, interaction_kind, node_options, prior_record,
-                              prior_settings)
+from csg.engine.build import (build_likelihood, build_ood_loader, evaluation_settings, interaction_kind, node_options,
+                              prior_record, prior_settings)
 from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
@@ -192,8 +192,8 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
         distributed.barrier(layout)
         data, model = chains[-1].prepared.data, chains[-1].prepared.model
         evaluation_start = time.perf_counter()
-        metrics = evaluate_store(cfg, model, SampleStore(run_dir / "samples"), data, device, precision,
-                                 ood_loader, ood_source, layout, likelihood=likelihood)
+        metrics = evaluate_store(evaluation_settings(cfg), model, SampleStore(run_dir / "samples"), data, device,
+                                 precision, ood_loader, ood_source, layout, likelihood=likelihood)
         epochs = int(cfg.trainer.epochs)
         metrics.update(
             study=str(cfg.get("study", "adhoc")),

@@ -1,4 +1,5 @@
-"""The ``likelihood`` group's names and keys, checked before torch is imported (a refusal is quick).
+"""The ``likelihood`` group's names and keys, checked before torch is imported (a refusal is quick): a composed
+config's group by :func:`csg.checks.likelihood.check_likelihood`, a built-in's keys by :func:`check_options`.
 
 tests/likelihoods/test_likelihoods.py holds :data:`NAMES` and :data:`KEYS` equal to the registry's classes.
 """
@@ -8,9 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from csg.components import has_target, locate, target_of
 from csg.errors import ConfigError
 
 NAMES = ("categorical", "gaussian", "gaussian_precision", "heteroscedastic")
@@ -29,13 +27,3 @@ def check_options(name: Any, options: dict[str, Any]) -> None:
             raise ConfigError(f"likelihood.{key}", value, f"a key of likelihood={name} ({allowed})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ConfigError(f"likelihood.{key}", value, "a finite number > 0")
-
-
-def check_likelihood(cfg: DictConfig) -> None:
-    """``likelihood``: a built-in name with its keys, or an importable ``_target_`` (a config without the group,
-    a run saved before it, is categorical)."""
-    node = cfg.get("likelihood")
-    if has_target(node):
-        locate(target_of(cfg, "likelihood._target_"), "likelihood._target_")
-    elif node is not None:
-        check_options(node.get("name"), {k: v for k, v in OmegaConf.to_container(node).items() if k != "name"})

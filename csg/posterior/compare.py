@@ -248,10 +248,10 @@ def _row(run_dir: Path, metrics: dict) -> dict:
 def _setting(run_dir: Path, metrics: dict) -> dict[str, str]:
     """The run's setting (see the module): ``{key: value as text}`` of its saved config's :data:`SETTING` keys (not
     :data:`NOT_SETTING`), read as data and unresolved, and its budget from metrics.json's ``cost``."""
-    from omegaconf import OmegaConf
+    from collections.abc import Mapping
 
-    from csg.io.trust import read_yaml
-    from csg.posterior.store import flat_leaves
+    from csg.checks.saved import flat_leaves
+    from csg.reporting import read_yaml
 
     setting: dict[str, str] = {}
     path = run_dir / ".hydra" / "config.yaml"
@@ -261,7 +261,7 @@ def _setting(run_dir: Path, metrics: dict) -> dict[str, str]:
         except Exception as error:  # noqa: BLE001 - yaml's errors, a file beyond the limits (UntrustedFile)
             raise DamagedFileError("run_dir", str(run_dir), f"a run directory of train.py: its .hydra/config.yaml "
                                    f"cannot be read ({describe(error, limit=120)})", path=path) from None
-        if OmegaConf.is_dict(cfg):
+        if isinstance(cfg, Mapping):
             for key, value in flat_leaves(cfg).items():
                 if key.startswith(SETTING) and not (key + ".").startswith(NOT_SETTING):
                     setting[key] = json.dumps(value) if isinstance(value, (list, dict)) else str(value)

@@ -18,24 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
 
 from csg.checks import config as checks
+from csg.checks.saved import apply_overrides, check_run_data, load_run_config, saved_config_errors
 from csg.engine import distributed
-from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader
+from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader, evaluation_settings
 from csg.engine.devices import Precision, resolve_device
 from csg.engine.samples import SampleStore
-from csg.errors import ConfigError, describe
+from csg.engine.settings import EvaluationSettings, SwagSettings
+from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.diagnostics import sampling_lines
 from csg.evaluation.regression import evaluate_regression_samples
 from csg.evaluation.spread import member_spread, spread_examples
 from csg.evaluation.weights import importance_weights
 from csg.io.atomic import atomic_write_json
-from csg.components import label
-from csg.posterior.store import (SAVED_CONFIG, apply_overrides, chain_stores, check_recorded_members,
-                                 finished_metrics, load_run_config, manifest_hashes, sample_paths)
+from csg.components import Config, label
+from csg.posterior.store import chain_stores, check_recorded_members, finished_metrics, manifest_hashes, sample_paths
 
 __all__ = ["EnsembleMembers", "ensemble_members", "evaluate_run", "evaluate_store", "format_metrics"]
 
@@ -67,53 +66,51 @@ class EnsembleMembers:
 
 
 def ensemble_members(
-    cfg: DictConfig, model, store: SampleStore, data: Callable[[], Any], device, precision: Precision,
-    layout: distributed.Layout | None = None, *, partial: bool = False, likelihood=None,
+    settings: EvaluationSettings, model, store: SampleStore, data: Callable[[], Any], device, precision: Precision,
+    layout: distributed.Layout | None = None, *, likelihood, partial: bool = False,
 ) -> EnsembleMembers:
     """Which samples (or SWAG draws) of ``store`` make the run's ensemble, and their weights.
 
     The samples are those the run recorded (:func:`csg.posterior.store.sample_paths`: its manifests; ``partial``:
     an unfinished run's samples so far). Every one is checked first (complete, the file the manifest records, a
-    sample of ``model``). Replica exchange: only the lowest
-    temperature's (rung 0) samples. ``sampler.swag.draws_per_cycle > 0``: cyclical-SWAG draws, equal weights.
-    Else contour samplers' importance weights, or ``evaluation.cycle_weights`` (equal, or harmonic: Appendix F,
-    which evaluates each sample on the training set: ``data()`` is called for the run's data bundle then only).
-    ``likelihood``: the run's, built once (None: built here).
+    sample of ``model``). ``settings`` (the run's :class:`~csg.engine.settings.EvaluationSettings`) choose them:
+    replica exchange, only the lowest temperature's (rung 0) samples; ``swag``, cyclical-SWAG draws, equal weights;
+    else contour samplers' importance weights, or ``cycle_weights`` (equal, or harmonic: Appendix F, which
+    evaluates each sample on the training set under ``likelihood``, the run's: ``data()`` is called for the run's
+    data bundle then only).
     """
     layout = layout or distributed.Layout()
-    paths = sample_paths(store, int(cfg.sampler.get("chains", 1)), partial=partial)
+    paths = sample_paths(store, settings.chains, partial=partial)
     store.verify(paths, model_state=model.state_dict())  # each a complete sample of this model, before any is used
-    if cfg.sampler.get("replica") is not None:  # the ensemble is the lowest temperature's samples
+    if settings.replica:  # the ensemble is the lowest temperature's samples
         paths = [path for path in paths if store.metadata(path).get("replica_rung", 0) == 0]
     chain_of = [_chain_of(path) for path in paths]
-    swag = cfg.sampler.get("swag")
-    if swag is not None and int(swag.draws_per_cycle) > 0:
-        stream, names, chains, meta = _swag_draws(cfg, swag, store, paths, chain_of)
+    if settings.swag is not None:
+        stream, names, chains, meta = _swag_draws(settings.seed, settings.swag, store, paths, chain_of)
         return EnsembleMembers(names, chains, equal_weights(len(names)), "equal", stream, {"swag": meta})
     names = [str(path.relative_to(store.directory)) for path in paths]
-    weights, weighting = _cycle_weights(cfg, model, store, paths, chain_of, data, device, precision, layout,
+    weights, weighting = _cycle_weights(settings, model, store, paths, chain_of, data, device, precision, layout,
                                         likelihood)
     return EnsembleMembers(names, chain_of, weights, weighting,
                            lambda: (store.state_of(path) for path in paths))
 
 
 def evaluate_store(
-    cfg: DictConfig, model, store: SampleStore, data, device, precision: Precision, ood_loader=None, ood_source=None,
-    layout: distributed.Layout | None = None, *, partial: bool = False, likelihood=None,
+    settings: EvaluationSettings, model, store: SampleStore, data, device, precision: Precision, ood_loader=None,
+    ood_source=None, layout: distributed.Layout | None = None, *, likelihood, partial: bool = False,
 ) -> dict[str, Any]:
     """Metrics of the weighted ensemble (all chains pooled), of each chain and of every sample.
 
     The members and weights are :func:`ensemble_members`' (``partial``: an unfinished run's samples so far).
     One sample is loaded at a time. Under DDP every process evaluates its shard of the test set. With more than
     one chain, ``diagnostics``: do the chains agree (:func:`csg.evaluation.diagnostics.chain_diagnostics` of the
-    members' test log-likelihoods). ``likelihood``: the run's, built once (None: built here).
+    members' test log-likelihoods). ``settings``: the run's :class:`~csg.engine.settings.EvaluationSettings`;
+    ``likelihood``: the run's, built once.
     """
-    from csg.engine.build import part_of
-    from csg.engine.part import head_of
+    from csg.engine.part import head_of, select_part
 
     layout = layout or distributed.Layout()
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
-    members = ensemble_members(cfg, model, store, lambda: data, device, precision, layout, partial=partial,
+    members = ensemble_members(settings, model, store, lambda: data, device, precision, layout, partial=partial,
                                likelihood=likelihood)
     names, chains, weights = members.names, members.chains, members.weights
     if likelihood.task == "regression":  # a mixture of Gaussians (csg.evaluation.regression)
@@ -123,16 +120,16 @@ def evaluate_store(
                                              gather=lambda t: distributed.gather_rows(t, layout))
     else:
         result = evaluate_samples(  # head: a sampled last layer on a frozen trunk, the trunk runs once
-            model, members.states(), weights, data.test, device, n_bins=cfg.evaluation.ece_bins,
+            model, members.states(), weights, data.test, device, n_bins=settings.ece_bins,
             autocast=precision.autocast, ood_loader=ood_loader, groups=chains,
-            gather=lambda t: distributed.gather_rows(t, layout), head=head_of(model, part_of(cfg, model)),
-            keep_examples=spread_examples(data.num_classes))
+            gather=lambda t: distributed.gather_rows(t, layout), keep_examples=spread_examples(data.num_classes),
+            head=head_of(model, select_part(model, settings.params, settings.rest)))
     per_sample = [
         {"file": name, "chain": chain, "weight": weight, **sample_metrics}
         for name, chain, weight, sample_metrics in zip(names, chains, weights, result.per_sample)
     ]
     metrics = {"ensemble": result.ensemble, "per_sample": per_sample, "cycle_weights": members.weighting,
-               "manifests": manifest_hashes(store, int(cfg.sampler.get("chains", 1))), **members.extra}
+               "manifests": manifest_hashes(store, settings.chains), **members.extra}
     if result.group_ensembles:
         metrics["per_chain"] = [{"chain": chain, **m} for chain, m in result.group_ensembles.items()]
     if result.member_probs is not None:  # how far apart are the members? (csg.evaluation.spread)
@@ -141,15 +138,15 @@ def evaluate_store(
         from csg.evaluation.diagnostics import chain_diagnostics
 
         metrics["diagnostics"] = chain_diagnostics(result.log_likelihoods, chains, result.predicted).to_dict()
-    if cfg.evaluation.get("reference") is not None:  # read again: the scores name the file they were made with
+    if settings.reference is not None:  # read again: the scores name the file they were made with
         from csg.evaluation.reference_predictive import score_result
 
-        metrics["reference"] = score_result(result, str(cfg.evaluation.reference))
+        metrics["reference"] = score_result(result, settings.reference)
     if result.ood is not None:
         from csg.evaluation.ood import entropy_grid
 
         metrics["ood"] = {
-            "name": str(cfg.ood.name), "source": ood_source, "entropy_grid": entropy_grid(data.num_classes).tolist(),
+            "name": settings.ood, "source": ood_source, "entropy_grid": entropy_grid(data.num_classes).tolist(),
             "ensemble": result.ood,
             "per_sample": [{"file": name, **m} for name, m in zip(names, result.ood_per_sample)],
         }
@@ -162,16 +159,15 @@ def _chain_of(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _cycle_weights(cfg, model, store: SampleStore, paths, chain_of, data, device, precision, layout, likelihood=None):
+def _cycle_weights(settings: EvaluationSettings, model, store: SampleStore, paths, chain_of, data, device, precision,
+                   layout, likelihood):
     """(weights of the stored samples, their name): contour importance weights, equal, or the harmonic-mean
     estimator of Appendix F (``data()``: the run's data bundle, whose training set it evaluates)."""
-    contour = cfg.sampler.get("contour")
-    if contour is not None and contour.get("ensemble_weights", "importance") == "importance":
+    if settings.importance:
         return importance_weights([store.metadata(path).get("log_weight", 0.0) for path in paths]), "importance"
-    if cfg.evaluation.cycle_weights != "harmonic":
-        return equal_weights(len(paths)), str(cfg.evaluation.cycle_weights)
+    if settings.cycle_weights != "harmonic":
+        return equal_weights(len(paths)), settings.cycle_weights
     log_likelihoods, cycles, train_eval = [], [], data().train_eval
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     for path, chain in zip(paths, chain_of):
         record = store.metadata(path)
         model.load_state_dict(store.state_of(path))
@@ -202,7 +198,7 @@ def _regression_log_likelihoods(model, loader, likelihood, device, precision: Pr
     return torch.cat(values)
 
 
-def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
+def _swag_draws(seed: int, swag: SwagSettings, store: SampleStore, paths, chain_of):
     """Cyclical SWAG: a Gaussian fitted to each cycle's snapshots (per chain) and ``draws_per_cycle`` draws of
     each, read one snapshot at a time. Returns (a function that streams the draws' state dicts anew, the same
     draws on every call; draw names; their chains; run metadata)."""
@@ -210,7 +206,7 @@ def _swag_draws(cfg, swag, store: SampleStore, paths, chain_of):
     from csg.evaluation.swag import cyclical_swag
 
     cycle_of = [int(store.metadata(path)["cycle"]) for path in paths]
-    draws, rank, scale, seed = int(swag.draws_per_cycle), int(swag.rank), float(swag.scale), int(cfg.seed)
+    draws, rank, scale = swag.draws_per_cycle, swag.rank, swag.scale
 
     def stream() -> Iterator[dict[str, torch.Tensor]]:
         snapshots = (((chain, cycle), store.state_of(path))
@@ -234,17 +230,16 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
     ``evaluation_partial_<time>.json``, whose metrics say ``partial`` (:func:`format_metrics` too).
 
     ``overrides`` are ``key=value`` pairs applied to the run's saved config: keys it has that match
-    :data:`~csg.posterior.store.OVERRIDABLE` (``evaluation.cycle_weights=harmonic``, ``trainer.device=cpu``,
+    :data:`~csg.checks.saved.OVERRIDABLE` (``evaluation.cycle_weights=harmonic``, ``trainer.device=cpu``,
     ``data.root=...``, ``ood.root=...``), or ``ood=<name>`` (configs/ood/<name>.yaml). Every check happens before
     anything is built or written, each failure a one-line :class:`ConfigError`: the run directory and its saved
-    config (read as data: :func:`~csg.posterior.store.load_run_config`), the overrides (a key the config lacks, or
-    one that made the samples), the values (as train.py checks them), where the data are read from (:func:`csg.io.trust.check_run_data`:
+    config (read as data: :func:`~csg.checks.saved.load_run_config`), the overrides (a key the config lacks, or
+    one that made the samples), the values (as train.py checks them), where the data are read from (:func:`csg.checks.saved.check_run_data`:
     not inside the run directory; CIFAR's pickled batches only from a ``data.root`` given here), the output
     file, and every sample file (complete, a sample of the run's model). ``trust_code``: build the ``_target_``
     objects the run's config names and read its data from where it says (``--trust-code``; :mod:`csg.io.trust`).
     """
     from csg.components import run_directory_targets
-    from csg.io.trust import check_run_data
 
     run_dir = Path(run_dir)
     overrides = list(overrides or [])
@@ -263,16 +258,13 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
         _check_writable(run_dir, target)
         store.verify(paths)  # damaged files, before the data is read
         device = resolve_device(str(cfg.trainer.device))
-        try:
+        with saved_config_errors(run_dir):  # a key the saved config lacks: one line
             likelihood = build_likelihood(cfg)  # once, for the model and the evaluation
             data, model = build_data_and_model(cfg, device, likelihood=likelihood)
-        except OmegaConfBaseException as error:  # a key the saved config lacks
-            raise ConfigError("run_dir", str(run_dir), f"a run directory of train.py: its {SAVED_CONFIG} is not a "
-                              f"train.py config ({describe(error, limit=160)})") from None
         ood_loader, ood_source = build_ood_loader(cfg, data)
         precision = Precision(str(cfg.trainer.precision), device)
-        metrics = evaluate_store(cfg, model, store, data, device, precision, ood_loader, ood_source,
-                                 partial=progress is not None, likelihood=likelihood)
+        metrics = evaluate_store(evaluation_settings(cfg), model, store, data, device, precision, ood_loader,
+                                 ood_source, partial=progress is not None, likelihood=likelihood)
     if recorded is not None and progress is None:
         check_recorded_members(run_dir, [row["file"] for row in metrics["per_sample"]], recorded)
     metrics.update(method=label(cfg, "sampler"), data=label(cfg, "data"), model=label(cfg, "model"),
@@ -287,7 +279,7 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
     return metrics
 
 
-def _check_finished(run_dir: Path, cfg: DictConfig, partial: bool) -> dict[str, Any] | None:
+def _check_finished(run_dir: Path, cfg: Config, partial: bool) -> dict[str, Any] | None:
     """The ``metrics.json`` of a finished run (as :meth:`csg.Posterior.load` reads it), ``None`` for an unfinished
     one with ``partial``; a run without one is refused as Posterior.load refuses it, naming ``--partial``."""
     missing = not (run_dir / "metrics.json").exists()

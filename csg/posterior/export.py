@@ -248,8 +248,8 @@ def loaded_config(saved: PosteriorFile, trust_code: bool):
     """The run's config a posterior file carries, read as a run directory's is (:mod:`csg.io.trust`: YAML within
     limits, no ``_target_`` unless ``trust_code``) and checked as train.py checks a config; else a one-line
     :class:`~csg.errors.ConfigError` (key ``path``)."""
-    from csg.io.trust import UntrustedFile, parse_yaml
-    from csg.posterior.store import check_saved_config
+    from csg.checks.saved import check_saved_config
+    from csg.reporting import UntrustedFile, parse_yaml
 
     try:
         cfg = parse_yaml(saved.config)

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
 from torch import Tensor
 
+from csg.components import Config
 from csg.errors import ConfigError, describe
 
 __all__ = ["CheckedInputs", "CheckedPairs", "accumulate", "build_run", "checked_inputs", "checked_labels",
@@ -40,16 +39,16 @@ def device_of(device: str | torch.device) -> torch.device:
         raise ConfigError("device", str(device), "auto, cpu, cuda, cuda:<index> or mps") from None
 
 
-def build_run(cfg: DictConfig, device: torch.device, source: Path, trust_code: bool, shape=None, *,
+def build_run(cfg: Config, device: torch.device, source: Path, trust_code: bool, shape=None, *,
               key: str = "run_dir", config: str = "a run directory of train.py: its .hydra/config.yaml",
               likelihood=None):
     """(data, model) of a run's config: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data
     is read. Targets resolve without the current folder on ``sys.path``; the data's root and format are checked
-    first (:func:`csg.io.trust.check_run_data`: not inside ``source``, the run directory or posterior file). A config
+    first (:func:`csg.checks.saved.check_run_data`: not inside ``source``, the run directory or posterior file). A config
     that lacks a key is a one-line ConfigError naming ``key`` (``source``) and ``config``, what holds it.
     ``likelihood``: the run's, built once (:func:`run_likelihood`; None: built here)."""
+    from csg.checks.saved import check_run_data
     from csg.engine.build import build_data_and_model
-    from csg.io.trust import check_run_data
 
     if shape is None:
         check_run_data(cfg, source, trust_code=trust_code)
@@ -57,7 +56,7 @@ def build_run(cfg: DictConfig, device: torch.device, source: Path, trust_code: b
         return build_data_and_model(cfg, device, data=shape, likelihood=likelihood)
 
 
-def run_likelihood(cfg: DictConfig, source: Path, *, key: str = "run_dir",
+def run_likelihood(cfg: Config, source: Path, *, key: str = "run_dir",
                    config: str = "a run directory of train.py: its .hydra/config.yaml"):
     """The :class:`csg.likelihoods.Likelihood` of a run's config, built once for its model and its members
     (:func:`csg.engine.build.build_likelihood`), its ``_target_`` resolved as :func:`build_run` resolves targets."""
@@ -70,15 +69,13 @@ def run_likelihood(cfg: DictConfig, source: Path, *, key: str = "run_dir",
 @contextlib.contextmanager
 def _saved_config(source: Path, key: str, config: str):
     """Targets resolved as a run directory's (:func:`csg.components.run_directory_targets`); a key the saved config
-    lacks is a one-line ConfigError naming ``key`` (``source``) and ``config``."""
+    lacks is a one-line ConfigError naming ``key`` (``source``) and ``config``
+    (:func:`csg.checks.saved.saved_config_errors`)."""
+    from csg.checks.saved import saved_config_errors
     from csg.components import run_directory_targets
 
-    try:
-        with run_directory_targets():
-            yield
-    except OmegaConfBaseException as error:  # a key the saved config lacks
-        raise ConfigError(key, str(source), f"{config} is not a train.py config ({describe(error, limit=160)})"
-                          ) from None
+    with saved_config_errors(source, key, config), run_directory_targets():
+        yield
 
 
 @contextlib.contextmanager

@@ -15,17 +15,16 @@ run made them; each member's own predictions (:meth:`~Posterior.predict_members`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from csg.errors import ConfigError
-from csg.posterior.inputs import (CheckedInputs, CheckedPairs, accumulate, build_run, checked_inputs, device_of,
-                                  own_random_state, repeatable)
+from csg.posterior.inputs import CheckedInputs, CheckedPairs, accumulate, checked_inputs, device_of, repeatable
+from csg.posterior.rundata import member_cycles, run_data, run_ood_loader, use_data_root
 
 
 class Posterior:
@@ -34,8 +33,8 @@ class Posterior:
 
     Build one with :meth:`load` (or :func:`csg.train`), or of your own model and state dicts with
     :meth:`from_states` (say of :meth:`csg.Chain.sample_states`). Its members: :attr:`names` (each member's sample
-    file, or SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`weighting` (``equal``, ``harmonic``,
-    ``importance``).
+    file, or SWAG draw), :attr:`weights` (w_i, summing to 1), :attr:`chains`, :attr:`cycles`, :attr:`weighting`
+    (``equal``, ``harmonic``, ``importance``), and their state dicts, :meth:`states`.
 
     Memory: by default one model is held, and the samples are read from the run directory (or posterior file) one
     at a time whenever they are needed (every :meth:`predict` call reads them all again); ``keep_on_device=True``
@@ -53,9 +52,10 @@ class Posterior:
         input_shape: the shape of one input (from ``metrics.json``).
         keep_on_device: whether every sample's state dict is held on the device.
         precision: the run's ``trainer.precision``, under which :meth:`predict` runs.
+        data_root: the folder :attr:`data` is read from instead of the run's ``data.root`` (:meth:`load`), or None.
     """
 
-    def __init__(self, *, run_dir: Path | None, cfg: DictConfig | None, metrics: dict[str, Any], model: nn.Module,
+    def __init__(self, *, run_dir: Path | None, cfg: Mapping[str, Any] | None, metrics: dict[str, Any], model: nn.Module,
                  members, device: torch.device, precision, num_classes: int, input_shape: tuple[int, ...], data=None,
                  keep_on_device: bool = False, trust_code: bool = False, source: Path | None = None,
                  ece_bins: int | None = None, likelihood=None, target_scale=None):
@@ -67,7 +67,7 @@ class Posterior:
         self.trust_code = bool(trust_code)
         self.precision, self.num_classes, self.input_shape = precision, int(num_classes), tuple(input_shape)
         self._members, self._data = members, data
-        self.keep_on_device = bool(keep_on_device)
+        self.keep_on_device, self.data_root = bool(keep_on_device), None
         self._states: list[dict[str, Tensor]] | None = None
         if self.keep_on_device:
             self._states = [{key: value.to(device) for key, value in state.items()} for state in members.states()]
@@ -75,7 +75,7 @@ class Posterior:
     # ------------------------------------------------------------------------------------------------- loading
     @classmethod
     def load(cls, run_dir: str | Path, device: str | torch.device = "auto", keep_on_device: bool = False,
-             trust_code: bool = False, model=None) -> "Posterior":
+             trust_code: bool = False, model=None, data_root: str | Path | None = None) -> "Posterior":
         """The posterior of the finished run in ``run_dir`` (a directory with ``metrics.json``), or of the posterior
         file ``run_dir`` (``.safetensors`` or ``.pt``, written by :meth:`save`), on ``device``.
 
@@ -90,39 +90,36 @@ class Posterior:
         file is checked the same way (:func:`csg.posterior.export.read_posterior`: its config, and every member
         a state dict of its model), refusals naming ``path``; it needs nothing else of the run. ``model`` (a module
         or a factory; for a posterior file only): the module its members are states of, instead of the one its
-        config names: needed for a file that :meth:`save` wrote of a :meth:`from_states` posterior.
+        config names: needed for a file that :meth:`save` wrote of a :meth:`from_states` posterior. ``data_root``:
+        your own folder to read the run's data from (:attr:`data`, :meth:`evaluate`), instead of the ``data.root``
+        its config names (:attr:`cfg` stays the run's); not inside the run directory, CIFAR's pickles allowed.
 
         The run directory (or file) is read as data (:mod:`csg.io.trust`): weights-only tensors, YAML within
         limits, and only csg's own components; a config naming a ``_target_`` (a custom model, data set or
         sampler) is refused before anything is imported or called, and the run's data (for :meth:`evaluate`
         without a loader, harmonic weights) are not read from inside the run directory nor, for CIFAR's pickled
-        batches, at all. ``trust_code=True`` (as Hugging Face's ``trust_remote_code``) builds what the run names:
-        pass it for your own runs of your own components, and for run directories whose author you trust.
+        batches, from a root the run names. ``trust_code=True`` (as Hugging Face's ``trust_remote_code``) builds
+        what the run names: pass it for your own runs of your own components, and for run directories whose author
+        you trust.
 
         The model is built from the run's config and the ``num_classes`` and ``input_shape`` of its metrics.json;
         the data set only when needed (:meth:`evaluate` without a loader, harmonic weights, an older run), and the
         initial weights from a forked random state (torch's global one stays as the caller had it). A regression
         run gives a :class:`~csg.posterior.regression.RegressionPosterior`.
         """
-        from csg.posterior.export import SUFFIXES
+        from csg.posterior.export import SUFFIXES, posterior_from_file
         from csg.posterior.sources import posterior_class, posterior_from_run
 
         run_dir = Path(run_dir)
-        if run_dir.suffix in SUFFIXES and not run_dir.is_dir():
-            return cls._load_file(run_dir, device, keep_on_device, trust_code, model)
-        if model is not None:  # a run directory's config builds its model
+        if run_dir.suffix in SUFFIXES and not run_dir.is_dir():  # a posterior file
+            parts, extra = posterior_from_file(run_dir, device_of(device), trust_code, model), {}
+        elif model is not None:  # a run directory's config builds its model
             raise ConfigError("model", type(model).__name__, "None for a run directory (its config builds the model)")
-        parts = posterior_from_run(run_dir, device_of(device), trust_code)
-        return posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device, trust_code=trust_code)
-
-    @classmethod
-    def _load_file(cls, path: Path, device, keep_on_device: bool, trust_code: bool, model) -> "Posterior":
-        """:meth:`load` of a posterior file (:func:`csg.posterior.export.posterior_from_file`)."""
-        from csg.posterior.export import posterior_from_file
-        from csg.posterior.sources import posterior_class
-
-        parts = posterior_from_file(path, device_of(device), trust_code, model)
-        return posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device)
+        else:
+            parts, extra = posterior_from_run(run_dir, device_of(device), trust_code), {"trust_code": trust_code}
+        posterior = posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device, **extra)
+        use_data_root(posterior, data_root)
+        return posterior
 
     @classmethod
     def from_states(cls, model, states, *, input_shape, weights=None, chains=None, names=None, num_classes=None,
@@ -153,10 +150,10 @@ class Posterior:
         to load, as the run directory does) and its ``metrics.json`` (:mod:`csg.posterior.export`). Written
         atomically; memory: every member's tensors at once. Returns ``path``; a file name with another suffix is a
         one-line :class:`~csg.errors.ConfigError`."""
+        from csg.checks.saved import config_yaml
         from csg.posterior.export import write_posterior
 
-        config = OmegaConf.to_yaml(self.cfg) if self.cfg is not None else ""
-        return write_posterior(path, config=config, metrics=self.metrics, names=self.names,
+        return write_posterior(path, config=config_yaml(self.cfg), metrics=self.metrics, names=self.names,
                                chains=self.chains, weights=self.weights, weighting=self.weighting,
                                states=self._state_dicts(), source=str(self.source or "state dicts"))
 
@@ -182,6 +179,12 @@ class Posterior:
         return list(self._members.chains)
 
     @property
+    def cycles(self) -> list[int | None]:
+        """Each member's cycle (0-based), as its sample file (or SWAG draw) records it; None for a member of your
+        own state dicts (:meth:`from_states`) whose name records none."""
+        return member_cycles(self.names)
+
+    @property
     def weighting(self) -> str:
         """How the weights were made, one of ``equal``, ``harmonic`` (Appendix F) or ``importance`` (contour samplers)."""
         return self._members.weighting
@@ -196,6 +199,11 @@ class Posterior:
             self.model.load_state_dict(state)
             self.model.eval()
             yield self.model, weight
+
+    def states(self) -> Iterator[dict[str, Tensor]]:
+        """Each member's state dict theta_i, one at a time, in the order of :attr:`names`: read anew from its sample
+        file (drawn, for SWAG) on every call, on the CPU; with ``keep_on_device``, the ones held on the device."""
+        return self._state_dicts()
 
     def _state_dicts(self) -> Iterator[dict[str, Tensor]]:
         return iter(self._states) if self._states is not None else self._members.states()
@@ -342,14 +350,8 @@ class Posterior:
         return metrics
 
     def _run_ood_loader(self):
-        """The loader of the run's OOD set (its ``ood`` config), or None for ``ood=none``."""
-        from csg.engine.build import build_ood_loader
-        from csg.io.trust import check_run_data
-
-        if self.cfg is None or str(OmegaConf.select(self.cfg, "ood.name", default="none")) == "none":
-            return None
-        check_run_data(self.cfg, self.source, trust_code=self.trust_code, ood=True)
-        return build_ood_loader(self.cfg, self.data)[0]
+        """The loader of the run's OOD set (:func:`csg.posterior.rundata.run_ood_loader`), or None."""
+        return run_ood_loader(self)
 
     def function_draws(self, loader: Iterable | None = None, probabilities: bool = False):
         """Every member's log-likelihood and predicted class of every example of ``loader`` (``(x, y)`` batches;
@@ -382,15 +384,13 @@ class Posterior:
 
     @property
     def data(self):
-        """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use."""
+        """The run's data bundle (``train``, ``test``, ``train_eval`` loaders, ...), built at first use from the
+        run's config (its ``data.root``, or :attr:`data_root`): :func:`csg.posterior.rundata.run_data`."""
         if self._data is None and self.cfg is None:
             raise ConfigError("loader", "None", "a loader of (x, y) batches: a posterior of state dicts has no run "
                               "data")
         if self._data is None:
-            where = {} if self.run_dir is not None else {
-                "key": "path", "config": "a posterior file written by Posterior.save: its config"}
-            with own_random_state(self.device):
-                self._data, _ = build_run(self.cfg, self.device, self.source, self.trust_code, **where)
+            self._data = run_data(self)
         return self._data
 
     def __repr__(self) -> str:

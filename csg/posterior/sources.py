@@ -194,9 +194,11 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
     without the data where metrics.json records the classes and input shape) and the ensemble's members."""
     from csg.engine.devices import Precision
     from csg.engine.samples import SampleStore
+    from csg.engine.build import evaluation_settings
     from csg.posterior.evaluate import ensemble_members
     from csg.posterior.inputs import build_run, own_random_state, run_likelihood
-    from csg.posterior.store import check_recorded_members, finished_metrics, load_run_config, sample_paths
+    from csg.checks.saved import load_run_config
+    from csg.posterior.store import check_recorded_members, finished_metrics, sample_paths
 
     cfg = load_run_config(run_dir, trust_code=trust_code)
     metrics = finished_metrics(run_dir, cfg)
@@ -219,7 +221,8 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
                 holder["data"], _ = build_run(cfg, device, run_dir, trust_code, likelihood=likelihood)
             return holder["data"]
 
-        members = ensemble_members(cfg, model, store, training_data, device, precision, likelihood=likelihood)
+        members = ensemble_members(evaluation_settings(cfg), model, store, training_data, device, precision,
+                                   likelihood=likelihood)
     check_recorded_members(run_dir, members.names, metrics)
     return dict(run_dir=run_dir, cfg=cfg, metrics=metrics, model=model.eval(), members=members, device=device,
                 precision=precision, num_classes=recorded[0], input_shape=recorded[1], data=holder["data"],

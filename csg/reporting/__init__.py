@@ -5,25 +5,28 @@ research code built on csg (the studies in the repository's ``studies/`` folder 
   flushed, then renamed over it: a reader or a crash sees the old file or the new one, never half of one);
 - :func:`markdown_table`: the lines of a Markdown table;
 - :func:`flat_keys`: a nested mapping as ``{dotted key: value}`` (the one flattener: run configs, metrics);
-- :func:`read_yaml`, :func:`read_bytes`, :class:`UntrustedFile`: a run directory's files read as data (regular
-  files within size limits, YAML without Python tags), as :class:`csg.Posterior` reads them;
+- :func:`read_yaml`, :func:`parse_yaml`, :func:`read_bytes`, :class:`UntrustedFile`: a run directory's files read as
+  data (regular files within size limits, YAML without Python tags, as OmegaConf reads it), as :class:`csg.Posterior`
+  reads them;
 - :data:`DIVERGED`, :data:`EARLIER`: the names of what a run folder holds when its chain diverged, and where
   ``trainer.checkpoint.resume=false`` moved the earlier runs of a folder.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from csg.io.atomic import atomic_open, atomic_write_json as write_json, atomic_write_text as write_text
-from csg.io.trust import SAFE_RESOLVERS, UntrustedFile, read_bytes, read_yaml
+from csg.io.trust import MAX_YAML_BYTES, SAFE_RESOLVERS, UntrustedFile, check_yaml_text, read_bytes
 
 DIVERGED = "diverged.json"  # a run stopped by a divergence writes it in its folder (csg.launch.run)
 EARLIER = "earlier"  # a run folder's earlier runs, moved aside by trainer.checkpoint.resume=false, one folder each
 
 __all__ = ["DIVERGED", "EARLIER", "SAFE_RESOLVERS", "UntrustedFile", "atomic_open", "flat_keys", "markdown_table",
-           "read_bytes", "read_yaml", "write_json", "write_text"]
+           "parse_yaml", "read_bytes", "read_yaml", "write_json", "write_text"]
 
 _ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
 
@@ -66,3 +69,18 @@ def flat_keys(value: Any, *, lists: bool = True, prefix: str = "") -> dict[str, 
 
     walk(prefix, value)
     return flat
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A run's YAML file as OmegaConf reads it (``OmegaConf.load``: a ``DictConfig``, interpolations unresolved),
+    within limits: a regular file of at most 1 MiB whose nodes, aliases expanded, number at most 100,000
+    (:mod:`csg.io.trust`). Raises :class:`UntrustedFile` for a file beyond the limits, and what ``OmegaConf.load``
+    raises (a ``yaml.YAMLError``, ``UnicodeDecodeError``) for one that is not YAML."""
+    return parse_yaml(read_bytes(path, MAX_YAML_BYTES).decode("utf-8"))
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text (a run's config carried in a posterior file) as :func:`read_yaml` reads a file, within its limits."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.load(io.StringIO(check_yaml_text(text)))

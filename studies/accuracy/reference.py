@@ -18,7 +18,6 @@ nothing here is imported by a run, and the summaries under ``results/csgmcmc/ref
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from csg.errors import CsgError
+from studies.nuts import NutsSettings, require_numpyro, run_nuts
 
 RHAT_MAX = 1.01      # Vehtari et al. (2021): accept chains whose rank-normalised R-hat is below 1.01 ...
 ESS_MIN = 400        # ... and whose bulk and tail ESS are at least 100 per chain (400 for 4 chains)
@@ -55,30 +55,15 @@ TARGETS = {
 }
 
 
-@dataclass(frozen=True)
-class NutsSettings:
-    chains: int = 4
-    warmup: int = 1000
-    samples: int = 5000
-    seed: int = 0
-    target_accept: float = 0.9
+# the references' NUTS (make reference: warmup= and samples= replace these; the multimodal probe's chains use it too)
+ACCURACY_NUTS = NutsSettings(chains=4, warmup=1000, samples=5000, seed=0, target_accept=0.9)
+ACCURACY_RECORD = ("chains", "warmup", "samples", "seed", "target_accept")  # the settings a reference's JSON records
 
 
 class ReferenceRejected(CsgError):
     """The NUTS chains failed a convergence check: no reference is written."""
 
     exit_code = 1
-
-
-def require_numpyro():
-    """Import JAX in double precision (the samplers' traces are float64 too), or say what to install."""
-    try:
-        import jax
-        import numpyro  # noqa: F401
-    except ImportError as error:
-        raise CsgError(f"the reference posteriors need NumPyro and JAX ({error.name} is missing): "
-                       'pip install -e ".[reference]"  (or: make reference)') from None
-    jax.config.update("jax_enable_x64", True)
 
 
 def numpyro_model(target: Target):
@@ -109,26 +94,6 @@ def numpyro_model(target: Target):
         numpyro.sample("y", dist.Categorical(logits=logits), obs=y)
 
     return model
-
-
-def run_nuts(model, settings: NutsSettings, *args, **kwargs) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """NUTS draws of ``model(*args, **kwargs)``: {site: array (chains, samples, ...)} and run facts."""
-    require_numpyro()
-    import jax
-    from numpyro.infer import MCMC, NUTS
-
-    mcmc = MCMC(NUTS(model, target_accept_prob=settings.target_accept), num_warmup=settings.warmup,
-                num_samples=settings.samples, num_chains=settings.chains, chain_method="vectorized",
-                progress_bar=False)
-    started = time.perf_counter()
-    mcmc.run(jax.random.PRNGKey(settings.seed), *args, extra_fields=("diverging", "num_steps"), **kwargs)
-    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))  # JAX dispatches asynchronously
-    seconds = time.perf_counter() - started
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    draws = {name: np.asarray(value, dtype=np.float64) for name, value in samples.items()}
-    facts = {"seconds": seconds, "divergences": int(np.asarray(extra["diverging"]).sum()),
-             "gradient_evaluations": int(np.asarray(extra["num_steps"]).sum())}
-    return draws, facts
 
 
 def diagnostics(draws: np.ndarray) -> dict[str, float]:
@@ -204,14 +169,17 @@ def build_reference(target: Target, settings: NutsSettings, root: str = "data/uc
     import jax.numpy as jnp
 
     x, y, source = load_data(target, root)
-    draws, facts = run_nuts(numpyro_model(target), settings, jnp.asarray(x), jnp.asarray(y))
+    run = run_nuts(settings, model=numpyro_model(target), model_args=(jnp.asarray(x), jnp.asarray(y)),
+                   chain_method="vectorized")
+    draws = run.draws  # {site: (chains, samples, ...)}
     logreg = target.model == "logreg"
     checked = flat_parameters(draws, ["linear.weight", "linear.bias"]) if logreg else draws["p1"]
     checks = diagnostics(checked)
     accept(target.name, checks)
-    reference = Reference(target=asdict(target), data_source=source, num_data=len(y), settings=asdict(settings),
-                          checked_on="parameters" if logreg else "predictions", divergences=facts["divergences"],
-                          gradient_evaluations=facts["gradient_evaluations"], seconds=round(facts["seconds"], 1),
+    reference = Reference(target=asdict(target), data_source=source, num_data=len(y),
+                          settings=settings.record(ACCURACY_RECORD),
+                          checked_on="parameters" if logreg else "predictions", divergences=run.divergences,
+                          gradient_evaluations=run.gradient_evaluations, seconds=round(run.seconds, 1),
                           predictive=draws["p1"].reshape(-1, len(y)).mean(0).tolist(), **checks)
     if logreg:
         flat = checked.reshape(-1, checked.shape[-1])

@@ -1,6 +1,6 @@
 r"""A reference posterior predictive for a real network: full-batch NUTS on the posterior benchmark's MLP.
 
-For each temperature (1, and the embedded default's 0.2), :func:`build` runs :attr:`NetworkNuts.chains` NumPyro
+For each temperature (1, and the embedded default's 0.2), :func:`build` runs ``settings.chains`` NumPyro
 NUTS chains on :math:`\exp(-U(\theta)/T)` of :mod:`studies.benchmark.task` (the posterior that
 ``python train.py experiment=posterior_benchmark sampler.temperature=T`` targets), each from its own random start
 (independent small weights N(0, 0.1^2), near the origin: not overdispersed, so the chains' agreement is checked in
@@ -28,17 +28,18 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
-from studies.accuracy.reference import ReferenceRejected, require_numpyro
+from studies.accuracy.reference import ReferenceRejected
 from studies.benchmark.task import Task, check_layout, load_task, logits
+from studies.nuts import NutsSettings, require_numpyro, run_nuts
 
-__all__ = ["HALVES_TV_MAX", "NetworkNuts", "OOD_CHECKED", "RHAT_MAX", "RHAT_SHARE", "RHAT_WORST", "TEMPERATURES",
-           "build", "convergence", "floors", "potential", "predictive"]
+__all__ = ["HALVES_TV_MAX", "NETWORK_NUTS", "NETWORK_RECORD", "OOD_CHECKED", "RHAT_MAX", "RHAT_SHARE", "RHAT_WORST",
+           "TEMPERATURES", "build", "convergence", "floors", "potential", "predictive"]
 
 TEMPERATURES = (1.0, 0.2)
 RHAT_MAX, RHAT_SHARE, RHAT_WORST = 1.01, 0.95, 1.1
@@ -46,16 +47,10 @@ HALVES_TV_MAX = 0.02
 OOD_CHECKED = 1000
 
 
-@dataclass(frozen=True)
-class NetworkNuts:
-    chains: int = 4
-    warmup: int = 500
-    samples: int = 1000
-    max_tree_depth: int = 10
-    target_accept: float = 0.8
-    init_scale: float = 0.1
-    seed: int = 0
-    workers: int = 2
+# the network's NUTS (make reference-network: chains=, warmup=, samples=, max_tree_depth=, workers= replace these)
+NETWORK_NUTS = NutsSettings(chains=4, warmup=500, samples=1000, seed=0, target_accept=0.8, max_tree_depth=10,
+                            init_scale=0.1, workers=2)
+NETWORK_RECORD = ("chains", "warmup", "samples", "max_tree_depth", "target_accept", "init_scale", "seed", "workers")
 
 
 def potential(task: Task):
@@ -74,36 +69,26 @@ def potential(task: Task):
     return energy
 
 
-def _chain(task: Task, settings: NetworkNuts, chain: int) -> dict:
-    """One NUTS chain (in a worker process): its draws (samples, D) as float32 and its facts."""
+def _chain(task: Task, settings: NutsSettings, chain: int) -> dict:
+    """Chain ``chain`` of ``settings.chains`` (in a worker process), from its own random start and PRNG key: its
+    draws (samples, D) as float32 and its facts."""
     import os
 
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-    require_numpyro()
-    import jax
-    import jax.numpy as jnp
-    from numpyro.infer import MCMC, NUTS
+    require_numpyro()  # JAX in double precision before the potential's arrays are made
 
     started = time.perf_counter()
     start = np.random.default_rng([settings.seed, chain]).standard_normal(task.dimension) * settings.init_scale
-    kernel = NUTS(potential_fn=potential(task), target_accept_prob=settings.target_accept,
-                  max_tree_depth=settings.max_tree_depth)
-    mcmc = MCMC(kernel, num_warmup=settings.warmup, num_samples=settings.samples, num_chains=1, progress_bar=False)
-    mcmc.warmup(jax.random.PRNGKey(settings.seed * 1000 + chain), init_params=jnp.asarray(start),
-                extra_fields=("num_steps",), collect_warmup=True)
-    warmup_steps = int(np.asarray(mcmc.get_extra_fields()["num_steps"]).sum())
-    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("num_steps", "diverging", "accept_prob", "energy"))
-    draws = np.asarray(jax.block_until_ready(mcmc.get_samples()), dtype=np.float32)
-    extra = mcmc.get_extra_fields()
-    steps, energy = np.asarray(extra["num_steps"]), np.asarray(extra["energy"], dtype=np.float64)
-    return {"draws": draws, "seconds": time.perf_counter() - started,
-            "gradient_evaluations_warmup": warmup_steps,
-            "gradient_evaluations_sampling": int(steps.sum()), "mean_steps": float(steps.mean()),
+    run = run_nuts(replace(settings, chains=1), potential_fn=potential(task), init_params=start, count_warmup=True,
+                   key=settings.seed * 1000 + chain, extra_fields=("accept_prob", "energy"))
+    steps, energy = run.extra["num_steps"][0], np.asarray(run.extra["energy"][0], dtype=np.float64)
+    return {"draws": run.draws[0].astype(np.float32), "seconds": time.perf_counter() - started,
+            "gradient_evaluations_warmup": run.warmup_gradient_evaluations,
+            "gradient_evaluations_sampling": run.gradient_evaluations, "mean_steps": float(steps.mean()),
             "max_depth_share": float(np.mean(steps >= 2**settings.max_tree_depth - 1)),
             "e_bfmi": float(np.sum(np.diff(energy) ** 2) / np.sum((energy - energy.mean()) ** 2)),
-            "divergences": int(np.asarray(extra["diverging"]).sum()),
-            "accept_prob": float(np.asarray(extra["accept_prob"]).mean()),
-            "step_size": float(mcmc.last_state.adapt_state.step_size)}
+            "divergences": run.divergences, "accept_prob": float(run.extra["accept_prob"][0].mean()),
+            "step_size": float(run.step_size)}
 
 
 def predictive(draws: np.ndarray, x: np.ndarray, layers, chunk: int = 64) -> np.ndarray:
@@ -203,7 +188,7 @@ def convergence(test_probs: np.ndarray, ood_probs: np.ndarray | None) -> dict:
     return checks
 
 
-def build(temperature: float, settings: NetworkNuts = NetworkNuts(), overrides: tuple[str, ...] = (),
+def build(temperature: float, settings: NutsSettings = NETWORK_NUTS, overrides: tuple[str, ...] = (),
           log=print, draws_dir: str | Path | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """The reference at ``temperature``: the arrays of its ``.npz`` (``test_probs``, ``test_labels``, ``ood_probs``)
     and its facts (settings, cost, convergence checks, the predictive's own metrics); a ``ReferenceRejected``
@@ -234,7 +219,7 @@ def build(temperature: float, settings: NetworkNuts = NetworkNuts(), overrides: 
                     for i in range(0, len(flat), 128)) / len(flat) if len(task.ood_x) else None)
     test_mean = test.mean((0, 1))
     labels = task.test_y
-    facts = {"temperature": temperature, "settings": asdict(settings), "dimension": task.dimension,
+    facts = {"temperature": temperature, "settings": settings.record(NETWORK_RECORD), "dimension": task.dimension,
              "num_data": task.num_data, "weight_decay": task.weight_decay, "prior_precision": task.prior_precision,
              "ood": task.ood_name, "num_test": int(len(labels)), "num_ood": int(len(task.ood_x)),
              "layout_error": layout_error, "seconds": seconds, "chains": chains, "checks": checks,

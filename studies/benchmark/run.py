@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ def npz_name(temperature: float) -> str:
 
 
 def _options(job) -> dict:
-    from studies.benchmark.reference import TEMPERATURES, NetworkNuts
+    from studies.benchmark.reference import NETWORK_NUTS, TEMPERATURES
     from studies.experiments.in_process import checked_options
 
     options = checked_options(job, {"temperatures": f"comma-separated, default {','.join(map(str, TEMPERATURES))}",
@@ -48,7 +49,7 @@ def _options(job) -> dict:
     if not all(t > 0 for t in temperatures):
         raise ConfigError("temperatures", options["temperatures"], "comma-separated numbers > 0")
     overrides = (f"ood.root={options['ood.root']}",) if "ood.root" in options else ()
-    return {"settings": NetworkNuts(**numbers), "temperatures": temperatures, "overrides": overrides,
+    return {"settings": replace(NETWORK_NUTS, **numbers), "temperatures": temperatures, "overrides": overrides,
             "draws_dir": Path(options.get("draws_dir", Path("data") / "reference-network"))}
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+import csg
 from csg.reporting import write_text
 from studies.experiments import comparisons
 from studies.experiments.aggregate import mean_and_stderr, refuse_runs, runs_to_report
@@ -97,46 +98,43 @@ def interpolation_errors(model: torch.nn.Module, first, second, loader, device, 
     return errors
 
 
-def _samples(run_dir: Path) -> list[tuple[dict, dict[str, Tensor]]]:
-    """(metadata, state_dict) of each sample a run recorded (its manifest, never a listing of its folder: stray
-    copies join no panel), in collection order; each checked before any is used (weights only; a damaged file, or a
-    run that has not finished, is a one-line error naming it)."""
-    from csg.engine.samples import SampleStore
-    from csg.posterior.store import load_run_config, sample_paths
-
-    store = SampleStore(run_dir / "samples")
-    paths = sample_paths(store, int(load_run_config(run_dir).sampler.get("chains", 1)))
-    store.verify(paths)
-    return [(store.metadata(path), store.state_of(path)) for path in paths]
+def _posterior(run_dir: Path, device: str | torch.device = "auto", data_root: str | None = None) -> csg.Posterior:
+    """The run's posterior (:meth:`csg.Posterior.load`): its config read as data (YAML within limits, no
+    ``_target_``), each of the samples it recorded checked before any is used (a damaged file, or a run that has
+    not finished, is a one-line error naming it), its model built; its test data (:attr:`~csg.Posterior.data`) read
+    from ``data_root`` when given, else from the root its config names, checked (never inside the run directory,
+    never CIFAR's pickles from a root the run names)."""
+    return csg.Posterior.load(run_dir, device=device, data_root=data_root)
 
 
-def _model_and_test_data(run_dir: Path, device: torch.device, data_root: str | None = None):
-    """The run's model and test data, its config read as data (:func:`csg.posterior.store.load_run_config`: YAML
-    within limits, no ``_target_``) and its data root checked (:func:`csg.io.trust.check_run_data`): the data are read
-    from ``data_root`` (the caller's ``data.root=``) or from the root the run's data set has by default (its
-    ``configs/data`` file's, e.g. ``${oc.env:CSG_DATA,data}``: the reader's own), never unpickled from a root the
-    run names."""
+def _samples(posterior: csg.Posterior) -> list[tuple[dict, dict[str, Tensor]]]:
+    """({"index", "cycle"}, state_dict) of each sample of the run (its manifest, never a listing of its folder: stray
+    copies join no panel), in collection order, on the CPU; ``index``: the sample's place in its chain."""
+    taken: dict[int, int] = {}
+    metas = []
+    for chain, cycle in zip(posterior.chains, posterior.cycles, strict=True):
+        metas.append({"index": taken.get(chain, 0), "cycle": cycle})
+        taken[chain] = taken.get(chain, 0) + 1
+    return list(zip(metas, posterior.states(), strict=True))
+
+
+def _data_root(run: pd.Series, data_root: str | None) -> str | None:
+    """Where panel (b) reads the run's test data: ``data_root`` (the caller's ``data.root=``) when given; else the
+    run's own ``data.root`` when it is written as the default root of its data set resolves here (its
+    ``configs/data`` file's, e.g. ``${oc.env:CSG_DATA,data}`` -> ``data``: the reader's own folder), taken as the
+    reader's; else None: the root the run's config names, from which :meth:`csg.Posterior.load`'s data never
+    unpickle CIFAR."""
     from omegaconf import OmegaConf
 
-    from csg.engine.build import build_data_and_model
-    from csg.components import run_directory_targets
     from csg.paths import CONFIGS
-    from csg.posterior.store import load_run_config
-    from csg.io.trust import check_run_data
 
-    cfg = load_run_config(run_dir)
-    given: tuple[str, ...] = ()
     if data_root is not None:
-        cfg.data.root, given = data_root, ("data.root",)
-    else:
-        default = CONFIGS / "data" / f"{cfg.data.name}.yaml"  # our own config file, not the run's
-        raw = OmegaConf.to_container(cfg.data, resolve=False).get("root")
-        if default.is_file() and raw is not None and raw == OmegaConf.load(default).get("root"):
-            given = ("data.root",)
-    check_run_data(cfg, run_dir, trust_code=False, given=given)
-    with run_directory_targets():
-        data, model = build_data_and_model(cfg, device)
-    return model, data.test
+        return data_root
+    default = CONFIGS / "data" / f"{run['data.name']}.yaml"  # our own config file, not the run's
+    raw = run.get("data.root")  # as the run's config says it, unresolved
+    if isinstance(raw, str) and default.is_file() and raw == OmegaConf.load(default).get("root"):
+        return raw
+    return None
 
 
 def _pick(done: pd.DataFrame, method: str, cycles: int | None = None) -> pd.Series | None:
@@ -153,8 +151,8 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
            device: str = "auto", data_root: str | None = None) -> list[dict[str, str]]:
     """fig3_{mds,interpolation,cycles}.csv, fig3.md and fig3.png/.pdf from the runs; returns the missing runs.
 
-    Panel (b) reads the test data from ``data_root`` when given, else from the data set's default root (never from
-    a root the run's config names: :func:`_model_and_test_data`).
+    Panel (b) reads the test data from ``data_root`` when given, else from the data set's default root (never CIFAR's
+    pickles from a root the run's config names: :func:`_data_root`, :func:`_posterior`).
 
     A folder that does not exist, or holds no finished run of the figure's samplers, is a
     :class:`~csg.errors.ConfigError` (``--runs``) and nothing is written."""
@@ -163,15 +161,14 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
     done = runs[runs.status == "done"]
     if "sampler.name" not in done or not done["sampler.name"].isin(FIG3_SAMPLERS).any():
         raise refuse_runs(runs_dir, "fig3", f"none of its {len(done)} finished runs is of {', '.join(FIG3_SAMPLERS)}")
-    from csg.engine.devices import resolve_device
-
-    dev = resolve_device(device)
     out_dir = Path(out_dir)
     mds_rows, line_rows, notes = [], [], []
 
     chosen = {"cSGLD": _pick(done, "csgld", 4), "SGLD": _pick(done, "sgld")}
     if all(run is not None for run in chosen.values()):
-        samples = {label: _samples(Path(run.run_dir)) for label, run in chosen.items()}
+        posteriors = {label: _posterior(Path(run.run_dir), device, _data_root(run, data_root) if label == "cSGLD"
+                                        else None) for label, run in chosen.items()}
+        samples = {label: _samples(posterior) for label, posterior in posteriors.items()}
         labels = [label for label, items in samples.items() for _ in items]
         metas = [meta for items in samples.values() for meta, _ in items]
         states = [sd for items in samples.values() for _, sd in items]
@@ -189,7 +186,7 @@ def report(runs_dir: str | Path, out_dir: str | Path, scale: str, *, epochs: int
             if same.any() and (~same & ~np.eye(len(idx), dtype=bool)).any():
                 notes.append(f"{label}: within a cycle {block[same].mean():.2f}, between cycles "
                              f"{block[~same & ~np.eye(len(idx), dtype=bool)].mean():.2f}")
-        model, test = _model_and_test_data(Path(chosen["cSGLD"].run_dir), dev, data_root)
+        model, test, dev = posteriors["cSGLD"].model, posteriors["cSGLD"].data.test, posteriors["cSGLD"].device
         for label, items in samples.items():
             if label == "cSGLD":  # the last sample of each cycle, neighbouring cycles paired
                 last = {}

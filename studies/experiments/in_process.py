@@ -6,6 +6,7 @@ reports. Each target takes the driver's :class:`~studies.experiments.job.Job` an
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from csg.errors import ConfigError
@@ -87,14 +88,15 @@ def _references(job: Job) -> Path:
 
 
 def run_reference(job: Job) -> list[str]:
-    from studies.accuracy.reference import TARGETS, NutsSettings, build_reference
+    from studies.accuracy.reference import ACCURACY_NUTS, TARGETS, build_reference
 
     options = checked_options(job, {"targets": f"comma-separated subset of {','.join(TARGETS)}",
                              "warmup": "NUTS warm-up iterations per chain", "samples": "NUTS draws per chain"})
     for key in ("warmup", "samples"):
         if not options.get(key, "1").isdigit() or int(options.get(key, "1")) < 1:
             raise ConfigError(key, options[key], "a whole number >= 1")
-    settings = NutsSettings(warmup=int(options.get("warmup", 1000)), samples=int(options.get("samples", 5000)))
+    settings = replace(ACCURACY_NUTS, warmup=int(options.get("warmup", ACCURACY_NUTS.warmup)),
+                       samples=int(options.get("samples", ACCURACY_NUTS.samples)))
     lines = []
     for name in _names(options.get("targets"), list(TARGETS), "targets"):
         print(f"{name}: NUTS, {settings.chains} chains x ({settings.warmup} + {settings.samples}) ...", flush=True)
@@ -162,8 +164,6 @@ def run_reference_multimodal(job: Job) -> list[str]:
 
 
 def run_accuracy_multimodal(job: Job) -> list[str]:
-    from dataclasses import replace
-
     from studies.accuracy.multimodal import report, study
     from studies.accuracy.multimodal.targets import TARGETS
 

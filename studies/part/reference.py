@@ -27,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.accuracy.reference import ESS_MIN, RHAT_MAX, ReferenceRejected, diagnostics, require_numpyro
+from studies.accuracy.reference import ESS_MIN, RHAT_MAX, ReferenceRejected, diagnostics
+from studies.nuts import NutsSettings, require_numpyro, run_nuts
 
-__all__ = ["HeadProblem", "NutsBudget", "compare", "head_problem", "hessian", "predictive", "reference_draws"]
+__all__ = ["HeadProblem", "PART_NUTS", "compare", "head_problem", "hessian", "predictive", "reference_draws"]
 
 
 @dataclass(frozen=True)
@@ -55,13 +56,9 @@ class HeadProblem:
         return self.classes * (self.train_x.shape[1] + 1)
 
 
-@dataclass(frozen=True)
-class NutsBudget:
-    chains: int = 4
-    warmup: int = 200      # the chains start at Laplace draws: the warm-up adapts the step size only
-    samples: int = 1000   # 4 x 400 gave R-hat 1.018 on seed 0 of the study (ESS >= 654): not accepted
-    seed: int = 0
-    target_accept: float = 0.8
+# the head's NUTS: the chains start at Laplace draws, so the warm-up adapts the step size only (200); 4 x 400 draws
+# gave R-hat 1.018 on seed 0 of the study (ESS >= 654): not accepted, hence 1000
+PART_NUTS = NutsSettings(chains=4, warmup=200, samples=1000, seed=0, target_accept=0.8)
 
 
 def flatten(weight, bias) -> np.ndarray:
@@ -171,7 +168,7 @@ def hessian(problem: HeadProblem, theta: np.ndarray) -> np.ndarray:
     return 0.5 * (h + h.T) / problem.temperature
 
 
-def reference_draws(problem: HeadProblem, budget: NutsBudget = NutsBudget()) -> tuple[np.ndarray, dict]:
+def reference_draws(problem: HeadProblem, budget: NutsSettings = PART_NUTS) -> tuple[np.ndarray, dict]:
     """NUTS draws of the head (chains, samples, D) and their facts; a :class:`ReferenceRejected` unless R-hat < 1.01
     and bulk and tail ESS >= 400 on every coordinate and on every test point's predictive probability of its label."""
     if not problem.temperature > 0:
@@ -179,7 +176,6 @@ def reference_draws(problem: HeadProblem, budget: NutsBudget = NutsBudget()) -> 
     require_numpyro()
     import jax
     import jax.numpy as jnp
-    from numpyro.infer import MCMC, NUTS
     from scipy.optimize import minimize
 
     started = time.perf_counter()
@@ -196,13 +192,9 @@ def reference_draws(problem: HeadProblem, budget: NutsBudget = NutsBudget()) -> 
     rng = np.random.default_rng(budget.seed)
     factor = np.linalg.cholesky(covariance)
     starts = mode.x + rng.standard_normal((budget.chains, mode.x.size)) @ factor.T  # Laplace draws: overdispersed enough
-    kernel = NUTS(potential_fn=potential, inverse_mass_matrix=jnp.asarray(covariance), dense_mass=True,
-                  adapt_mass_matrix=False, target_accept_prob=budget.target_accept)
-    mcmc = MCMC(kernel, num_warmup=budget.warmup, num_samples=budget.samples, num_chains=budget.chains,
-                chain_method="sequential", progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(budget.seed), init_params=jnp.asarray(starts), extra_fields=("diverging", "num_steps"))
-    draws = np.asarray(jax.block_until_ready(mcmc.get_samples(group_by_chain=True)), dtype=np.float64)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
+    run = run_nuts(budget, potential_fn=potential, init_params=starts, chain_method="sequential",
+                   inverse_mass_matrix=covariance)
+    draws = run.draws
     seconds = time.perf_counter() - started
     on_weights = diagnostics(draws)
     flat = draws.reshape(-1, draws.shape[-1])
@@ -211,8 +203,8 @@ def reference_draws(problem: HeadProblem, budget: NutsBudget = NutsBudget()) -> 
     on_predictions = diagnostics(label_probs)
     checks = {key: (max if key == "rhat_max" else min)(on_weights[key], on_predictions[key]) for key in on_weights}
     facts = {"nuts_chains": budget.chains, "nuts_warmup": budget.warmup, "nuts_samples": budget.samples,
-             "nuts_seconds": seconds, "divergences": int(np.asarray(extra["diverging"]).sum()),
-             "gradient_evaluations": int(np.asarray(extra["num_steps"]).sum()), "map_converged": bool(mode.success),
+             "nuts_seconds": seconds, "divergences": run.divergences,
+             "gradient_evaluations": run.gradient_evaluations, "map_converged": bool(mode.success),
              **checks}
     if not (checks["rhat_max"] < RHAT_MAX and min(checks["ess_bulk_min"], checks["ess_tail_min"]) >= ESS_MIN):
         raise ReferenceRejected(f"the last layer's NUTS reference not accepted (R-hat {checks['rhat_max']:.3f}, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -87,7 +88,7 @@ def reference_rows(runs: dict[tuple[str, int], Path], seeds: list[int] | None = 
             rows.append(json.loads(kept.read_text()))
             continue
         problem = reference.head_problem(run, runs.get(("sgd", seed)))
-        draws, facts = reference.reference_draws(problem, budget or reference.NutsBudget(seed=seed))
+        draws, facts = reference.reference_draws(problem, budget or replace(reference.PART_NUTS, seed=seed))
         row = {"seed": seed, "temperature": problem.temperature, "weights": problem.dimension,
                **reference.compare(problem, draws, seed=seed), **facts}
         write_text(kept, json.dumps(row, indent=1) + "\n")

@@ -58,6 +58,13 @@ def test_a_saved_posterior_of_state_dicts_loads_back_only_with_its_model(tmp_pat
     x = torch.randn(3, 2, 3)
     assert loaded.names == list("abcd") and loaded.ece_bins == 7 and loaded.cfg is None
     assert torch.equal(loaded.predict(x), posterior.predict(x))
+    assert loaded.cycles == [None] * 4  # the names record no cycle
+    assert all(torch.equal(mine[k], theirs[k]) for mine, theirs in zip(loaded.states(), _states(), strict=True)
+               for k in theirs)
+    with pytest.raises(ConfigError, match="^data_root=.* None for a posterior without a run's config"):
+        csg.Posterior.load(path, model=_factory, data_root=tmp_path)
+    with pytest.raises(ConfigError, match="^data_root='3' is not allowed: None, or the path"):
+        csg.Posterior.load(path, model=_factory, data_root=3)
     with pytest.raises(ConfigError, match=r"^path=.*posterior.* member 0 \(a\) has 1\.(weight|bias) of shape"):
         csg.Posterior.load(path, model=lambda: nn.Sequential(nn.Flatten(), nn.Linear(6, 3)))
 

@@ -158,6 +158,11 @@ def test_members_of_two_chains_harmonic_weights_and_swag_draws(trained):
     assert chains.names == [f"chain{c:02d}/sample_{i:04d}_cycle{i:02d}_epoch{i:04d}.pt" for c in (0, 1) for i in (0, 1)]
     assert swag.weighting == "equal" and swag.names == [f"swag_chain00_cycle00_draw{d:02d}" for d in range(3)]
     assert swag.weights == pytest.approx([1 / 3] * 3)
+    assert chains.cycles == [0, 1, 0, 1] and swag.cycles == [0, 0, 0]
+    for name, cycle, state in zip(chains.names, chains.cycles, chains.states(), strict=True):
+        record = torch.load(chains.run_dir / "samples" / name, weights_only=True)  # the sample file's own record
+        assert cycle == record["cycle"] and state.keys() == record["state_dict"].keys()
+        assert all(torch.equal(state[k], v) and state[k].device.type == "cpu" for k, v in record["state_dict"].items())
 
 
 def test_iteration_loads_one_sample_at_a_time_into_one_module(trained):

@@ -229,12 +229,24 @@ def test_a_cifar_root_in_the_run_or_named_by_it_is_never_unpickled(run, tmp_path
     # a root inside the run directory is refused even when the caller names it
     with pytest.raises(ConfigError, match="inside"):
         evaluate_run(run, [f"data.root={run / 'data'}"])
+    with pytest.raises(ConfigError, match="^data.root=.* a data root outside the run directory"):
+        csg.Posterior.load(run, device="cpu", data_root=run / "data").data
     assert not marker.exists()
+    # the caller's own copy (data_root): CIFAR's batches read from it, the run's config as it was
+    from csg.data.cifar import write_stand_in
+
+    write_stand_in(tmp_path / "mine", "cifar10", train=50, test=10)
+    cifar = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / "data" / "cifar10.yaml"))
+    _plant(run, data={**cifar, "root": str(elsewhere), "download": False, "eval_batch_size": 4, "num_workers": 0})
+    posterior = csg.Posterior.load(run, device="cpu", data_root=tmp_path / "mine")
+    x, _ = next(iter(posterior.data.test))
+    assert x.shape == (4, 3, 32, 32) and len(posterior.data.test.dataset) == 10
+    assert posterior.data_root == str(tmp_path / "mine") and posterior.cfg.data.root == str(elsewhere)
 
 
 @pytest.mark.timeout(30)
 def test_check_run_data_refuses_roots_inside_the_run_and_takes_the_callers_own(tmp_path, monkeypatch):
-    from csg.io.trust import check_run_data
+    from csg.checks.saved import check_run_data
 
     run_dir = tmp_path / "run"
     (run_dir / "data").mkdir(parents=True)

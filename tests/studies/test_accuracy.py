@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from studies.accuracy import chains, study
-from studies.accuracy.reference import (TARGETS, NutsSettings, Reference, ReferenceRejected, accept, load_data,
-                                    numpyro_model, run_nuts)
+from studies.accuracy.reference import (ACCURACY_NUTS, ACCURACY_RECORD, TARGETS, Reference, ReferenceRejected, accept,
+                                        load_data, numpyro_model)
+from studies.nuts import run_nuts
 from csg.evaluation import posterior_distance as distance
 from tests.conftest import ROOT
 
@@ -64,13 +67,15 @@ def test_nuts_recovers_a_conjugate_gaussian_posterior():
         w = numpyro.sample("w", dist.Normal(0.0, prior).expand([3]).to_event(1))
         numpyro.sample("y", dist.Normal(x @ w, noise), obs=y)
 
-    draws, facts = run_nuts(model, NutsSettings(chains=2, warmup=300, samples=2000), jnp.asarray(x), jnp.asarray(y))
+    run = run_nuts(replace(ACCURACY_NUTS, chains=2, warmup=300, samples=2000), model=model,
+                   model_args=(jnp.asarray(x), jnp.asarray(y)), chain_method="vectorized")
     precision = x.T @ x / noise**2 + np.eye(3) / prior**2
     covariance = np.linalg.inv(precision)
     mean = covariance @ x.T @ y / noise**2
-    w = draws["w"].reshape(-1, 3)
+    w = run.draws["w"].reshape(-1, 3)
     sd = np.sqrt(np.diag(covariance))
-    assert facts["divergences"] == 0 and w.dtype == np.float64
+    assert run.divergences == 0 and w.dtype == np.float64 and run.draws["w"].shape == (2, 2000, 3)
+    assert run.gradient_evaluations == run.extra["num_steps"].sum() > 0 and run.warmup_gradient_evaluations is None
     assert (np.abs(w.mean(0) - mean) / sd).max() < 0.1  # 4000 draws: Monte Carlo error about sd / 50
     assert np.abs(w.std(0) / sd - 1).max() < 0.06
     assert distance.gaussian_w2(w.mean(0), np.cov(w, rowvar=False), mean, covariance) < 0.15 * sd.min()
@@ -83,8 +88,8 @@ def test_the_reference_model_is_the_posterior_the_samplers_target(name):
     import jax.numpy as jnp
     from numpyro.infer.util import potential_energy
 
-    from studies.accuracy.reference import require_numpyro
     from csg.models import create_model
+    from studies.nuts import require_numpyro
 
     require_numpyro()  # JAX in double precision
 
@@ -105,6 +110,18 @@ def test_the_reference_model_is_the_posterior_the_samplers_target(name):
     dimension = sum(p.numel() for p in params.values())
     constant = dimension * 0.5 * math.log(2 * math.pi * target.prior_variance)  # -log of the prior's normaliser
     assert numpyro_u == pytest.approx(u + constant, rel=1e-9)
+
+
+def test_each_study_records_its_nuts_settings_as_its_committed_results_do():
+    """The one settings class holds every study's fields; each study writes only its own, in its own order."""
+    from studies.benchmark.reference import NETWORK_NUTS, NETWORK_RECORD
+
+    written = Reference.load(REFERENCES / "heart_logreg.json").settings
+    assert list(ACCURACY_NUTS.record(ACCURACY_RECORD).items()) == list(written.items())
+    network = json.loads((ROOT / "results" / "benchmark" / "reference" / "reference_network.json").read_text())
+    assert list(NETWORK_NUTS.record(NETWORK_RECORD).items()) == list(network["1"]["settings"].items())
+    with pytest.raises(ValueError, match="^run_nuts needs one of model= and potential_fn=, got neither$"):
+        run_nuts(ACCURACY_NUTS)
 
 
 def test_a_reference_that_failed_its_checks_is_refused_in_one_line():

@@ -4,6 +4,7 @@ accounting (a part run costs its SGD pretraining too) and its report written aga
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,8 @@ def test_the_nuts_reference_of_a_tiny_head_matches_quadrature_and_tells_collapse
     spread far less than the posterior (sd ratio near 0) and carry no mutual information."""
     pytest.importorskip("numpyro")
     problem = _problem()
-    draws, facts = reference.reference_draws(problem, reference.NutsBudget(chains=4, warmup=150, samples=300))
+    budget = replace(reference.PART_NUTS, chains=4, warmup=150, samples=300)
+    draws, facts = reference.reference_draws(problem, budget)
     assert facts["rhat_max"] < 1.01 and facts["ess_bulk_min"] >= 400 and facts["divergences"] == 0
     flat = draws.reshape(-1, 4)  # w1, w2, b1, b2
     dw, db, sw = flat[:, 1] - flat[:, 0], flat[:, 3] - flat[:, 2], flat[:, 0] + flat[:, 1]

@@ -319,8 +319,13 @@ def test_figure3_takes_the_samples_its_runs_recorded_not_stray_copies(tmp_path):
     (run / "samples" / "old").mkdir()
     (run / "samples" / "old" / first.name).write_bytes(first.read_bytes())
     (run / "samples" / f"{first.stem} (copy).pt").write_bytes(first.read_bytes())
-    samples = fig3._samples(run)
-    assert [meta["index"] for meta, _ in samples] == [0, 1]  # 2 recorded; 4 sample files in the folder
+    samples = fig3._samples(fig3._posterior(run, "cpu"))
+    assert [meta for meta, _ in samples] == [{"index": 0, "cycle": 0}, {"index": 1, "cycle": 1}]  # 2 recorded; 4 files
+    for index, (meta, state) in enumerate(samples):  # the sample files' own records
+        record = torch.load(run / "samples" / f"sample_{index:04d}_cycle{index:02d}_epoch{index:04d}.pt",
+                            weights_only=True)
+        assert meta["cycle"] == record["cycle"] and state.keys() == record["state_dict"].keys()
+        assert all(torch.equal(state[k], v) for k, v in record["state_dict"].items())
 
 
 def test_figure3_builds_nothing_a_run_directory_names(tmp_path):
@@ -332,5 +337,5 @@ def test_figure3_builds_nothing_a_run_directory_names(tmp_path):
     cfg.model = {"name": "custom", "_target_": "os.system", "command": f"touch {marker}"}
     OmegaConf.save(cfg, run / ".hydra" / "config.yaml")
     with pytest.raises(ConfigError, match=r"model\._target_='os.system' is not allowed"):
-        fig3._model_and_test_data(run, torch.device("cpu"))
+        fig3._posterior(run, "cpu")
     assert not marker.exists()

@@ -50,7 +50,7 @@ def test_the_stage_runs_every_point_on_held_out_data_and_a_diverged_point_loses(
     diverged = list(stage.stage_folder(runs).glob(f"csghmc/*/*/{DIVERGED}"))
     assert len(diverged) == 1 and math.isinf(record.heldout_nll.max())
     assert math.isfinite(record.heldout_nll.min()) and bool(record.edge[record.picked].iloc[0])  # 2 points: an edge
-    from csg.io.trust import read_yaml
+    from csg.reporting import read_yaml
 
     config = read_yaml(next(stage.stage_folder(runs).glob("csghmc/*/*/.hydra/config.yaml")))
     assert config.data.holdout == 0.2 and config.evaluation.reference is None and config.seed == 7

@@ -49,7 +49,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -296,7 +296,8 @@ def _landscape(noise: float, settings: Settings, log) -> dict:
 
 def probe(settings: Settings = Settings(), log=print) -> dict:
     """The facts of the module docstring, with ``accepted`` and the report's lines."""
-    from studies.accuracy.reference import NutsSettings, diagnostics, require_numpyro, run_nuts
+    from studies.accuracy.reference import ACCURACY_NUTS, diagnostics
+    from studies.nuts import require_numpyro, run_nuts
 
     require_numpyro()
     import jax.numpy as jnp
@@ -309,11 +310,13 @@ def probe(settings: Settings = Settings(), log=print) -> dict:
     nuts = []
     for k, point in enumerate(minima):
         starts = point + 0.01 * np.random.default_rng(k).normal(size=(settings.nuts_chains, target.dim))
-        draws, run = run_nuts(target.numpyro_model(), NutsSettings(chains=settings.nuts_chains, warmup=settings.nuts_warmup,
-                                                                 samples=settings.nuts_samples, seed=settings.seed + k),
-                              init_params={"theta": jnp.asarray(starts)})
-        stay = float((_nearest(draws["theta"], minima, tau) == k).mean())
-        nuts.append({"minimum": k, "stay_share": stay, "divergences": run["divergences"], **diagnostics(draws["theta"])})
+        run = run_nuts(replace(ACCURACY_NUTS, chains=settings.nuts_chains, warmup=settings.nuts_warmup,
+                               samples=settings.nuts_samples, seed=settings.seed + k),
+                       model=target.numpyro_model(), init_params={"theta": jnp.asarray(starts)},
+                       chain_method="vectorized")
+        theta = run.draws["theta"]
+        stay = float((_nearest(theta, minima, tau) == k).mean())
+        nuts.append({"minimum": k, "stay_share": stay, "divergences": run.divergences, **diagnostics(theta)})
     threads, pt_started = torch.get_num_threads(), time.perf_counter()
     torch.set_num_threads(1)
     try:

@@ -1,0 +1,103 @@
+"""What a :class:`~csg.posterior.posterior.Posterior` knows of its run beyond the weights: each member's cycle
+(:func:`member_cycles`), and the run's data, read from the root its config names or from the caller's own
+(:meth:`Posterior.load(..., data_root=...) <csg.posterior.posterior.Posterior.load>`: :func:`use_data_root`,
+:func:`run_data`, :func:`run_ood_loader`).
+
+The data's root is checked before anything is read (:func:`csg.checks.saved.check_run_data`): never inside the run
+directory (or posterior file), and a data set read by unpickling (CIFAR's python-pickle batches) only from a root
+the caller named, ``data_root``, never from one the run's config names (unless ``trust_code``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from typing import Any
+
+from csg.errors import ConfigError
+
+__all__ = ["data_config", "member_cycles", "run_data", "run_ood_loader", "use_data_root"]
+
+# a member's name: a sample file (samples/[chainNN/]sample_<index>_cycle<cycle>_epoch<epoch>.pt, as
+# csg.engine.samples.SampleStore names it) or a cyclical-SWAG draw (csg.posterior.evaluate)
+_CYCLE_OF = re.compile(r"(?:chain\d{2,}/)?sample_\d{4,}_cycle(\d{2,})_epoch\d{4,}\.pt"
+                       r"|swag_chain\d{2,}_cycle(\d{2,})_draw\d{2,}")
+
+
+def member_cycles(names: list[str]) -> list[int | None]:
+    """The cycle (0-based) of each member, as its name records it: a run's sample file
+    (``chain01/sample_0003_cycle01_epoch0040.pt``: 1) or cyclical-SWAG draw (``swag_chain00_cycle02_draw00``: 2);
+    None for any other name (the members of your own state dicts)."""
+    cycles: list[int | None] = []
+    for name in names:
+        match = _CYCLE_OF.fullmatch(str(name))
+        cycles.append(int(match.group(1) or match.group(2)) if match else None)
+    return cycles
+
+
+def use_data_root(posterior, data_root: str | os.PathLike | None) -> None:
+    """Read ``posterior``'s run data from ``data_root`` (``Posterior.load``'s argument; None: from the root its
+    config names): recorded as :attr:`csg.Posterior.data_root`, any data already built dropped. A posterior without
+    a run's config, or a ``data_root`` that is not a folder's path, is a one-line ConfigError (key ``data_root``)."""
+    if data_root is None:
+        return
+    root = os.fspath(data_root) if isinstance(data_root, (str, os.PathLike)) else None
+    if not isinstance(root, str) or not root.strip() or "${" in root:
+        raise ConfigError("data_root", str(data_root)[:120], "None, or the path (a str or pathlib.Path) of the folder "
+                          "to read the run's data set from, not an interpolation")
+    if posterior.cfg is None:
+        raise ConfigError("data_root", root, "None for a posterior without a run's config (of your own state dicts: "
+                          "it has no run data; pass your loaders to evaluate)")
+    posterior.data_root, posterior._data = root, None
+
+
+def data_config(posterior) -> Any:
+    """The config the run's data are built from: the run's, with ``data.root`` the caller's ``data_root`` if given
+    (a copy: :attr:`csg.Posterior.cfg` stays the run's)."""
+    if posterior.data_root is None:
+        return posterior.cfg
+    cfg = copy.deepcopy(posterior.cfg)  # a run's config read back as data: neither struct nor read-only
+    cfg.data.root = posterior.data_root
+    return cfg
+
+
+def _given(posterior) -> tuple[str, ...]:
+    """The data keys the caller set (:func:`csg.checks.saved.check_run_data`'s ``given``)."""
+    return ("data.root",) if posterior.data_root is not None else ()
+
+
+def _check_run_data(cfg: Any, posterior, **options) -> None:
+    """csg's check of where a run's data are read from (:func:`csg.checks.saved.check_run_data`), for
+    ``posterior``'s run directory or file."""
+    from csg.checks.saved import check_run_data
+
+    check_run_data(cfg, posterior.source, trust_code=posterior.trust_code, **options)
+
+
+def run_data(posterior) -> Any:
+    """The run's data bundle of ``posterior`` (:attr:`csg.Posterior.data`), its root checked first, built from a
+    forked random state (torch's global one stays as the caller had it)."""
+    from csg.posterior.inputs import build_run, own_random_state
+
+    cfg, given = data_config(posterior), _given(posterior)
+    where = {} if posterior.run_dir is not None else {
+        "key": "path", "config": "a posterior file written by Posterior.save: its config"}
+    if given:  # checked here: build_run's own check (skipped) would take the caller's root for the run's
+        _check_run_data(cfg, posterior, given=given)
+    with own_random_state(posterior.device):
+        data, _ = build_run(cfg, posterior.device, posterior.source, posterior.trust_code or bool(given), **where)
+    return data
+
+
+def run_ood_loader(posterior) -> Any:
+    """The loader of the run's OOD set (its ``ood`` config), or None for ``ood=none``; its root (and the data's)
+    checked first."""
+    from csg.engine.build import build_ood_loader
+
+    ood = posterior.cfg.get("ood") if posterior.cfg is not None else None
+    if ood is None or str(ood.get("name", "none")) == "none":
+        return None
+    cfg = data_config(posterior)
+    _check_run_data(cfg, posterior, given=_given(posterior), ood=True)
+    return build_ood_loader(cfg, posterior.data)[0]

@@ -1,0 +1,66 @@
+"""Typed settings read once from the composed config at the boundary (issue 75): the evaluation's, from train.py's
+configs as composed and from a run's saved config; and :func:`csg.components.select`, by which the modules below
+the boundary read a config without importing omegaconf."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from csg.components import select
+from csg.engine.build import evaluation_settings
+from csg.engine.settings import EvaluationSettings, SwagSettings
+from tests.conftest import ROOT
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+DEFAULT = dict(seed=0, chains=1, replica=False, importance=False, swag=None, cycle_weights="equal", ece_bins=15,
+               reference=None, ood="none", params=None, rest="frozen")
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ([], {}),
+    (["sampler=icsghmc"], dict(chains=4, importance=True)),
+    (["sampler=resghmc", "sampler.chains=2"], dict(chains=2, replica=True)),
+    (["sampler=cycswag"], dict(swag=SwagSettings(draws_per_cycle=10, rank=20, scale=0.5))),
+    (["seed=3", "evaluation.cycle_weights=harmonic", "evaluation.ece_bins=10", "ood=notmnist",
+      "evaluation.reference=ref.npz", "sampler.params=[fc.*,head]", "sampler.rest=sgd"],
+     dict(seed=3, cycle_weights="harmonic", ece_bins=10, ood="notmnist", reference="ref.npz", params=("fc.*", "head"),
+          rest="sgd")),
+], ids=["default", "contour", "replica", "swag", "evaluation-and-part"])
+def test_the_evaluation_settings_are_the_configs_values(overrides, expected):
+    settings = evaluation_settings(_compose(*overrides))
+    assert settings == EvaluationSettings(**{**DEFAULT, **expected})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.chains = 2
+
+
+def test_equal_contour_weights_and_swag_without_draws_are_read_as_such():
+    settings = evaluation_settings(OmegaConf.create({
+        "seed": 0, "evaluation": {"cycle_weights": "equal", "ece_bins": 15},
+        "sampler": {"contour": {"ensemble_weights": "equal"}, "swag": {"draws_per_cycle": 0, "rank": 20, "scale": 1}}}))
+    assert not settings.importance and settings.swag is None  # the samples themselves, equally weighted
+
+
+def test_a_saved_config_without_the_newer_keys_gives_the_settings_an_old_run_had():
+    saved = OmegaConf.create({"seed": 1, "sampler": {"name": "csgld"}, "evaluation": {"cycle_weights": "equal",
+                                                                                      "ece_bins": 15}})
+    assert evaluation_settings(saved) == EvaluationSettings(seed=1)
+
+
+def test_select_reads_a_config_by_key_as_omegaconf_does():
+    cfg = OmegaConf.create({"model": {"name": "mlp", "num_classes": None, "width": "???", "deep": {"x": 1}},
+                            "alias": "${model.name}", "broken": "${nowhere}"})
+    for key in ("model.name", "model.num_classes", "model.width", "model.deep.x", "model.deep.y", "model.name.z",
+                "data.root", "alias"):
+        assert select(cfg, key, default="d") == OmegaConf.select(cfg, key, default="d"), key
+    assert select(OmegaConf.to_container(cfg), "model.deep.x") == 1  # a plain mapping too
+    with pytest.raises(Exception, match="nowhere"):  # an interpolation to nothing is the config's error, as before
+        select(cfg, "broken")
