@@ -51,8 +51,9 @@ def has_target(node: Any) -> bool:
 def select(cfg: Config, key: str, default: Any = None) -> Any:
     """The value at dotted ``key`` of a config (``model.num_classes``), ``default`` where a part of the path is
     absent or not a mapping, or the value is a mandatory one never given (a DictConfig's ``???``), as
-    ``OmegaConf.select(cfg, key, default=...)`` reads it. An interpolation is resolved; one that does not resolve
-    raises."""
+    ``OmegaConf.select(cfg, key, default=...)`` reads such keys. An interpolation is resolved; one that does not
+    resolve raises. Mapping keys only: no list index (``a.0``, ``a[0]``) and no relative key (``.a``), which
+    OmegaConf's select also takes."""
     node: Any = cfg
     for part in key.split("."):
         node = node.get(part, _ABSENT) if isinstance(node, Mapping) else _ABSENT

@@ -12,6 +12,7 @@ private names and the loose modules are ours).
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -159,6 +160,7 @@ def test_each_rule_is_caught_on_a_constructed_package(tmp_path):
 ENGINE_BOUNDARY = {"build", "chain", "limits", "job_checks", "rundir"}
 HYDRA_INTERNALS = "csg/checks/hydra_internals.py"  # the one module that may use Hydra's or OmegaConf's internals
 PRIVATE_NODE_METHODS = {"_get_node", "_is_none", "_value"}
+CONFIG_TYPES = re.compile(r"\b(DictConfig|Config)\b")  # a composed config: omegaconf's type, or csg.components.Config
 
 
 def config_problems(engine: Path) -> list[str]:
@@ -175,7 +177,7 @@ def config_problems(engine: Path) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
                 problems += [f"{path.name}: {node.name}({a.arg}) takes a config" for a in arguments if a.arg == "cfg"
-                             or (a.annotation is not None and "DictConfig" in ast.unparse(a.annotation))]
+                             or (a.annotation is not None and CONFIG_TYPES.search(ast.unparse(a.annotation)))]
     return problems
 
 
@@ -257,7 +259,7 @@ def test_the_boundary_and_adapter_rules_catch_a_constructed_breach(tmp_path):
     (engine / "step").mkdir(parents=True)
     (engine / "build.py").write_text("from omegaconf import DictConfig\ndef f(cfg): ...\n")  # the boundary: allowed
     (engine / "loop.py").write_text("def run(settings, cfg=None):\n    from hydra.utils import instantiate\n")
-    (engine / "step" / "single.py").write_text("def make(node: 'DictConfig'): ...\n")
+    (engine / "step" / "single.py").write_text("def make(node: 'DictConfig'): ...\ndef run(settings: Config): ...\n")
     (tmp_path / "csg" / "checks").mkdir()
     (tmp_path / "csg" / "checks" / "groups.py").write_text("from hydra._internal.utils import get_args_parser\n"
                                                            "def f(cfg):\n    return cfg._get_node('data')\n")
@@ -265,7 +267,7 @@ def test_the_boundary_and_adapter_rules_catch_a_constructed_breach(tmp_path):
                                                                "from omegaconf._utils import get_value_kind\n")
     (tmp_path / "csg" / "checks" / "hydra_internals.py").write_text("import hydra._internal.utils\n")
     assert config_problems(engine) == ["loop.py: run(cfg) takes a config", "loop.py imports hydra.utils",
-                                       "single.py: make(node) takes a config"]
+                                       "single.py: make(node) takes a config", "single.py: run(settings) takes a config"]
     assert internals_problems(tmp_path) == ["groups.py imports hydra._internal.utils.get_args_parser",
                                             "groups.py:3 calls _get_node", "preflight.py imports hydra._internal",
                                             "preflight.py imports omegaconf._utils.get_value_kind"]

@@ -41,6 +41,8 @@ OVERRIDABLE = ("evaluation.*", "trainer.device", "trainer.precision", "data.eval
                "data.device_resident", "data.root", "data.download", "ood.*")
 GROUPS = ("data", "model", "sampler", "trainer", "logger", "ood", "synthetic", "experiment")  # train.py's config groups
 SAVED_CONFIG = ".hydra/config.yaml"
+
+
 def load_run_config(run_dir: Path, *, trust_code: bool = False) -> DictConfig:
     """The saved config of a train.py run directory, read as data and checked as train.py checks a config; else a
     one-line ConfigError.

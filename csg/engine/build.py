@@ -71,7 +71,6 @@ def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: st
         raise ConfigError(key, str(node.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
 
 
-
 def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
                          layout: distributed.Layout | None = None, data=None, chains: int = 1, likelihood=None):
     """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``.

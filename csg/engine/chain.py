@@ -109,7 +109,7 @@ class PreparedChain:
     device: torch.device
     writes_checkpoints: bool
     checkpoints: bool
-    likelihood: Any = None
+    likelihood: Any
 
     def checkpoint(self, loop_state: LoopState) -> None:
         """Save the chain at ``loop_state`` (from the chain's first process; the others write nothing)."""
@@ -140,7 +140,8 @@ class FittedChain:
 def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: torch.device,
                   precision: Precision, run_dir: Path, resuming: bool, likelihood=None) -> PreparedChain:
     """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one. ``likelihood``:
-    the run's, built once for all its chains (:func:`csg.engine.build.build_likelihood`; None: built here).
+    the run's, built once for all its chains (None: built here, once the checkpoint's config is compared: the first
+    chain's, which :mod:`csg.launch.run` hands to the others).
 
     A checkpoint is read and its config compared with this run's first, before any data or model is built;
     its samples are checked once the collection plan is known (:func:`check_samples_on_disk`)."""

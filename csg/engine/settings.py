@@ -4,7 +4,8 @@
 :class:`EvaluationSettings`: what makes a run's ensemble out of its samples and how the ensemble is scored
 (:func:`csg.posterior.evaluate.evaluate_store`), built by :func:`csg.engine.build.evaluation_settings` from a
 train.py config or a run's saved one. The other sections of a run (data, model, likelihood, sampler, schedule,
-trainer) are still read from the config by :mod:`csg.engine.build`.
+trainer) are still read from the config, by the engine's boundary (:mod:`csg.engine.build`, ``chain``, ``limits``,
+``job_checks``).
 """
 
 from __future__ import annotations
@@ -51,5 +52,5 @@ class EvaluationSettings:
     ece_bins: int = 15
     reference: str | None = None
     ood: str = "none"
-    params: tuple[str, ...] | None = None
+    params: tuple[str, ...] | str | None = None  # a str: refused by csg.engine.part.select_part, naming the key
     rest: str = "frozen"

@@ -23,8 +23,8 @@ from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.reporting import DIVERGED
-from csg.engine.build import (build_likelihood, build_ood_loader, evaluation_settings, interaction_kind, node_options,
-                              prior_record, prior_settings)
+from csg.engine.build import (build_ood_loader, evaluation_settings, interaction_kind, node_options, prior_record,
+                              prior_settings)
 from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
@@ -150,9 +150,11 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     precision = Precision(str(cfg.trainer.precision), device)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resuming, move_aside = _earlier_results_to_move(cfg, run_dir)
-    likelihood = build_likelihood(cfg)  # once: every chain, the loop and the evaluation share it
-    prepared = [prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming, likelihood)
-                for chain in layout.local_chains()]
+    prepared: list[PreparedChain] = []
+    for chain in layout.local_chains():  # the first builds the likelihood once its checkpoint is compared; all share it
+        prepared.append(prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming,
+                                      prepared[0].likelihood if prepared else None))
+    likelihood = prepared[0].likelihood  # every chain's, the loop's and the evaluation's
     ood_loader, ood_source = build_ood_loader(cfg, prepared[0].data, layout)  # bad OOD input: before training
     if cfg.evaluation.get("reference") is not None:  # a reference made on other inputs: before training
         from csg.evaluation.reference_predictive import check_run_reference

@@ -42,6 +42,8 @@ class Likelihood:
     - :meth:`nll`: :math:`\\ell_i = -\\log p(y_i \\mid f_i, \\phi)`, one value per example (shape ``(batch,)``);
     - :meth:`prior_energy`: :math:`-\\log p(\\phi)` (with the Jacobian of the parameterisation), 0 by default;
     - :meth:`predictive`: one member's prediction: class probabilities, or ``(mean, variance)`` of ``y``.
+
+    A run builds one and shares it among its chains, its loop and its evaluation: it holds settings, not state.
     """
 
     task = "classification"

@@ -3,7 +3,7 @@
 :func:`ensemble_members` says which samples (or SWAG draws) make a finished run's ensemble and their weights
 (:func:`evaluate_store` and :class:`csg.Posterior` both use it); :func:`evaluate_store` is what a run ends with
 (it writes nothing); :func:`evaluate_run` evaluates a finished run directory again, from its saved config
-(read by :mod:`csg.posterior.store`), without training (``scripts/evaluate_run.py``); :func:`format_metrics` is
+(read by :func:`csg.checks.saved.load_run_config`), without training (``scripts/evaluate_run.py``); :func:`format_metrics` is
 the table a run prints.
 """
 

@@ -300,7 +300,7 @@ def posterior_from_file(path: Path, device: torch.device, trust_code: bool, mode
     cfg = loaded_config(saved, trust_code) if saved.config else None
     shape = SimpleNamespace(num_classes=int(saved.metrics["num_classes"]),
                             input_shape=tuple(int(size) for size in saved.metrics["input_shape"]))
-    likelihood, target_scale = recorded_regression(saved.metrics, cfg, run_likelihood(
+    likelihood, target_scale = recorded_regression(saved.metrics, run_likelihood(
         cfg, path, key="path", config=f"{WHAT}: its config") if cfg is not None else None)
     if model is not None:
         model = attach(likelihood, own_model(model, device))

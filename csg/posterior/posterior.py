@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from csg.errors import ConfigError
 from csg.posterior.inputs import CheckedInputs, CheckedPairs, accumulate, checked_inputs, device_of, repeatable
-from csg.posterior.rundata import member_cycles, run_data, run_ood_loader, use_data_root
+from csg.posterior.rundata import checked_data_root, data_config, member_cycles, run_data, run_ood_loader
 
 
 class Posterior:
@@ -110,15 +110,16 @@ class Posterior:
         from csg.posterior.export import SUFFIXES, posterior_from_file
         from csg.posterior.sources import posterior_class, posterior_from_run
 
-        run_dir = Path(run_dir)
+        run_dir, root = Path(run_dir), checked_data_root(data_root)
         if run_dir.suffix in SUFFIXES and not run_dir.is_dir():  # a posterior file
             parts, extra = posterior_from_file(run_dir, device_of(device), trust_code, model), {}
         elif model is not None:  # a run directory's config builds its model
             raise ConfigError("model", type(model).__name__, "None for a run directory (its config builds the model)")
         else:
-            parts, extra = posterior_from_run(run_dir, device_of(device), trust_code), {"trust_code": trust_code}
+            parts, extra = posterior_from_run(run_dir, device_of(device), trust_code, root), {"trust_code": trust_code}
+        data_config(parts["cfg"], root)  # a data_root the run cannot use: refused, as loading the run's data would
         posterior = posterior_class(cls, parts)(**parts, keep_on_device=keep_on_device, **extra)
-        use_data_root(posterior, data_root)
+        posterior.data_root = root
         return posterior
 
     @classmethod

@@ -1,7 +1,7 @@
 """What a :class:`~csg.posterior.posterior.Posterior` knows of its run beyond the weights: each member's cycle
 (:func:`member_cycles`), and the run's data, read from the root its config names or from the caller's own
-(:meth:`Posterior.load(..., data_root=...) <csg.posterior.posterior.Posterior.load>`: :func:`use_data_root`,
-:func:`run_data`, :func:`run_ood_loader`).
+(:meth:`Posterior.load(..., data_root=...) <csg.posterior.posterior.Posterior.load>`: :func:`checked_data_root`,
+:func:`data_config`, :func:`run_data`, :func:`run_ood_loader`).
 
 The data's root is checked before anything is read (:func:`csg.checks.saved.check_run_data`): never inside the run
 directory (or posterior file), and a data set read by unpickling (CIFAR's python-pickle batches) only from a root
@@ -17,7 +17,7 @@ from typing import Any
 
 from csg.errors import ConfigError
 
-__all__ = ["data_config", "member_cycles", "run_data", "run_ood_loader", "use_data_root"]
+__all__ = ["checked_data_root", "data_config", "given_keys", "member_cycles", "run_data", "run_ood_loader"]
 
 # a member's name: a sample file (samples/[chainNN/]sample_<index>_cycle<cycle>_epoch<epoch>.pt, as
 # csg.engine.samples.SampleStore names it) or a cyclical-SWAG draw (csg.posterior.evaluate)
@@ -36,43 +36,39 @@ def member_cycles(names: list[str]) -> list[int | None]:
     return cycles
 
 
-def use_data_root(posterior, data_root: str | os.PathLike | None) -> None:
-    """Read ``posterior``'s run data from ``data_root`` (``Posterior.load``'s argument; None: from the root its
-    config names): recorded as :attr:`csg.Posterior.data_root`, any data already built dropped. A posterior without
-    a run's config, or a ``data_root`` that is not a folder's path, is a one-line ConfigError (key ``data_root``)."""
+def checked_data_root(data_root: str | os.PathLike | None) -> str | None:
+    """``Posterior.load``'s ``data_root`` as an absolute path (``~`` expanded), or None; a one-line ConfigError (key
+    ``data_root``) for a value that is not a folder's path, or is an interpolation."""
     if data_root is None:
-        return
+        return None
     root = os.fspath(data_root) if isinstance(data_root, (str, os.PathLike)) else None
     if not isinstance(root, str) or not root.strip() or "${" in root:
         raise ConfigError("data_root", str(data_root)[:120], "None, or the path (a str or pathlib.Path) of the folder "
                           "to read the run's data set from, not an interpolation")
-    if posterior.cfg is None:
-        raise ConfigError("data_root", root, "None for a posterior without a run's config (of your own state dicts: "
-                          "it has no run data; pass your loaders to evaluate)")
-    posterior.data_root, posterior._data = root, None
+    return os.path.abspath(os.path.expanduser(root))
 
 
-def data_config(posterior) -> Any:
-    """The config the run's data are built from: the run's, with ``data.root`` the caller's ``data_root`` if given
-    (a copy: :attr:`csg.Posterior.cfg` stays the run's)."""
-    if posterior.data_root is None:
-        return posterior.cfg
-    cfg = copy.deepcopy(posterior.cfg)  # a run's config read back as data: neither struct nor read-only
-    cfg.data.root = posterior.data_root
+def data_config(cfg: Any, data_root: str | None) -> Any:
+    """The config a run's data are built from: ``cfg`` (the run's), or a copy of it whose ``data.root`` is the caller's
+    ``data_root`` (checked: :func:`checked_data_root`). A ``data_root`` for a posterior without a run's config, or for
+    a data set that reads no root (no ``data.root`` key: mnist5k, a user's own data), is a one-line ConfigError."""
+    if data_root is None:
+        return cfg
+    if cfg is None:
+        raise ConfigError("data_root", data_root, "None for a posterior without a run's config (of your own state "
+                          "dicts: it has no run data; pass your loaders to evaluate)")
+    if "root" not in cfg.data.keys():
+        raise ConfigError("data_root", data_root, f"None for data={cfg.data.get('name')}, which reads no data root "
+                          "(its config has no data.root)")
+    cfg = copy.deepcopy(cfg)  # a run's config read back as data: neither struct nor read-only
+    cfg.data.root = data_root
     return cfg
 
 
-def _given(posterior) -> tuple[str, ...]:
-    """The data keys the caller set (:func:`csg.checks.saved.check_run_data`'s ``given``)."""
-    return ("data.root",) if posterior.data_root is not None else ()
-
-
-def _check_run_data(cfg: Any, posterior, **options) -> None:
-    """csg's check of where a run's data are read from (:func:`csg.checks.saved.check_run_data`), for
-    ``posterior``'s run directory or file."""
-    from csg.checks.saved import check_run_data
-
-    check_run_data(cfg, posterior.source, trust_code=posterior.trust_code, **options)
+def given_keys(data_root: str | None) -> tuple[str, ...]:
+    """The data keys the caller set (:func:`csg.checks.saved.check_run_data`'s ``given``): ``data.root`` with a
+    ``data_root``, under which CIFAR's pickles may be read."""
+    return ("data.root",) if data_root is not None else ()
 
 
 def run_data(posterior) -> Any:
@@ -80,13 +76,12 @@ def run_data(posterior) -> Any:
     forked random state (torch's global one stays as the caller had it)."""
     from csg.posterior.inputs import build_run, own_random_state
 
-    cfg, given = data_config(posterior), _given(posterior)
     where = {} if posterior.run_dir is not None else {
         "key": "path", "config": "a posterior file written by Posterior.save: its config"}
-    if given:  # checked here: build_run's own check (skipped) would take the caller's root for the run's
-        _check_run_data(cfg, posterior, given=given)
     with own_random_state(posterior.device):
-        data, _ = build_run(cfg, posterior.device, posterior.source, posterior.trust_code or bool(given), **where)
+        data, _ = build_run(data_config(posterior.cfg, posterior.data_root), posterior.device, posterior.source,
+                            posterior.trust_code, likelihood=posterior.likelihood,
+                            given=given_keys(posterior.data_root), **where)
     return data
 
 
@@ -98,6 +93,9 @@ def run_ood_loader(posterior) -> Any:
     ood = posterior.cfg.get("ood") if posterior.cfg is not None else None
     if ood is None or str(ood.get("name", "none")) == "none":
         return None
-    cfg = data_config(posterior)
-    _check_run_data(cfg, posterior, given=_given(posterior), ood=True)
+    from csg.checks.saved import check_run_data
+
+    cfg = data_config(posterior.cfg, posterior.data_root)
+    check_run_data(cfg, posterior.source, trust_code=posterior.trust_code, given=given_keys(posterior.data_root),
+                   ood=True)
     return build_ood_loader(cfg, posterior.data)[0]

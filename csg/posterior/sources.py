@@ -162,17 +162,14 @@ def regression_facts(likelihood, target_scale) -> dict[str, Any]:
     return facts
 
 
-def recorded_regression(metrics: dict[str, Any], cfg, likelihood=None) -> tuple[Any, Any]:
-    """``(likelihood, target_scale)`` of a run's (or posterior file's) config and metrics: ``likelihood`` (the
-    config's, built already), else the config's likelihood, else the one the metrics record (a file of
-    :meth:`csg.Posterior.from_states`), else categorical."""
+def recorded_regression(metrics: dict[str, Any], likelihood=None) -> tuple[Any, Any]:
+    """``(likelihood, target_scale)`` of a run (or posterior file): ``likelihood`` (its config's, built already), else
+    the one its metrics record (a file of :meth:`csg.Posterior.from_states`), else categorical; ``target_scale`` as
+    its metrics record it."""
     from csg.data.splits import TargetScale
-    from csg.engine.build import build_likelihood
     from csg.likelihoods import create_likelihood
 
-    if likelihood is None and cfg is not None:
-        likelihood = build_likelihood(cfg)
-    elif likelihood is None:
+    if likelihood is None:
         spec = dict(metrics.get("likelihood") or {"name": "categorical"})
         likelihood = create_likelihood(spec.pop("name"), **spec)
     scale = metrics.get("target_scale")
@@ -187,16 +184,20 @@ def posterior_class(cls: type, parts: dict[str, Any]) -> type:
     return next((kind for kind in kinds if getattr(kind, "task", "classification") == task), cls)
 
 
-def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) -> dict[str, Any]:
+def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool, data_root: str | None = None
+                       ) -> dict[str, Any]:
     """The keyword arguments of :class:`~csg.posterior.posterior.Posterior` for the finished run ``run_dir`` (see
     :meth:`~csg.posterior.posterior.Posterior.load`): its saved config and metrics, the samples its manifests
     record (each checked before the model or the data is built), the model (built from a forked random state,
-    without the data where metrics.json records the classes and input shape) and the ensemble's members."""
+    without the data where metrics.json records the classes and input shape) and the ensemble's members. The data,
+    where loading needs them (harmonic weights, a run older than metrics.json's shapes), are read from
+    ``data_root`` when given (:func:`csg.posterior.rundata.data_config`), else from the root the config names."""
     from csg.engine.devices import Precision
     from csg.engine.samples import SampleStore
     from csg.engine.build import evaluation_settings
     from csg.posterior.evaluate import ensemble_members
     from csg.posterior.inputs import build_run, own_random_state, run_likelihood
+    from csg.posterior.rundata import data_config, given_keys
     from csg.checks.saved import load_run_config
     from csg.posterior.store import check_recorded_members, finished_metrics, sample_paths
 
@@ -207,10 +208,11 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
     precision = Precision(str(cfg.trainer.precision), device)
     recorded = metrics.get("num_classes"), metrics.get("input_shape")
     holder: dict[str, Any] = {"data": None}
-    likelihood, target_scale = recorded_regression(metrics, cfg, run_likelihood(cfg, run_dir))
+    likelihood, target_scale = recorded_regression(metrics, run_likelihood(cfg, run_dir))
+    data_cfg, given = data_config(cfg, data_root), given_keys(data_root)
     with own_random_state(device):
         if None in recorded:  # a run from before metrics.json recorded them: the data tell
-            holder["data"], model = build_run(cfg, device, run_dir, trust_code, likelihood=likelihood)
+            holder["data"], model = build_run(data_cfg, device, run_dir, trust_code, likelihood=likelihood, given=given)
             recorded = holder["data"].num_classes, tuple(holder["data"].input_shape)
         else:
             _, model = build_run(cfg, device, run_dir, trust_code, shape=SimpleNamespace(
@@ -218,7 +220,7 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool) ->
 
         def training_data():
             if holder["data"] is None:
-                holder["data"], _ = build_run(cfg, device, run_dir, trust_code, likelihood=likelihood)
+                holder["data"], _ = build_run(data_cfg, device, run_dir, trust_code, likelihood=likelihood, given=given)
             return holder["data"]
 
         members = ensemble_members(evaluation_settings(cfg), model, store, training_data, device, precision,

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from csg.components import select
+from csg.components import has_target, select
 from csg.engine.build import evaluation_settings
 from csg.engine.settings import EvaluationSettings, SwagSettings
 from tests.conftest import ROOT
@@ -64,3 +64,25 @@ def test_select_reads_a_config_by_key_as_omegaconf_does():
     assert select(OmegaConf.to_container(cfg), "model.deep.x") == 1  # a plain mapping too
     with pytest.raises(Exception, match="nowhere"):  # an interpolation to nothing is the config's error, as before
         select(cfg, "broken")
+
+
+def test_a_user_component_is_named_by_target_in_a_config_or_a_plain_mapping():
+    cfg = OmegaConf.create({"model": {"_target_": "my_project.Net", "width": 3}, "data": {"name": "mnist"},
+                            "sampler": {"optimizer": {"_target_": "???"}}})
+    assert has_target(cfg.model) and has_target(cfg.sampler.optimizer)  # given later (???): still a user's
+    assert has_target({"_target_": "my_project.Net"}) and not has_target(cfg.data) and not has_target(None)
+    assert not has_target("my_project.Net")
+
+
+def test_a_checkpoint_fingerprint_is_the_resolved_config_but_logging_and_checkpointing():
+    from csg.engine.chain import config_fingerprint
+    from csg.reporting import flat_keys
+
+    cfg = _compose("trainer.progress=false", "seed=4")
+    fingerprint = config_fingerprint(cfg)
+    every = flat_keys(OmegaConf.to_container(cfg, resolve=True))
+    assert fingerprint["seed"] == 4 and fingerprint["sampler.lr0"] == every["sampler.lr0"]  # resolved values
+    assert list(fingerprint) == [k for k in every if not k.startswith(("logger.", "hydra.", "callbacks"))
+                                 and k not in ("trainer.progress", "trainer.log_every_n_steps",
+                                               "trainer.log_every_n_epochs", "trainer.threads")
+                                 and not k.startswith("trainer.checkpoint.")]

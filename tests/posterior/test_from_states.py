@@ -65,6 +65,8 @@ def test_a_saved_posterior_of_state_dicts_loads_back_only_with_its_model(tmp_pat
         csg.Posterior.load(path, model=_factory, data_root=tmp_path)
     with pytest.raises(ConfigError, match="^data_root='3' is not allowed: None, or the path"):
         csg.Posterior.load(path, model=_factory, data_root=3)
+    with pytest.raises(ConfigError, match="^data_root=.* not an interpolation$"):
+        csg.Posterior.load(path, model=_factory, data_root="${oc.env:DATA}")
     with pytest.raises(ConfigError, match=r"^path=.*posterior.* member 0 \(a\) has 1\.(weight|bias) of shape"):
         csg.Posterior.load(path, model=lambda: nn.Sequential(nn.Flatten(), nn.Linear(6, 3)))
 

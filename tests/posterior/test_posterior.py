@@ -163,6 +163,8 @@ def test_members_of_two_chains_harmonic_weights_and_swag_draws(trained):
         record = torch.load(chains.run_dir / "samples" / name, weights_only=True)  # the sample file's own record
         assert cycle == record["cycle"] and state.keys() == record["state_dict"].keys()
         assert all(torch.equal(state[k], v) and state[k].device.type == "cpu" for k, v in record["state_dict"].items())
+    with pytest.raises(ConfigError, match=r"^data_root=.* None for data=mnist5k, which reads no data root"):
+        csg.Posterior.load(chains.run_dir, data_root=trained.cwd)  # the shipped digits: no root to replace
 
 
 def test_iteration_loads_one_sample_at_a_time_into_one_module(trained):

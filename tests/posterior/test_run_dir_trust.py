@@ -208,7 +208,7 @@ def _pickled_cifar(root: Path, marker: Path) -> Path:
 
 
 @pytest.mark.timeout(60)
-def test_a_cifar_root_in_the_run_or_named_by_it_is_never_unpickled(run, tmp_path):
+def test_a_cifar_root_in_the_run_or_named_by_it_is_never_unpickled(run, tmp_path, monkeypatch):
     marker = tmp_path / "pwned"
     _pickled_cifar(run / "data", marker)
     _plant(run, data__name="cifar10", data__root=str(run / "data"), data__download=False)
@@ -242,6 +242,23 @@ def test_a_cifar_root_in_the_run_or_named_by_it_is_never_unpickled(run, tmp_path
     x, _ = next(iter(posterior.data.test))
     assert x.shape == (4, 3, 32, 32) and len(posterior.data.test.dataset) == 10
     assert posterior.data_root == str(tmp_path / "mine") and posterior.cfg.data.root == str(elsewhere)
+    # harmonic weights read the training data while loading: from the caller's copy too, never the run's root
+    import csg.posterior.inputs as inputs
+
+    class Read(Exception):
+        pass
+
+    def spy(cfg, *args, shape=None, **kwargs):  # the data build of the load, stopped once its root is known
+        if shape is None:
+            raise Read(str(cfg.data.root), kwargs.get("given"))
+        return build_run(cfg, *args, shape=shape, **kwargs)
+
+    build_run = inputs.build_run
+    monkeypatch.setattr(inputs, "build_run", spy)
+    _plant(run, evaluation__cycle_weights="harmonic")
+    with pytest.raises(Read) as read:
+        csg.Posterior.load(run, device="cpu", data_root=tmp_path / "mine")
+    assert read.value.args == (str(tmp_path / "mine"), ("data.root",)) and not marker.exists()
 
 
 @pytest.mark.timeout(30)
