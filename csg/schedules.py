@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["CollectionPoint", "Constant", "Cyclical", "DECREASING_GAMMA", "Decreasing", "HOLD_SAMPLING_LR", "SCHEDULES", "STEP_FACTOR",
+__all__ = ["CollectionPoint", "Constant", "Cyclical", "DECREASING_GAMMA", "Decreasing", "HOLD_SAMPLING_LR", "SCHEDULES",
+           "SCHEDULE_OPTIONS", "STEP_FACTOR",
            "STEP_MILESTONES", "Schedule", "StepDecay", "capacity", "collection_points", "create_schedule",
            "eligible_epochs", "first_sampling_iteration", "sampling_iterations", "schedule_for"]
 
@@ -246,6 +247,7 @@ def create_schedule(
 _OPTIONS = {"lr_final": ("lr_final", lambda v: v), "gamma": ("gamma", lambda v: v),
             "hold_sampling_lr": ("hold_sampling_lr", bool), "lr_milestones": ("milestones", tuple),
             "sampling_lr": ("sampling_lr", lambda v: None if v is None else float(v)), "lr_factor": ("factor", float)}
+SCHEDULE_OPTIONS = tuple(_OPTIONS)  # the optional sampler keys schedule_for reads, beside schedule, lr0, cycles, explore
 
 
 def schedule_for(sampler, total_steps: int) -> Schedule:

@@ -157,7 +157,7 @@ def test_each_rule_is_caught_on_a_constructed_package(tmp_path):
 
 # The engine's boundary: the modules that turn a composed config into a run's objects (and read Hydra's run
 # directory). Every other engine module takes typed objects: no omegaconf or hydra import, no `cfg` argument.
-ENGINE_BOUNDARY = {"build", "chain", "limits", "job_checks", "rundir"}
+ENGINE_BOUNDARY = {"build", "chain", "limits", "job_checks", "rundir", "settings"}  # settings: the typed tree
 HYDRA_INTERNALS = "csg/checks/hydra_internals.py"  # the one module that may use Hydra's or OmegaConf's internals
 PRIVATE_NODE_METHODS = {"_get_node", "_is_none", "_value"}
 CONFIG_TYPES = re.compile(r"\b(DictConfig|Config)\b")  # a composed config: omegaconf's type, or csg.components.Config

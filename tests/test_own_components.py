@@ -60,13 +60,14 @@ def test_item_by_item_and_in_memory_serve_the_same_batches(tmp_path, in_memory):
 
 def test_the_loop_sets_lr_and_temperature_of_a_users_sampler_from_the_schedule(tmp_path):
     from csg.engine.build import build_schedule
+    from csg.engine.settings import schedule_settings
 
     RecordingSGD.seen.clear()
     sampler = ["sampler=custom", "sampler.optimizer._target_=tests.own_components.RecordingSGD",
                "+sampler.optimizer.scale=0.5", "sampler.temperature=0.7"]
     metrics, _ = _run(tmp_path, *DATA, *MODEL, *sampler, *SHORT)
     cfg = _cfg(*DATA, *MODEL, *sampler, *SHORT)
-    schedule = build_schedule(cfg, total_steps=6 * 6)  # 120 examples in batches of 20
+    schedule = build_schedule(schedule_settings(cfg), total_steps=6 * 6)  # 120 examples in batches of 20
     expected = [(schedule.lr(k), 0.7 if schedule.sampling(k) else 0.0) for k in range(36)]
     assert RecordingSGD.seen == expected
     assert metrics["method"] == "RecordingSGD" and metrics["ensemble"]["num_samples"] == 2

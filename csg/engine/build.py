@@ -26,14 +26,14 @@ from csg.engine.limits import (check_labels, check_memory, check_model_fits, che
 from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
-from csg.components import TARGET, has_target, select, target_of
-from csg.engine.settings import EvaluationSettings, SwagSettings
+from csg.components import TARGET, has_target, target_of
+from csg.engine.settings import ScheduleSettings, TraceSettings
 from csg.models.custom import KEYS as MODEL_KEYS  # the model group's keys that are csg's, not the factory's
 
 __all__ = ["MAX_STEPS", "MODEL_KEYS", "build_data_and_model", "build_interaction", "build_likelihood", "build_model",
-           "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_trace", "evaluation_settings",
-           "interaction_kind", "keyword_arguments", "load_model_weights", "node_options", "optimise_rest", "part_of",
-           "plan_collection", "plan_trace", "seed_streams"]
+           "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_trace", "interaction_kind",
+           "keyword_arguments", "load_model_weights", "node_options", "optimise_rest", "part_of", "plan_collection",
+           "plan_trace", "seed_streams"]
 
 
 def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
@@ -203,21 +203,6 @@ def part_of(cfg: DictConfig, model: torch.nn.Module):
     return select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
 
 
-def evaluation_settings(cfg: DictConfig) -> EvaluationSettings:
-    """The :class:`~csg.engine.settings.EvaluationSettings` of a run's config (train.py's, or a run's saved one)."""
-    sampler, evaluation = cfg.sampler, cfg.evaluation
-    swag, contour, params = sampler.get("swag"), sampler.get("contour"), sampler.get("params")
-    return EvaluationSettings(
-        seed=int(cfg.seed), chains=int(sampler.get("chains", 1)), replica=sampler.get("replica") is not None,
-        importance=contour is not None and contour.get("ensemble_weights", "importance") == "importance",
-        swag=(SwagSettings(int(swag.draws_per_cycle), int(swag.rank), float(swag.scale))
-              if swag is not None and int(swag.draws_per_cycle) > 0 else None),
-        cycle_weights=str(evaluation.cycle_weights), ece_bins=int(evaluation.ece_bins),
-        reference=None if evaluation.get("reference") is None else str(evaluation.reference),
-        ood=str(select(cfg, "ood.name", "none")), rest=str(sampler.get("rest", "frozen")),
-        params=params if params is None or isinstance(params, str) else tuple(str(p) for p in params))
-
-
 def interaction_kind(cfg: DictConfig) -> str | None:
     """:func:`csg.engine.distributed.interaction_kind` of a run's ``sampler`` keys."""
     contour = cfg.sampler.get("contour")
@@ -249,26 +234,28 @@ def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = 
     return built if built is not None else (None, None)
 
 
-def build_schedule(cfg: DictConfig, total_steps: int):
-    """The step-size schedule of ``cfg.sampler`` over ``total_steps`` iterations; a one-line ConfigError for a
-    budget it cannot hold (more cycles than iterations, 2^53 iterations or more, a decay beyond a float)."""
-    if cfg.sampler.schedule == "cyclical" and cfg.sampler.cycles > total_steps:
-        raise ConfigError("sampler.cycles", cfg.sampler.cycles,
-                          f"at most the run's {total_steps} iterations (trainer.epochs={cfg.trainer.epochs} of "
-                          f"{total_steps // cfg.trainer.epochs} batches): a cycle needs at least one iteration")
-    if cfg.sampler.schedule == "decreasing" and total_steps < 2:
-        raise ConfigError("trainer.epochs", cfg.trainer.epochs,
+def build_schedule(settings: ScheduleSettings, total_steps: int):
+    """The step-size schedule of ``settings`` (:func:`csg.engine.settings.schedule_settings`) over ``total_steps``
+    iterations; a one-line ConfigError for a budget it cannot hold (more cycles than iterations, 2^53 iterations or
+    more, a decay beyond a float)."""
+    epochs = settings.epochs
+    if settings.schedule == "cyclical" and settings.cycles > total_steps:
+        raise ConfigError("sampler.cycles", settings.cycles,
+                          f"at most the run's {total_steps} iterations (trainer.epochs={epochs} of "
+                          f"{total_steps // epochs} batches): a cycle needs at least one iteration")
+    if settings.schedule == "decreasing" and total_steps < 2:
+        raise ConfigError("trainer.epochs", epochs,
                           f"a run of at least 2 iterations for sampler.schedule=decreasing (it has {total_steps})")
     if total_steps >= MAX_STEPS:
-        raise ConfigError("trainer.epochs", cfg.trainer.epochs,
+        raise ConfigError("trainer.epochs", epochs,
                           f"a budget of fewer than 2^53 iterations, where the schedule's arithmetic is exact (it has "
-                          f"{total_steps:.3g}: {total_steps // cfg.trainer.epochs} batches per epoch)")
+                          f"{total_steps:.3g}: {total_steps // epochs} batches per epoch)")
     try:
-        return schedule_for(cfg.sampler, total_steps)
+        return schedule_for(settings.sampler, total_steps)
     except (OverflowError, ZeroDivisionError):  # Decreasing's (lr0 / lr_final)^(1 / gamma) beyond a float
-        raise ConfigError("sampler.gamma", cfg.sampler.get("gamma"),
+        raise ConfigError("sampler.gamma", settings.options.get("gamma"),
                           f"an exponent for which (lr0 / lr_final)^(1 / gamma) is a finite number (lr0="
-                          f"{cfg.sampler.lr0}, lr_final={cfg.sampler.get('lr_final')})") from None
+                          f"{settings.lr0}, lr_final={settings.options.get('lr_final')})") from None
 
 
 MAX_STEPS = 2**53  # iterations: k and k mod C are exact in float64 below it
@@ -360,13 +347,13 @@ def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.
                            derive_seed(int(cfg.seed), 104729))
 
 
-def plan_collection(cfg: DictConfig, schedule, batches_per_epoch: int):
-    """The collection points, or a ConfigError if ``samples_per_cycle`` does not fit."""
-    epochs = cfg.trainer.epochs
-    wanted = cfg.sampler.samples_per_cycle
+def plan_collection(settings: ScheduleSettings, schedule, batches_per_epoch: int):
+    """The collection points of ``settings`` under ``schedule``, or a ConfigError if ``samples_per_cycle`` does not
+    fit."""
+    epochs, wanted = settings.epochs, settings.samples_per_cycle
     fits = capacity(eligible_epochs(schedule, epochs, batches_per_epoch))
     if wanted > fits:
-        setting = f"trainer.epochs={epochs}, sampler.cycles={cfg.sampler.cycles}, sampler.explore={cfg.sampler.explore}"
+        setting = f"trainer.epochs={epochs}, sampler.cycles={settings.cycles}, sampler.explore={settings.explore}"
         allowed = (
             f"1..{fits}: the sampling stage of each cycle holds {fits} epoch end{'s' if fits > 1 else ''} ({setting})"
             if fits
@@ -377,22 +364,23 @@ def plan_collection(cfg: DictConfig, schedule, batches_per_epoch: int):
     return collection_points(schedule, epochs, batches_per_epoch, wanted)
 
 
-def plan_trace(cfg: DictConfig, schedule, total_steps: int, model) -> ParameterTrace | None:
-    """The parameter trace of ``cfg.trace``, or a ConfigError if the run is too short to fill it."""
-    if not cfg.trace.enabled:
+def plan_trace(trace: TraceSettings, schedule, total_steps: int, model) -> ParameterTrace | None:
+    """The parameter trace of ``trace`` (:func:`csg.engine.settings.trace_settings`), or a ConfigError if the run
+    is too short to fill it."""
+    if not trace.enabled:
         return None
-    check_trace(cfg, schedule, total_steps)
-    return ParameterTrace(model, burnin=cfg.trace.burnin, samples=cfg.trace.samples, keep=schedule.sampling)
+    check_trace(trace, schedule, total_steps)
+    return ParameterTrace(model, burnin=trace.burnin, samples=trace.samples, keep=schedule.sampling)
 
 
-def check_trace(cfg: DictConfig, schedule, total_steps: int) -> int:
+def check_trace(trace: TraceSettings, schedule, total_steps: int) -> int:
     """The sampling-stage iterations after ``trace.burnin`` (counted per cycle); a ConfigError if fewer than
     ``trace.samples``."""
-    available = sampling_iterations(schedule, min(int(cfg.trace.burnin), total_steps), total_steps)
-    if cfg.trace.samples > available:
+    available = sampling_iterations(schedule, min(int(trace.burnin), total_steps), total_steps)
+    if trace.samples > available:
         raise ConfigError(
-            "trace.samples", cfg.trace.samples,
-            f"at most {available}: the sampling-stage iterations after trace.burnin={cfg.trace.burnin} "
+            "trace.samples", trace.samples,
+            f"at most {available}: the sampling-stage iterations after trace.burnin={trace.burnin} "
             f"in {total_steps} iterations; raise trainer.epochs",
         )
     return available

@@ -26,6 +26,7 @@ from csg.engine.build import (build_data_and_model, build_interaction, build_lik
                               plan_trace, seed_streams)
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint, saved_states
 from csg.engine.samples import SampleStore
+from csg.engine.settings import schedule_settings, trace_settings
 from csg.engine.devices import Precision
 from csg.engine.loop import TrainResult
 from csg.engine.part import freeze_rest
@@ -163,9 +164,10 @@ def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: t
     load_model_weights(cfg, model)
     part = build_part(cfg, model)
     total_steps = cfg.trainer.epochs * len(data.train)
-    schedule = build_schedule(cfg, total_steps)
-    plan = plan_collection(cfg, schedule, len(data.train))
-    trace = plan_trace(cfg, schedule, total_steps, model)
+    schedule_of = schedule_settings(cfg)
+    schedule = build_schedule(schedule_of, total_steps)
+    plan = plan_collection(schedule_of, schedule, len(data.train))
+    trace = plan_trace(trace_settings(cfg), schedule, total_steps, model)
     store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples",
                         chain=chain, planned=len(plan), part_keys=part.sample_keys if part.stores_part else None)
     if resuming:

@@ -14,6 +14,7 @@ from csg.engine import distributed
 from csg.engine.build import (build_likelihood, build_model, build_part, build_sampler, build_schedule, check_trace,
                               node_options, plan_collection)
 from csg.engine.limits import check_memory, check_model_fits, check_step_values
+from csg.engine.settings import schedule_settings, trace_settings
 
 __all__ = ["DataFacts", "REAL_CHECK_BYTES", "check_job", "data_facts"]
 
@@ -85,10 +86,11 @@ def check_job(cfg: Config, data: DataFacts, device: torch.device, chains: int, l
         model = build_model(cfg, data, likelihood)
         check_model_fits(model, data, cfg, sync_batchnorm=sync, likelihood=likelihood)
     total_steps = int(cfg.trainer.epochs) * data.batches_per_epoch
-    schedule = build_schedule(cfg, total_steps)
-    plan_collection(cfg, schedule, data.batches_per_epoch)
-    if cfg.trace.enabled:
-        check_trace(cfg, schedule, total_steps)
+    schedule_of, trace = schedule_settings(cfg), trace_settings(cfg)
+    schedule = build_schedule(schedule_of, total_steps)
+    plan_collection(schedule_of, schedule, data.batches_per_epoch)
+    if trace.enabled:
+        check_trace(trace, schedule, total_steps)
     check_step_values(cfg, model, data.num_train)
     if cfg.model.get("weights"):
         from csg.models.weights import check_weights

@@ -48,8 +48,9 @@ class Built:
     def schedule(self, total_steps: int):
         """The command's step-size schedule (:mod:`csg.schedules`) over ``total_steps`` iterations."""
         from csg.engine.build import build_schedule
+        from csg.engine.settings import schedule_settings
 
-        return build_schedule(self.config, total_steps)
+        return build_schedule(schedule_settings(self.config), total_steps)
 
     def sampler(self, model, num_data: int, generator=None, device: str = "cpu"):
         """The command's sampler (a ``torch.optim.Optimizer``) over ``model``'s parameters, for ``num_data``
@@ -66,8 +67,9 @@ class Built:
         """The command's parameter trace (``trace.enabled``; :class:`csg.evaluation.ess.ParameterTrace`) of
         ``model`` under ``schedule``, or None where the command traces nothing."""
         from csg.engine.build import plan_trace
+        from csg.engine.settings import trace_settings
 
-        return plan_trace(self.config, schedule, total_steps, model)
+        return plan_trace(trace_settings(self.config), schedule, total_steps, model)
 
 
 def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True) -> Built:

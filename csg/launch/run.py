@@ -23,12 +23,12 @@ from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.reporting import DIVERGED
-from csg.engine.build import (build_ood_loader, evaluation_settings, interaction_kind, node_options, prior_record,
-                              prior_settings)
+from csg.engine.build import build_ood_loader, interaction_kind, node_options, prior_record, prior_settings
 from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
 from csg.engine.samples import SampleStore
+from csg.engine.settings import evaluation_settings
 from csg.data.bundle import unscaled_targets
 from csg.engine.devices import Precision, resolve_device, set_deterministic, set_threads
 from csg.errors import ConfigError, DivergenceError, Interrupted

@@ -22,10 +22,10 @@ import torch
 from csg.checks import config as checks
 from csg.checks.saved import apply_overrides, check_run_data, load_run_config, saved_config_errors
 from csg.engine import distributed
-from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader, evaluation_settings
+from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader
 from csg.engine.devices import Precision, resolve_device
 from csg.engine.samples import SampleStore
-from csg.engine.settings import EvaluationSettings, SwagSettings
+from csg.engine.settings import EvaluationSettings, SwagSettings, evaluation_settings
 from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.diagnostics import sampling_lines

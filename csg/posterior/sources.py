@@ -194,7 +194,7 @@ def posterior_from_run(run_dir: Path, device: torch.device, trust_code: bool, da
     ``data_root`` when given (:func:`csg.posterior.rundata.data_config`), else from the root the config names."""
     from csg.engine.devices import Precision
     from csg.engine.samples import SampleStore
-    from csg.engine.build import evaluation_settings
+    from csg.engine.settings import evaluation_settings
     from csg.posterior.evaluate import ensemble_members
     from csg.posterior.inputs import build_run, own_random_state, run_likelihood
     from csg.posterior.rundata import data_config, given_keys

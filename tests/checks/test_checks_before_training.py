@@ -321,17 +321,18 @@ def test_the_plan_is_the_per_epoch_rule_computed_per_cycle():
 
 def test_a_plan_of_a_billion_epochs_takes_no_time_and_absurd_budgets_are_refused():
     from csg.engine.build import build_schedule, check_trace, plan_collection
+    from csg.engine.settings import schedule_settings, trace_settings
 
     cfg = _cfg("trainer.epochs=1000000000", "trace.enabled=true")
     started = time.perf_counter()
-    schedule = build_schedule(cfg, 10**9 * 63)
-    points = plan_collection(cfg, schedule, 63)
+    schedule = build_schedule(schedule_settings(cfg), 10**9 * 63)
+    points = plan_collection(schedule_settings(cfg), schedule, 63)
     assert [p.epoch for p in points[:3]] == [249999997, 249999998, 249999999] and len(points) == 12
-    assert check_trace(cfg, schedule, 10**9 * 63) == 4 * 63 * 10**9 // 4 // 5  # the last 20% of each cycle
+    assert check_trace(trace_settings(cfg), schedule, 10**9 * 63) == 4 * 63 * 10**9 // 4 // 5  # the last 20% of a cycle
     assert time.perf_counter() - started < 1
     with pytest.raises(ConfigError, match=r"trainer.epochs=10000000000000000 is not allowed: a budget of fewer "
                                           r"than 2\^53 iterations"):
-        build_schedule(_cfg("trainer.epochs=10000000000000000"), 10**16 * 63)
+        build_schedule(schedule_settings(_cfg("trainer.epochs=10000000000000000")), 10**16 * 63)
 
 
 # -- hydra/launcher=slurm without SLURM ------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from csg.components import has_target, select
-from csg.engine.build import evaluation_settings
-from csg.engine.settings import EvaluationSettings, SwagSettings
+from csg.engine.settings import (EvaluationSettings, SwagSettings, TraceSettings, evaluation_settings,
+                                 schedule_settings, trace_settings)
 from tests.conftest import ROOT
 
 
@@ -86,3 +86,23 @@ def test_a_checkpoint_fingerprint_is_the_resolved_config_but_logging_and_checkpo
                                  and k not in ("trainer.progress", "trainer.log_every_n_steps",
                                                "trainer.log_every_n_epochs", "trainer.threads")
                                  and not k.startswith("trainer.checkpoint.")]
+
+
+@pytest.mark.parametrize("sampler", ["csghmc", "sgld", "sghmc_constant"])
+def test_the_schedule_settings_give_the_schedule_the_config_gives(sampler):
+    from csg.engine.build import build_schedule
+    from csg.schedules import schedule_for
+
+    cfg = _compose(f"sampler={sampler}", "trace.enabled=true", "trace.burnin=7")
+    settings = schedule_settings(cfg)
+    assert (settings.schedule, settings.lr0, settings.cycles, settings.epochs, settings.samples_per_cycle) == (
+        cfg.sampler.schedule, cfg.sampler.lr0, cfg.sampler.cycles, cfg.trainer.epochs, cfg.sampler.samples_per_cycle)
+    assert set(settings.options) == {k for k in ("lr_final", "gamma", "hold_sampling_lr", "lr_milestones",
+                                                 "sampling_lr", "lr_factor") if k in cfg.sampler}
+    total = 40 * cfg.trainer.epochs
+    ours, theirs = build_schedule(settings, total), schedule_for(cfg.sampler, total)
+    assert [(ours.lr(k), ours.sampling(k)) for k in range(0, total, 7)] == [
+        (theirs.lr(k), theirs.sampling(k)) for k in range(0, total, 7)]
+    assert trace_settings(cfg) == TraceSettings(enabled=True, burnin=7, samples=cfg.trace.samples)
+    with pytest.raises(TypeError):
+        settings.options["lr_final"] = 1.0  # frozen all the way down

@@ -35,6 +35,7 @@ def test_the_constant_step_presets_hold_half_the_recipes_step_and_sample(tmp_pat
     stages and samples are the decreasing baseline's; a short run trains at that step and samples."""
     import csg
     from csg.engine.build import build_schedule
+    from csg.engine.settings import schedule_settings
 
     cfg = _compose(["experiment=table1_smoke", f"sampler={name}"])
     decreasing = _compose(["experiment=table1_smoke", f"sampler={rule}"])
@@ -43,7 +44,7 @@ def test_the_constant_step_presets_hold_half_the_recipes_step_and_sample(tmp_pat
     assert cfg.sampler.momentum == momentum
     for key in ("explore", "samples_per_cycle", "cycles", "temperature", "weight_decay"):
         assert cfg.sampler[key] == decreasing.sampler[key], key
-    schedule = build_schedule(cfg, 1000)
+    schedule = build_schedule(schedule_settings(cfg), 1000)
     assert {schedule.lr(k) for k in range(1000)} == {cfg.sampler.lr0}
     assert not schedule.sampling(0) and schedule.sampling(999)  # burn-in first, as the decreasing baseline
     run = tmp_path / "run"

@@ -192,6 +192,7 @@ def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_c
     assert "sampler.temperature=0" in overrides("Snapshot-SGDM", 200, 0, 0.2)  # the control: noise off
     # every run's samples fit its cycles by train.py's own collection rule (a cycle need not end on an epoch end)
     from csg.engine.build import plan_collection
+    from csg.engine.settings import schedule_settings
     from csg.schedules import Cyclical
     from studies.benchmark.task import compose
 
@@ -201,7 +202,7 @@ def test_every_contender_is_a_train_command_at_every_budget_paying_for_all_its_c
             cfg = compose(0.2, tuple(w for w in words if not w.startswith(("experiment=", "sampler.temperature="))))
             epochs, cycles = int(cfg.trainer.epochs), int(cfg.sampler.cycles)
             assert float(cfg.sampler.explore) == contender.explore, name
-            plan_collection(cfg, Cyclical(1.0, epochs * 10, cycles, float(cfg.sampler.explore)), 10)
+            plan_collection(schedule_settings(cfg), Cyclical(1.0, epochs * 10, cycles, float(cfg.sampler.explore)), 10)
     with pytest.raises(ValueError, match="does not split over 4 chains"):
         overrides("cSGHMC x4", 42, 0, 0.2)
 

@@ -141,6 +141,7 @@ def test_every_run_of_every_sweep_composes_validates_and_fits_its_samples(spec, 
 
     from csg.checks.config import validate
     from csg.engine.build import build_schedule, plan_collection
+    from csg.engine.settings import schedule_settings
 
     if scale not in spec.presets:
         pytest.skip(f"{spec.name} has no {scale} scale")
@@ -153,8 +154,8 @@ def test_every_run_of_every_sweep_composes_validates_and_fits_its_samples(spec, 
                 cfg.evaluation.reference = None   # a reference the user makes (make reference-cifar10): not in a clone
             validate(cfg)
             batches = -(-NUM_TRAIN[cfg.data.name] // cfg.data.batch_size)
-            schedule = build_schedule(cfg, cfg.trainer.epochs * batches)
-            points = plan_collection(cfg, schedule, batches)
+            schedule = build_schedule(schedule_settings(cfg), cfg.trainer.epochs * batches)
+            points = plan_collection(schedule_settings(cfg), schedule, batches)
             assert len(points) == cfg.sampler.cycles * cfg.sampler.samples_per_cycle, run
             assert cfg.study == spec.name
 
