@@ -70,14 +70,16 @@ class Check:
 def run(command: list[str], cwd: Path, limit: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """``command`` in a session of its own; past ``limit`` every process of it is killed (torchrun's workers too,
     not only the launcher) and ``subprocess.TimeoutExpired`` raised."""
+    # the clone's csg and tests import from any folder, where csg is not installed (the GPU machine: PYTHONPATH)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, **(env or {})}, start_new_session=True)
+                               env={**os.environ, "PYTHONPATH": path, **(env or {})}, start_new_session=True)
     try:
         out, err = process.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
+        out, err = process.communicate()
+        raise subprocess.TimeoutExpired(command, limit, output=out, stderr=err) from None
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
@@ -259,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             begun, limit = time.monotonic(), min(limit, left)
             try:
                 verdict, found = part(limit)
-            except subprocess.TimeoutExpired:
-                verdict, found = "timeout", f"stopped at its limit of {limit:.0f} s"
+            except subprocess.TimeoutExpired as stopped:  # where it was: its last line
+                last = [line for line in f"{stopped.stderr or ''}{stopped.output or ''}".splitlines() if line.strip()]
+                verdict, found = "timeout", f"stopped at its limit of {limit:.0f} s" + (
+                    f"; last: {last[-1][:120]}" if last else "")
             except Exception as error:  # noqa: BLE001 - a part's failure is its verdict; the others still run
                 first = str(error).splitlines()[0][:160] if str(error) else ""
                 verdict, found = "fail", f"{type(error).__name__}: {first}"

@@ -73,3 +73,17 @@ def test_a_bad_budget_or_a_dry_run_over_the_gpus_record_is_one_line_and_writes_n
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and fragment in lines[0], done.stderr
     assert not (tmp_path / "out").exists() and (record.read_bytes() if record.exists() else None) == before
+
+
+def test_its_commands_import_the_clones_csg_from_any_folder_and_a_timeout_says_where_it_was(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))  # the GPU machine: csg is not installed, its wheels are
+    done = gpu_check.run([sys.executable, "-S", "-c", "import sys; print(sys.path)"], tmp_path, 30)
+    assert str(ROOT) in done.stdout and str(tmp_path / "site") in done.stdout
+    with pytest.raises(subprocess.TimeoutExpired) as stopped:
+        gpu_check.run([sys.executable, "-c", "import time; print('at step 3', flush=True); time.sleep(30)"], tmp_path, 2)
+    assert "at step 3" in stopped.value.output
