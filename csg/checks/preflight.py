@@ -371,7 +371,7 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
             check_interacting_layout(interaction_kind(cfg), int(cfg.sampler.chains),
                                      distributed.Layout(chains=int(cfg.sampler.chains)))
         likelihood = build_likelihood(cfg)  # once, for the data's task and every check of the job
-        check_job(cfg, data_facts(cfg, data_cache, likelihood), device, 1 if launched else int(cfg.sampler.chains),
+        check_job(cfg, data_facts(cfg, data_cache, likelihood=likelihood), device, 1 if launched else int(cfg.sampler.chains),
                   likelihood)
         checked.add(key)
     except CsgError as error:

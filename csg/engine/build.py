@@ -1,7 +1,7 @@
 """From a composed config to the objects of a run: seeds, data, model, schedule, sampler, interaction, plans.
 
-Every function takes the run's ``DictConfig`` (see ``configs/``) and returns one object (or typed settings:
-:func:`evaluation_settings`), or raises a one-line :class:`~csg.errors.ConfigError` when the setting cannot work,
+Every function takes the run's ``DictConfig`` (see ``configs/``), or the settings read from it
+(:mod:`csg.engine.settings`), and returns one object, or raises a one-line :class:`~csg.errors.ConfigError` when the setting cannot work,
 before any training; the checks of memory, the model against the data and the step's values are
 :mod:`csg.engine.limits`'. :mod:`csg.engine.chain` calls them for each chain, :mod:`csg.posterior` to rebuild a
 run's data and model, :func:`csg.build` for a command's parts. With :mod:`csg.engine.chain`,
@@ -72,19 +72,17 @@ def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: st
 
 
 def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
-                         layout: distributed.Layout | None = None, data=None, chains: int = 1, likelihood=None):
+                         layout: distributed.Layout | None = None, data=None, chains: int = 1, *, likelihood):
     """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``.
 
     ``data``: a bundle built already, or any object with the run's ``num_classes`` and ``input_shape`` (what
     :class:`csg.Posterior` passes): the model is built for it, and no data is read. ``chains``: how many chains
     of this model the process will hold (:mod:`csg.launch.run` passes them all with its first chain, 0 with the
     others): before the model is allocated, their memory is estimated on the meta device and a run that
-    cannot fit is refused (:func:`check_memory`). ``likelihood``: the run's, built once (:func:`build_likelihood`;
-    None: built here)."""
+    cannot fit is refused (:func:`check_memory`). ``likelihood``: the run's, built once (:func:`build_likelihood`)."""
     from csg.data import build_data
 
     layout = layout or distributed.Layout()
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     task = likelihood.task
     data = data if data is not None else build_data(
         cfg.data.name,
@@ -131,14 +129,13 @@ def build_likelihood(cfg: DictConfig):
     return built
 
 
-def build_model(cfg: DictConfig, data, likelihood=None) -> torch.nn.Module:
+def build_model(cfg: DictConfig, data, likelihood) -> torch.nn.Module:
     """A freshly initialised model of ``cfg.model`` for ``data``'s classes (or target columns) and input shape (on
     the current default device: the CPU, or ``meta`` inside ``with torch.device("meta")``), with ``outputs`` the
     likelihood's :meth:`~csg.likelihoods.Likelihood.num_outputs` and its own parameters attached
-    (:func:`csg.likelihoods.attach`). ``likelihood``: the run's, built once (None: built here)."""
+    (:func:`csg.likelihoods.attach`). ``likelihood``: the run's, built once (:func:`build_likelihood`)."""
     from csg.likelihoods import attach
 
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     outputs = likelihood.num_outputs(data.num_classes)
     return attach(likelihood, _build_network(cfg, outputs, tuple(data.input_shape)))
 
@@ -262,16 +259,15 @@ MAX_STEPS = 2**53  # iterations: k and k mod C are exact in float64 below it
 
 
 def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator,
-                  part=None, likelihood=None):
+                  part=None, *, likelihood):
     """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set, over
     the parameters of ``part`` (a :class:`csg.engine.part.SampledPart`; None: every parameter). With
     ``sampler.rest=sgd`` it is the sampler for the part: :func:`optimise_rest` adds SGD for the rest. ``likelihood``:
-    the run's, built once (None: built here), whose own parameters take no weight decay."""
+    the run's, built once (:func:`build_likelihood`), whose own parameters take no weight decay."""
     from csg.likelihoods import parameter_names
     from csg.samplers import create_sampler
 
     check_step_values(cfg, model, num_data)
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     params = _sampled_parameters(model, part, set(parameter_names(likelihood)))
     options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
                    weight_decay=weight_decay(num_data, **prior_settings(cfg)), generator=generator)
@@ -324,9 +320,9 @@ def optimise_rest(cfg: DictConfig, model, sampler, part):
 
 
 def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.Layout, device: torch.device,
-                      num_data: int, schedule, batches_per_epoch: int, likelihood=None):
+                      num_data: int, schedule, batches_per_epoch: int, *, likelihood):
     """The :mod:`csg.engine.interaction` of a contour or replica-exchange sampler (None for the others);
-    ``likelihood``: the run's, for the control variate's energies (None: built here)."""
+    ``likelihood``: the run's, for the control variate's energies."""
     from csg.data.bundle import derive_seed
     from csg.engine.interaction import ChainCollectives, ContourInteraction, ControlVariate, EnergyEstimator, ReplicaExchange
 
@@ -338,7 +334,7 @@ def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.
     if energy.get("variance_reduction", False):
         first = first_sampling_iteration(schedule, schedule.total_steps or 0)
         control_variate = ControlVariate(int(energy.refresh_every_epochs), first // batches_per_epoch,
-                                         likelihood if likelihood is not None else build_likelihood(cfg))
+                                         likelihood)
     estimator = EnergyEstimator(num_data, ChainCollectives(layout, device), control_variate)
     if contour is not None:
         return ContourInteraction(estimator, sampler, contour.get("weight_exponent"))

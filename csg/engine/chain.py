@@ -179,9 +179,9 @@ def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: t
         log.info("chain %d samples %d of %d parameter tensors (sampler.params); the rest %s", chain,
                  len(part.sampled), len(part.sampled) + len(part.rest), part.mode)
     generator = torch.Generator(device=device).manual_seed(seeds["noise"])  # the same in every process of a chain
-    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator, part, likelihood)
+    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator, part, likelihood=likelihood)
     interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train),
-                                    likelihood)
+                                    likelihood=likelihood)
     sampler = optimise_rest(cfg, model, sampler, part)
     trained_model = model
     if layout.chain_size > 1:

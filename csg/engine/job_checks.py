@@ -11,7 +11,7 @@ import torch
 
 from csg.components import Config, has_target
 from csg.engine import distributed
-from csg.engine.build import (build_likelihood, build_model, build_part, build_sampler, build_schedule, check_trace,
+from csg.engine.build import (build_model, build_part, build_sampler, build_schedule, check_trace,
                               node_options, plan_collection)
 from csg.engine.limits import check_memory, check_model_fits, check_step_values
 from csg.engine.settings import schedule_settings, trace_settings
@@ -38,16 +38,16 @@ class DataFacts:
 _BATCHING = ("batch_size", "eval_batch_size", "num_workers", "device_resident")  # build_data's, not the data set's
 
 
-def data_facts(cfg: Config, cache: dict | None = None, likelihood=None) -> DataFacts:
+def data_facts(cfg: Config, cache: dict | None = None, *, likelihood) -> DataFacts:
     """The :class:`DataFacts` of ``cfg.data``, from the data built once on the CPU (every check of
     :mod:`csg.data` and :mod:`csg.data.custom` included). ``cache`` keeps them per data set and options, so a
     sweep over other keys (or over the batch size) builds each data set once. ``likelihood``: the job's, whose task a
-    user's data serve (None: built here)."""
+    user's data serve."""
     from csg.data import build_data
 
     options = node_options(cfg.data, drop=("name", "recipe"))
     if has_target(cfg.data):  # a user's data: labels or real targets, as the likelihood says
-        options["task"] = (likelihood if likelihood is not None else build_likelihood(cfg)).task
+        options["task"] = likelihood.task
     key = json.dumps([str(cfg.data.name), {k: v for k, v in options.items() if k not in _BATCHING}],
                      sort_keys=True, default=str)
     cache = {} if cache is None else cache
@@ -61,17 +61,16 @@ def data_facts(cfg: Config, cache: dict | None = None, likelihood=None) -> DataF
 REAL_CHECK_BYTES = 2**30  # check_job builds models up to this size on the CPU, larger ones on the meta device
 
 
-def check_job(cfg: Config, data: DataFacts, device: torch.device, chains: int, likelihood=None) -> None:
+def check_job(cfg: Config, data: DataFacts, device: torch.device, chains: int, likelihood) -> None:
     """Every check a run makes once its data are known, without training and without building the data:
     what :mod:`csg.launch.run` checks while it prepares its chains, for a sweep to check each job before the first
     trains (:mod:`csg.checks.preflight`). In order: memory for ``chains`` chains on ``device`` (0: not checked), the
     model against the data (:func:`check_model_fits`: on the CPU, or on the meta device for a model of more
     than :data:`REAL_CHECK_BYTES` that runs there), the schedule, the collection plan, the trace, the step's
     values and a user's sampler. Raises the run's one-line :class:`ConfigError`. ``likelihood``: the job's, built
-    once (:func:`~csg.engine.build.build_likelihood`; None: built here)."""
+    once (:func:`~csg.engine.build.build_likelihood`)."""
     from csg.engine.memory import meta_model
 
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
     model = meta_model(lambda: build_model(cfg, data, likelihood))
     if model is not None and chains:
         check_memory(cfg, model, device, chains)
@@ -101,4 +100,4 @@ def check_job(cfg: Config, data: DataFacts, device: torch.device, chains: int, l
         if any(p.is_meta for p in model.parameters()):
             model = build_model(cfg, data, likelihood)  # a user's optimizer may read its parameters' values
         build_sampler(cfg, model, data.num_train, distributed.Layout(), torch.device("cpu"), torch.Generator(), part,
-                      likelihood)
+                      likelihood=likelihood)

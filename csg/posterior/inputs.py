@@ -41,12 +41,12 @@ def device_of(device: str | torch.device) -> torch.device:
 
 def build_run(cfg: Config, device: torch.device, source: Path, trust_code: bool, shape=None, *,
               key: str = "run_dir", config: str = "a run directory of train.py: its .hydra/config.yaml",
-              likelihood=None, given: tuple[str, ...] = ()):
+              likelihood, given: tuple[str, ...] = ()):
     """(data, model) of a run's config: ``build_data_and_model``; with ``shape`` (num_classes, input_shape) no data
     is read. Targets resolve without the current folder on ``sys.path``; the data's root and format are checked
     first (:func:`csg.checks.saved.check_run_data`: not inside ``source``, the run directory or posterior file). A config
     that lacks a key is a one-line ConfigError naming ``key`` (``source``) and ``config``, what holds it.
-    ``likelihood``: the run's, built once (:func:`run_likelihood`; None: built here); ``given``: the data keys the
+    ``likelihood``: the run's, built once (:func:`run_likelihood`); ``given``: the data keys the
     caller set (``data.root``: a root of the caller's own, from which CIFAR's pickles may be read)."""
     from csg.checks.saved import check_run_data
     from csg.engine.build import build_data_and_model

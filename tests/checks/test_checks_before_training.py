@@ -134,14 +134,15 @@ def test_item_by_item_data_serve_integer_labels_and_check_items_as_served(tmp_pa
 
 
 def test_a_built_in_data_sets_labels_are_checked_from_its_tensors():
-    from csg.engine.build import build_data_and_model
+    from csg.engine.build import build_data_and_model, build_likelihood
     from csg.data import build_data
 
     data = build_data("custom", batch_size=20, _target_="tests.own_components.blobs")  # as a built-in set's bundle
     data.test.dataset.tensors[1][4] = 3  # 3 classes
     with pytest.raises(ConfigError, match=r"data.name='custom' is not allowed: a data set whose labels are 0..2: its "
                                           r"test set has labels in \[0, 3\]"):
-        build_data_and_model(_cfg(*DATA, *MODEL), torch.device("cpu"), data=data)
+        cfg = _cfg(*DATA, *MODEL)
+        build_data_and_model(cfg, torch.device("cpu"), data=data, likelihood=build_likelihood(cfg))
 
 
 def test_reading_every_item_draws_no_random_number():
