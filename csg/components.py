@@ -65,6 +65,23 @@ def select(cfg: Config, key: str, default: Any = None) -> Any:
 _ABSENT = object()
 
 
+def keyword_arguments(values: Mapping[str, Any], framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:
+    """A user's component's keyword arguments: the keys of its group's ``values`` (plain, resolved) but
+    ``_target_`` and ``framework_keys``.
+
+    A nested mapping with its own ``_target_`` is built by Hydra's ``instantiate``; a failure there is a
+    ConfigError naming ``key`` (the group)."""
+    from hydra.utils import instantiate
+
+    options = {str(k): v for k, v in values.items() if str(k) not in (TARGET, *framework_keys)}
+    if not options:
+        return {}
+    try:
+        return instantiate(options, _convert_="all")
+    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
+        raise ConfigError(key, str(values.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
+
+
 def target_of(cfg: Config, key: str) -> str:
     """The dotted path at ``key`` (e.g. ``model._target_``), or a ConfigError when none was given."""
     value = select(cfg, key)

@@ -8,13 +8,13 @@ the data set's size is known, still before training.
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from csg import values as value_checks
+from csg.values import is_int, is_number
 from csg.checks.sampling_settings import check_budget, check_holdout, check_prior, check_sampling_step
 from csg.errors import ConfigError
 from csg.components import has_target, locate, target_of
@@ -47,48 +47,28 @@ def raw_value(cfg: DictConfig, key: str) -> Any:
     return node
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
+# The value checks read the key, then check its value with csg.values (the one copy of each check's logic).
 def positive_int(cfg: DictConfig, key: str) -> int:
-    value = _get(cfg, key)
-    if not _is_int(value) or value <= 0:
-        raise ConfigError(key, value, "a positive integer")
-    return int(value)
+    """An integer >= 1 (``a positive integer``)."""
+    return value_checks.integer(key, _get(cfg, key), minimum=1)
 
 
 def non_negative_int(cfg: DictConfig, key: str) -> int:
-    value = _get(cfg, key)
-    if not _is_int(value) or value < 0:
-        raise ConfigError(key, value, "an integer >= 0")
-    return int(value)
+    """An integer >= 0 (``an integer >= 0``)."""
+    return value_checks.integer(key, _get(cfg, key), minimum=0)
 
 
 def number(cfg: DictConfig, key: str, *, minimum: float, strict: bool = False, below: float | None = None) -> float:
-    """A finite real number >= ``minimum`` (> if ``strict``), and < ``below`` if given."""
-    value = _get(cfg, key)
-    ok = _is_number(value) and math.isfinite(value) and (value > minimum if strict else value >= minimum)
-    if below is not None:
-        ok = ok and value < below
-    if not ok:
-        if below is None:
-            allowed = "a finite number" if minimum == -math.inf else f"a finite number {'>' if strict else '>='} {minimum:g}"
-        else:
-            allowed = f"a number in {'(' if strict else '['}{minimum:g}, {below:g})"
-        raise ConfigError(key, value, allowed)
-    return float(value)
+    """A finite real number >= ``minimum`` (> if ``strict``), and < ``below`` if given (``a number in [0, 1)``)."""
+    if below is None:
+        return value_checks.number(key, _get(cfg, key), minimum=minimum, strict=strict)
+    return value_checks.number(key, _get(cfg, key), minimum=minimum, strict=strict, maximum=below, below=True,
+                               noun="a number")
 
 
 def one_of(cfg: DictConfig, key: str, choices: tuple[str, ...] | list[str]) -> str:
-    value = _get(cfg, key)
-    if str(value) not in choices:
-        raise ConfigError(key, value, f"one of {', '.join(choices)}")
-    return str(value)
+    """One of ``choices``, compared as text (``trainer.precision=32`` is ``"32"``)."""
+    return value_checks.one_of(key, _get(cfg, key), choices)
 
 
 def validate(cfg: DictConfig) -> None:
@@ -182,7 +162,7 @@ def check_sampler(cfg: DictConfig) -> None:
         number(cfg, "sampler.gamma", minimum=0, strict=True)
     if schedule == "step":
         milestones = _get(cfg, "sampler.lr_milestones")
-        if milestones is None or any(not _is_number(m) or not 0 < m < 1 for m in milestones):
+        if milestones is None or any(not is_number(m) or not 0 < m < 1 for m in milestones):
             raise ConfigError("sampler.lr_milestones", milestones, "a list of fractions of the run in (0, 1)")
         number(cfg, "sampler.lr_factor", minimum=0, strict=True)
     if cfg.sampler.get("contour") is not None:
@@ -222,8 +202,7 @@ def check_trainer(cfg: DictConfig) -> None:
     non_negative_int(cfg, "trainer.checkpoint.every_n_epochs")
     if _get(cfg, "trainer.monitor_every") is not None:  # None: a run saved before the key existed
         non_negative_int(cfg, "trainer.monitor_every")
-    if not isinstance(_get(cfg, "trainer.sync_batchnorm"), bool):
-        raise ConfigError("trainer.sync_batchnorm", _get(cfg, "trainer.sync_batchnorm"), "true or false")
+    value_checks.boolean("trainer.sync_batchnorm", _get(cfg, "trainer.sync_batchnorm"))
     if _get(cfg, "trainer.checkpoint.resume") not in RESUME_MODES:
         raise ConfigError("trainer.checkpoint.resume", _get(cfg, "trainer.checkpoint.resume"),
                           "true or auto (resume an earlier run when there is one), false (move it aside and start "
@@ -287,9 +266,7 @@ def check_callbacks(cfg: DictConfig) -> None:
 
 def check_trace(cfg: DictConfig) -> None:
     """``trace``: whether to record a trace, its burn-in and its length."""
-    if not isinstance(_get(cfg, "trace.enabled"), bool):
-        raise ConfigError("trace.enabled", _get(cfg, "trace.enabled"), "true or false")
-    if cfg.trace.enabled:
+    if value_checks.boolean("trace.enabled", _get(cfg, "trace.enabled")):
         non_negative_int(cfg, "trace.burnin")
         positive_int(cfg, "trace.samples")
 
@@ -329,7 +306,7 @@ def _validate_custom_data(cfg: DictConfig) -> None:
         raise ConfigError("data.name", name, "a label of letters, digits, _ . - (it names run directories)")
     locate(target_of(cfg, "data._target_"), "data._target_")
     classes = _get(cfg, "data.num_classes")
-    if classes is not None and (not _is_int(classes) or classes < 2):
+    if classes is not None and (not is_int(classes) or classes < 2):
         raise ConfigError("data.num_classes", classes, "null (from the labels) or an integer >= 2")
     if _get(cfg, "data.in_memory") not in (None, "auto", True, False):
         raise ConfigError("data.in_memory", _get(cfg, "data.in_memory"), "auto, true or false")
@@ -352,18 +329,15 @@ def _validate_custom_sampler(cfg: DictConfig) -> None:
 
 
 def _validate_contour(cfg: DictConfig) -> None:
-    if not isinstance(_get(cfg, "sampler.contour.interacting"), bool):
-        raise ConfigError("sampler.contour.interacting", _get(cfg, "sampler.contour.interacting"), "true or false")
+    value_checks.boolean("sampler.contour.interacting", _get(cfg, "sampler.contour.interacting"))
     number(cfg, "sampler.contour.low", minimum=float("-inf"))
     number(cfg, "sampler.contour.width", minimum=0, strict=True)
-    partitions = _get(cfg, "sampler.contour.partitions")
-    if not _is_int(partitions) or partitions < 2:
-        raise ConfigError("sampler.contour.partitions", partitions, "an integer >= 2")
+    value_checks.integer("sampler.contour.partitions", _get(cfg, "sampler.contour.partitions"), minimum=2)
     number(cfg, "sampler.contour.zeta", minimum=0, strict=True)
     if _get(cfg, "sampler.contour.sa_step") is not None:
         number(cfg, "sampler.contour.sa_step", minimum=0, strict=True, below=1)
     clip = _get(cfg, "sampler.contour.multiplier_clip")
-    if clip is None or len(clip) != 2 or not all(_is_number(v) for v in clip) or not clip[0] < 1 < clip[1]:
+    if clip is None or len(clip) != 2 or not all(is_number(v) for v in clip) or not clip[0] < 1 < clip[1]:
         raise ConfigError("sampler.contour.multiplier_clip", clip, "[low, high] with low < 1 < high")
     if _get(cfg, "sampler.contour.weight_exponent") is not None:
         number(cfg, "sampler.contour.weight_exponent", minimum=0)
@@ -376,9 +350,7 @@ def _validate_swag(cfg: DictConfig) -> None:
     draws = _get(cfg, "sampler.swag.draws_per_cycle")
     if not isinstance(draws, int) or isinstance(draws, bool) or draws < 0:
         raise ConfigError("sampler.swag.draws_per_cycle", draws, "an integer >= 0 (0: evaluate the snapshots)")
-    rank = _get(cfg, "sampler.swag.rank")
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 2:
-        raise ConfigError("sampler.swag.rank", rank, "an integer >= 2")
+    value_checks.integer("sampler.swag.rank", _get(cfg, "sampler.swag.rank"), minimum=2)
     number(cfg, "sampler.swag.scale", minimum=0, strict=True)
     if draws and cfg.sampler.samples_per_cycle < 2:
         raise ConfigError("sampler.samples_per_cycle", cfg.sampler.samples_per_cycle,
@@ -389,7 +361,7 @@ def _validate_replica(cfg: DictConfig) -> None:
     chains = positive_int(cfg, "sampler.chains")
     for key in ("sampler.replica.temperatures", "sampler.replica.step_sizes"):
         values = _get(cfg, key)
-        if values is None or len(values) != chains or not all(_is_number(v) and v > 0 for v in values):
+        if values is None or len(values) != chains or not all(is_number(v) and v > 0 for v in values):
             raise ConfigError(key, values, f"a list of {chains} positive numbers, one per chain (sampler.chains)")
     temperatures = list(_get(cfg, "sampler.replica.temperatures"))
     if chains < 2 or any(b <= a for a, b in zip(temperatures, temperatures[1:])):

@@ -351,6 +351,7 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
     from csg.engine import distributed
     from csg.engine.build import build_likelihood, interaction_kind
     from csg.engine.job_checks import check_job, data_facts
+    from csg.engine.settings import run_settings
     from csg.engine.devices import resolve_device
     from csg.errors import CsgError
     from csg.engine.distributed import check_interacting_layout
@@ -367,11 +368,12 @@ def _check_job_data(cfg: DictConfig, data_cache: dict, checked: set) -> str | No
         device = resolve_device(str(cfg.trainer.device))
         # under torchrun or SLURM tasks each process group trains one chain; else this process trains them all
         launched = int(os.environ.get("WORLD_SIZE", "1")) > 1 or distributed.launched_by_slurm_tasks()
+        settings = run_settings(cfg)
+        chains = settings.sampler.chains
         if not launched:  # chains that step together need a launcher: the run's own refusal, for every job
-            check_interacting_layout(interaction_kind(cfg), int(cfg.sampler.chains),
-                                     distributed.Layout(chains=int(cfg.sampler.chains)))
-        likelihood = build_likelihood(cfg)  # once, for the data's task and every check of the job
-        check_job(cfg, data_facts(cfg, data_cache, likelihood=likelihood), device, 1 if launched else int(cfg.sampler.chains),
+            check_interacting_layout(interaction_kind(settings.sampler), chains, distributed.Layout(chains=chains))
+        likelihood = build_likelihood(settings.likelihood)  # once, for the data's task and every check of the job
+        check_job(settings, data_facts(settings, data_cache, likelihood=likelihood), device, 1 if launched else chains,
                   likelihood)
         checked.add(key)
     except CsgError as error:

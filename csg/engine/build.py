@@ -1,38 +1,35 @@
-"""From a composed config to the objects of a run: seeds, data, model, schedule, sampler, interaction, plans.
+"""From a run's settings to its objects: seeds, data, model, schedule, sampler, interaction, plans.
 
-Every function takes the run's ``DictConfig`` (see ``configs/``), or the settings read from it
-(:mod:`csg.engine.settings`), and returns one object, or raises a one-line :class:`~csg.errors.ConfigError` when the setting cannot work,
-before any training; the checks of memory, the model against the data and the step's values are
-:mod:`csg.engine.limits`'. :mod:`csg.engine.chain` calls them for each chain, :mod:`csg.posterior` to rebuild a
-run's data and model, :func:`csg.build` for a command's parts. With :mod:`csg.engine.chain`,
-:mod:`csg.engine.limits` and :mod:`csg.engine.job_checks` this is the engine's boundary: the modules below it take
-typed objects, no config (tests/test_layout.py); of them only this one imports omegaconf.
+Every function takes the run's :class:`~csg.engine.settings.RunSettings` (read once from the composed config by
+:func:`csg.engine.settings.run_settings`), or the section of it it needs, and the objects built already (the
+likelihood, built once per run), and returns one object, or raises a one-line :class:`~csg.errors.ConfigError`
+when the setting cannot work, before any training; the checks of memory, the model against the data and the step's
+values are :mod:`csg.engine.limits`'. A user's ``_target_`` is resolved here (:mod:`csg.components`).
+:mod:`csg.engine.chain` calls them for each chain, :mod:`csg.posterior` to rebuild a run's data and model,
+:func:`csg.build` for a command's parts.
 """
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from csg.engine import distributed
 from csg.schedules import (capacity, collection_points, eligible_epochs, first_sampling_iteration, sampling_iterations,
                            schedule_for)
-from csg.engine.prior import prior_record, weight_decay
-from csg.engine.limits import (check_labels, check_memory, check_model_fits, check_step_values, check_task,
-                               prior_settings)
+from csg.engine.prior import weight_decay
+from csg.engine.limits import check_labels, check_memory, check_model_fits, check_step_values, check_task
 from csg.errors import ConfigError, describe
 from csg.evaluation.ess import ParameterTrace
 from csg.engine.step.single import prepare_model
-from csg.components import TARGET, has_target, target_of
-from csg.engine.settings import ScheduleSettings, TraceSettings
+from csg.components import keyword_arguments
+from csg.engine.settings import Component, RunSettings, SamplerSettings, ScheduleSettings, TraceSettings
 from csg.models.custom import KEYS as MODEL_KEYS  # the model group's keys that are csg's, not the factory's
 
 __all__ = ["MAX_STEPS", "MODEL_KEYS", "build_data_and_model", "build_interaction", "build_likelihood", "build_model",
            "build_ood_loader", "build_part", "build_sampler", "build_schedule", "check_trace", "interaction_kind",
-           "keyword_arguments", "load_model_weights", "node_options", "optimise_rest", "part_of", "plan_collection",
+           "load_model_weights", "optimise_rest", "part_of", "plan_collection",
            "plan_trace", "seed_streams"]
 
 
@@ -47,31 +44,7 @@ def seed_streams(seed: int, chain: int = 0) -> dict[str, int]:
     return {"init": init, "data": data, "noise": noise}
 
 
-def node_options(node: DictConfig, drop: tuple[str, ...] = ("name",)) -> dict[str, Any]:
-    """A config group's options as keyword arguments: its node resolved, without the keys of ``drop``."""
-    options = OmegaConf.to_container(node, resolve=True)
-    return {key: value for key, value in options.items() if key not in drop}
-
-
-def keyword_arguments(node: DictConfig, framework_keys: tuple[str, ...], key: str) -> dict[str, Any]:
-    """A user's component's keyword arguments (:mod:`csg.components`): the group's keys but ``_target_`` and
-    ``framework_keys``.
-
-    A nested node with its own ``_target_`` is built by Hydra's ``instantiate``; a failure there is a
-    ConfigError naming ``key`` (the group)."""
-    from hydra.utils import instantiate
-
-    values = OmegaConf.to_container(node, resolve=True)
-    options = {str(k): v for k, v in values.items() if str(k) not in (TARGET, *framework_keys)}
-    if not options:
-        return {}
-    try:
-        return instantiate(OmegaConf.create(options), _convert_="all")
-    except Exception as error:  # noqa: BLE001 - Hydra's message, in one line
-        raise ConfigError(key, str(node.get(TARGET)), f"keyword arguments that build: {describe(error)}") from None
-
-
-def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int = 0,
+def build_data_and_model(settings: RunSettings, device: torch.device, data_seed: int = 0,
                          layout: distributed.Layout | None = None, data=None, chains: int = 1, *, likelihood):
     """The run's data bundle (sharded for this process) and a freshly initialised model on ``device``.
 
@@ -85,149 +58,151 @@ def build_data_and_model(cfg: DictConfig, device: torch.device, data_seed: int =
     layout = layout or distributed.Layout()
     task = likelihood.task
     data = data if data is not None else build_data(
-        cfg.data.name,
+        settings.data.name,
         seed=data_seed,
         device=device,
         rank=layout.chain_rank,
         world_size=layout.chain_size,
         eval_rank=layout.rank,
         eval_world_size=layout.world_size,
-        **node_options(cfg.data, drop=("name", "recipe")),
-        **({"task": task} if has_target(cfg.data) else {}),
+        **settings.data.options(drop=("name", "recipe")),
+        **({"task": task} if settings.data.custom else {}),
     )
-    check_task(cfg, task, getattr(data, "task", task))  # a shape alone (csg.Posterior) has no task to check
-    check_labels(cfg, data)
+    check_task(settings, task, getattr(data, "task", task))  # a shape alone (csg.Posterior) has no task to check
+    check_labels(settings.data, data)
     if chains:
         from csg.engine.memory import meta_model
 
-        check_memory(cfg, meta_model(lambda: build_model(cfg, data, likelihood)), device, chains)
-    model = prepare_model(build_model(cfg, data, likelihood).to(device), device)
-    check_model_fits(model, data, cfg, processes=layout.chain_size, likelihood=likelihood,
-                     sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)))
+        check_memory(settings, meta_model(lambda: build_model(settings, data, likelihood)), device, chains)
+    model = prepare_model(build_model(settings, data, likelihood).to(device), device)
+    check_model_fits(model, data, settings, processes=layout.chain_size, likelihood=likelihood,
+                     sync_batchnorm=settings.trainer.sync_batchnorm)
     return data, model
 
 
-def build_likelihood(cfg: DictConfig):
-    """The run's :class:`csg.likelihoods.Likelihood`: ``likelihood.name``'s with its keys, a user's by
-    ``likelihood._target_`` (its other keys the keyword arguments), categorical for a config without the group (a
-    run saved before it); a one-line ConfigError naming the key."""
+def build_likelihood(settings: Component | None):
+    """The run's :class:`csg.likelihoods.Likelihood` of its ``likelihood`` group (``RunSettings.likelihood``):
+    ``likelihood.name``'s with its keys, a user's by ``likelihood._target_`` (its other keys the keyword arguments),
+    categorical for a config without the group (None: a run saved before it); a one-line ConfigError naming the
+    key."""
     from csg.likelihoods import Likelihood, create_likelihood
 
-    node = cfg.get("likelihood")
-    if node is None:
+    if settings is None:
         return create_likelihood("categorical")
-    if not has_target(node):
-        return create_likelihood(node.get("name"), **node_options(node))
+    if not settings.custom:
+        return create_likelihood(settings.name, **settings.options())
     from csg.components import call, locate
 
-    path = target_of(cfg, "likelihood._target_")
+    path = settings.target_path()
     built = call(locate(path, "likelihood._target_"), "likelihood._target_", path, "a callable that returns a "
-                 "csg.likelihoods.Likelihood", **keyword_arguments(node, ("name",), "likelihood._target_"))
+                 "csg.likelihoods.Likelihood", **keyword_arguments(settings.values, ("name",), "likelihood._target_"))
     if not isinstance(built, Likelihood) or built.task not in ("classification", "regression"):
         raise ConfigError("likelihood._target_", path, "a csg.likelihoods.Likelihood whose task is classification or "
                           f"regression; it returned {type(built).__name__}")
     return built
 
 
-def build_model(cfg: DictConfig, data, likelihood) -> torch.nn.Module:
-    """A freshly initialised model of ``cfg.model`` for ``data``'s classes (or target columns) and input shape (on
+def build_model(settings: RunSettings, data, likelihood) -> torch.nn.Module:
+    """A freshly initialised model of ``settings.model`` (with ``settings.adapter``) for ``data``'s classes (or target columns) and input shape (on
     the current default device: the CPU, or ``meta`` inside ``with torch.device("meta")``), with ``outputs`` the
     likelihood's :meth:`~csg.likelihoods.Likelihood.num_outputs` and its own parameters attached
     (:func:`csg.likelihoods.attach`). ``likelihood``: the run's, built once (:func:`build_likelihood`)."""
     from csg.likelihoods import attach
 
     outputs = likelihood.num_outputs(data.num_classes)
-    return attach(likelihood, _build_network(cfg, outputs, tuple(data.input_shape)))
+    network = _build_network(settings.model, outputs, tuple(data.input_shape))
+    return attach(likelihood, _with_adapters(settings.adapter, network))
 
 
-def _build_network(cfg: DictConfig, outputs: int, input_shape: tuple[int, ...]) -> torch.nn.Module:
-    """``cfg.model`` with ``outputs`` outputs (passed as its ``num_classes``) for inputs of ``input_shape``."""
+def _build_network(model: Component, outputs: int, input_shape: tuple[int, ...]) -> torch.nn.Module:
+    """``model`` with ``outputs`` outputs (passed as its ``num_classes``) for inputs of ``input_shape``."""
     from csg.models import create_model
     from csg.models.custom import create_custom_model
 
-    if has_target(cfg.model):
-        model = create_custom_model(target_of(cfg, "model._target_"), keyword_arguments(cfg.model, MODEL_KEYS, "model"),
-                                    num_classes=outputs, input_shape=input_shape)
-        return _with_adapters(cfg, model)
-    options = node_options(cfg.model, drop=MODEL_KEYS)
+    if model.custom:
+        return create_custom_model(model.target_path(), keyword_arguments(model.values, MODEL_KEYS, "model"),
+                                   num_classes=outputs, input_shape=input_shape)
+    name = model.name
+    options = model.options(drop=MODEL_KEYS)
     for key, value in (("num_classes", outputs), ("input_shape", list(input_shape))):
         if key in options:  # what csg passes every built-in model: the user's key either repeats it or clashes
             given = options.pop(key)
             if (list(given) if isinstance(given, (list, tuple)) else given) != value:
                 raise ConfigError(f"model.{key}", given, f"the data's {key}={value}, which csg passes to "
-                                  f"model.name={cfg.model.name}; leave model.{key} out")
+                                  f"model.name={name}; leave model.{key} out")
     try:
-        model = create_model(cfg.model.name, num_classes=outputs, input_shape=input_shape, **options)
+        return create_model(name, num_classes=outputs, input_shape=input_shape, **options)
     except ConfigError:
         raise
     except (TypeError, ValueError, RuntimeError) as error:  # a factory's own complaint about its keywords
         from csg.models import list_models
 
-        hint = (f"; a timm architecture without the group's keys: model=timm model.name={cfg.model.name}"
-                if options and str(cfg.model.name) not in list_models() else "")
-        raise ConfigError("model.name", str(cfg.model.name),
+        hint = (f"; a timm architecture without the group's keys: model=timm model.name={name}"
+                if options and str(name) not in list_models() else "")
+        raise ConfigError("model.name", str(name),
                           f"a model built with its group's keys {options}: {describe(error)}{hint}") from None
-    return _with_adapters(cfg, model)
 
 
-def _with_adapters(cfg: DictConfig, model: torch.nn.Module) -> torch.nn.Module:
-    """``model`` with the low-rank adapters of ``cfg.adapter`` (:mod:`csg.models.lora`; ``adapter=none``: as it is)."""
-    adapter = cfg.get("adapter")
-    if adapter is None or adapter.get("name", "none") == "none":
+def _with_adapters(adapter: Component | None, model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with the low-rank adapters of ``adapter`` (:mod:`csg.models.lora`; None, ``adapter=none``: as it
+    is)."""
+    if adapter is None or adapter.values.get("name", "none") == "none":
         return model
     from csg.models.lora import add_lora
 
+    modules = list(adapter.values["modules"])
     try:
-        add_lora(model, rank=int(adapter.rank), alpha=float(adapter.alpha), modules=list(adapter.modules))
+        add_lora(model, rank=int(adapter.values["rank"]), alpha=float(adapter.values["alpha"]), modules=modules)
     except ValueError as error:
-        raise ConfigError("adapter.modules", list(adapter.modules), f"patterns of the model's layers: {error}") from None
+        raise ConfigError("adapter.modules", modules, f"patterns of the model's layers: {error}") from None
     return model
 
 
-def load_model_weights(cfg: DictConfig, model: torch.nn.Module) -> None:
+def load_model_weights(model_settings: Component, model: torch.nn.Module) -> None:
     """Copy ``model.weights`` (a state dict file, read weights-only: :mod:`csg.models.weights`) into ``model``;
     nothing for ``model.weights=null``."""
     from csg.models.weights import load_weights
 
-    if cfg.model.get("weights"):
-        load_weights(model, str(cfg.model.weights))
+    if model_settings.values.get("weights"):
+        load_weights(model, str(model_settings.values["weights"]))
 
 
-def part_of(cfg: DictConfig, model: torch.nn.Module):
-    """The :class:`csg.engine.part.SampledPart` a run's config (``sampler.params``, ``sampler.rest``) chooses."""
+def part_of(sampler: SamplerSettings, model: torch.nn.Module):
+    """The :class:`csg.engine.part.SampledPart` a run's ``sampler.params`` and ``sampler.rest`` choose."""
     from csg.engine.part import select_part
 
-    return select_part(model, cfg.sampler.get("params"), str(cfg.sampler.get("rest", "frozen")))
+    params = list(sampler.params) if isinstance(sampler.params, tuple) else sampler.params
+    return select_part(model, params, sampler.rest)
 
 
-def interaction_kind(cfg: DictConfig) -> str | None:
+def interaction_kind(sampler: SamplerSettings) -> str | None:
     """:func:`csg.engine.distributed.interaction_kind` of a run's ``sampler`` keys."""
-    contour = cfg.sampler.get("contour")
-    return distributed.interaction_kind(int(cfg.sampler.get("chains", 1)), cfg.sampler.get("replica") is not None,
-                                        contour is not None and bool(contour.interacting))
+    return distributed.interaction_kind(sampler.chains, sampler.replica is not None,
+                                        sampler.contour is not None and sampler.contour.interacting)
 
 
-def build_part(cfg: DictConfig, model: torch.nn.Module):
+def build_part(settings: RunSettings, model: torch.nn.Module):
     """The :class:`csg.engine.part.SampledPart` of ``sampler.params`` / ``sampler.rest`` for ``model``; a
     one-line ConfigError for patterns that match nothing or a parameter the model freezes, or for a part sampled
     by stacked chains."""
     from csg.engine.part import check_trainable
 
-    part = part_of(cfg, model)
-    check_trainable(model, part, cfg.sampler.get("params"))
-    if not part.whole and cfg.trainer.get("stack_chains") not in (None, False):
-        raise ConfigError("trainer.stack_chains", cfg.trainer.stack_chains,
+    part = part_of(settings.sampler, model)
+    params = settings.sampler.params
+    check_trainable(model, part, list(params) if isinstance(params, tuple) else params)
+    if not part.whole and settings.trainer.stack_chains not in (None, False):
+        raise ConfigError("trainer.stack_chains", settings.trainer.stack_chains,
                           "false when sampler.params samples part of the model (stacked chains step whole models)")
     return part
 
 
-def build_ood_loader(cfg: DictConfig, data, layout: distributed.Layout | None = None):
-    """The out-of-distribution loader of ``cfg.ood`` (None for ``ood=none``) and its source."""
+def build_ood_loader(settings: RunSettings, data, layout: distributed.Layout | None = None):
+    """The out-of-distribution loader of ``settings.ood`` (None for ``ood=none``) and its source."""
     from csg.data import build_ood
 
     layout = layout or distributed.Layout()
-    built = build_ood(cfg.ood.name, like=data, batch_size=cfg.data.eval_batch_size, rank=layout.rank,
-                      world_size=layout.world_size, **node_options(cfg.ood))
+    built = build_ood(settings.ood.name, like=data, batch_size=settings.data.values.get("eval_batch_size"),
+                      rank=layout.rank, world_size=layout.world_size, **settings.ood.options())
     return built if built is not None else (None, None)
 
 
@@ -258,40 +233,40 @@ def build_schedule(settings: ScheduleSettings, total_steps: int):
 MAX_STEPS = 2**53  # iterations: k and k mod C are exact in float64 below it
 
 
-def build_sampler(cfg: DictConfig, model, num_data: int, layout: distributed.Layout, device: torch.device, generator,
-                  part=None, *, likelihood):
-    """The sampler of ``cfg.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set, over
+def build_sampler(settings: RunSettings, model, num_data: int, layout: distributed.Layout, device: torch.device,
+                  generator, part=None, *, likelihood):
+    """The sampler of ``settings.sampler``: SGLD / SGHMC, or their contour forms when ``sampler.contour`` is set, over
     the parameters of ``part`` (a :class:`csg.engine.part.SampledPart`; None: every parameter). With
     ``sampler.rest=sgd`` it is the sampler for the part: :func:`optimise_rest` adds SGD for the rest. ``likelihood``:
     the run's, built once (:func:`build_likelihood`), whose own parameters take no weight decay."""
     from csg.likelihoods import parameter_names
     from csg.samplers import create_sampler
 
-    check_step_values(cfg, model, num_data)
+    sampler = settings.sampler
+    check_step_values(settings, model, num_data)
     params = _sampled_parameters(model, part, set(parameter_names(likelihood)))
-    options = dict(lr=cfg.sampler.lr0, num_data=num_data, temperature=cfg.sampler.temperature,
-                   weight_decay=weight_decay(num_data, **prior_settings(cfg)), generator=generator)
-    if has_target(cfg.sampler.get("optimizer")):
+    options = dict(lr=sampler.lr0, num_data=num_data, temperature=sampler.temperature,
+                   weight_decay=weight_decay(num_data, **settings.prior.arguments()), generator=generator)
+    if sampler.optimizer is not None and sampler.optimizer.custom:
         from csg.samplers.custom import create_custom_sampler
 
-        return create_custom_sampler(target_of(cfg, "sampler.optimizer._target_"), params, **options,
-                                     **keyword_arguments(cfg.sampler.optimizer, (), "sampler.optimizer._target_"))
-    contour = cfg.sampler.get("contour")
+        return create_custom_sampler(sampler.optimizer.target_path(), params, **options,
+                                     **keyword_arguments(sampler.optimizer.values, (), "sampler.optimizer._target_"))
+    contour = sampler.contour
     if contour is None:
-        if cfg.sampler.update_rule == "psgld":
-            options.update(alpha=float(cfg.sampler.alpha), eps=float(cfg.sampler.eps))
-        return create_sampler(cfg.sampler.update_rule, params, momentum=cfg.sampler.momentum, **options)
+        if sampler.update_rule == "psgld":
+            options.update(alpha=float(sampler.alpha), eps=float(sampler.eps))
+        return create_sampler(sampler.update_rule, params, momentum=sampler.momentum, **options)
     from csg.engine.interaction import ChainCollectives
     from csg.samplers.contour import ContourSGHMC, ContourSGLD, EnergyPartition, default_sa_step
 
-    sa_step = default_sa_step if contour.sa_step is None else (lambda k, omega=float(contour.sa_step): omega)
-    partition = EnergyPartition(num_data * float(contour.low), num_data * float(contour.width), int(contour.partitions),
-                                zeta=float(contour.zeta), sa_step=sa_step,
-                                multiplier_clip=tuple(float(v) for v in contour.multiplier_clip),
-                                difference=str(contour.get("difference", "backward")), device=device)
-    gather = ChainCollectives(layout, device).gather_chains if interaction_kind(cfg) == "contour" else None
-    if cfg.sampler.update_rule == "sghmc":
-        return ContourSGHMC(params, partition=partition, momentum=cfg.sampler.momentum, gather=gather, **options)
+    sa_step = default_sa_step if contour.sa_step is None else (lambda k, omega=contour.sa_step: omega)
+    partition = EnergyPartition(num_data * contour.low, num_data * contour.width, contour.partitions,
+                                zeta=contour.zeta, sa_step=sa_step, multiplier_clip=contour.multiplier_clip,
+                                difference=contour.difference, device=device)
+    gather = ChainCollectives(layout, device).gather_chains if interaction_kind(sampler) == "contour" else None
+    if sampler.update_rule == "sghmc":
+        return ContourSGHMC(params, partition=partition, momentum=sampler.momentum, gather=gather, **options)
     return ContourSGLD(params, partition=partition, gather=gather, **options)
 
 
@@ -307,7 +282,7 @@ def _sampled_parameters(model, part, likelihood_names=()) -> list:
             {"params": own, "weight_decay": 0.0}]
 
 
-def optimise_rest(cfg: DictConfig, model, sampler, part):
+def optimise_rest(settings: SamplerSettings, model, sampler, part):
     """``sampler``, or for ``sampler.rest=sgd`` a :class:`csg.samplers.rest.WithOptimisedRest` stepping the rest
     by SGD beside it (the sampler's momentum where it has one)."""
     if part is None or part.whole or part.mode != "sgd":
@@ -316,31 +291,29 @@ def optimise_rest(cfg: DictConfig, model, sampler, part):
 
     rest = set(part.rest)
     return WithOptimisedRest(sampler, [p for name, p in model.named_parameters() if name in rest],
-                             momentum=float(cfg.sampler.get("momentum", 0.0) or 0.0))
+                             momentum=float(settings.momentum or 0.0))
 
 
-def build_interaction(cfg: DictConfig, sampler, chain: int, layout: distributed.Layout, device: torch.device,
+def build_interaction(settings: RunSettings, sampler, chain: int, layout: distributed.Layout, device: torch.device,
                       num_data: int, schedule, batches_per_epoch: int, *, likelihood):
     """The :mod:`csg.engine.interaction` of a contour or replica-exchange sampler (None for the others);
     ``likelihood``: the run's, for the control variate's energies."""
     from csg.data.bundle import derive_seed
     from csg.engine.interaction import ChainCollectives, ContourInteraction, ControlVariate, EnergyEstimator, ReplicaExchange
 
-    contour, replica = cfg.sampler.get("contour"), cfg.sampler.get("replica")
+    contour, replica, energy = settings.sampler.contour, settings.sampler.replica, settings.sampler.energy
     if contour is None and replica is None:
         return None
-    energy = cfg.sampler.get("energy") or {}
     control_variate = None
-    if energy.get("variance_reduction", False):
+    if energy is not None and energy.variance_reduction:
         first = first_sampling_iteration(schedule, schedule.total_steps or 0)
         control_variate = ControlVariate(int(energy.refresh_every_epochs), first // batches_per_epoch,
                                          likelihood)
     estimator = EnergyEstimator(num_data, ChainCollectives(layout, device), control_variate)
     if contour is not None:
-        return ContourInteraction(estimator, sampler, contour.get("weight_exponent"))
+        return ContourInteraction(estimator, sampler, contour.weight_exponent)
     return ReplicaExchange(estimator, chain, list(replica.temperatures), list(replica.step_sizes),
-                           num_data * float(replica.correction), int(replica.swap_every),
-                           derive_seed(int(cfg.seed), 104729))
+                           num_data * replica.correction, replica.swap_every, derive_seed(int(settings.seed), 104729))
 
 
 def plan_collection(settings: ScheduleSettings, schedule, batches_per_epoch: int):

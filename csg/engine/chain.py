@@ -1,9 +1,9 @@
 """One chain of a run, prepared for the loop: its objects, its checkpoint, its samples on disk.
 
-:func:`prepare_chain` builds a chain from the run's config (data, model, schedule, collection plan, trace,
+:func:`prepare_chain` builds a chain from the run's settings (:class:`~csg.engine.settings.RunSettings`: data, model, schedule, collection plan, trace,
 sample store, sampler, interaction), restores its checkpoint when the run resumes, and returns a
 :class:`PreparedChain`; once trained it is a :class:`FittedChain`. Before anything is built, a checkpoint of
-another config is refused (:func:`config_fingerprint`), and before training a sample folder holding what the
+another config is refused (:func:`csg.engine.settings.config_fingerprint`), and before training a sample folder holding what the
 checkpoint does not record (:func:`check_samples_on_disk`). :mod:`csg.launch.run` prepares every chain of
 the process, then trains them.
 """
@@ -20,13 +20,12 @@ import numpy as np
 import torch
 
 from csg.engine import distributed
-from csg.components import Config
 from csg.engine.build import (build_data_and_model, build_interaction, build_likelihood, build_part, build_sampler,
-                              build_schedule, load_model_weights, node_options, optimise_rest, plan_collection,
-                              plan_trace, seed_streams)
+                              build_schedule, load_model_weights, optimise_rest, plan_collection, plan_trace,
+                              seed_streams)
 from csg.engine.checkpoint import LoopState, read_checkpoint, restore_checkpoint, save_checkpoint, saved_states
 from csg.engine.samples import SampleStore
-from csg.engine.settings import schedule_settings, trace_settings
+from csg.engine.settings import RunSettings
 from csg.engine.devices import Precision
 from csg.engine.loop import TrainResult
 from csg.engine.part import freeze_rest
@@ -39,25 +38,9 @@ if TYPE_CHECKING:
     from csg.engine.interaction import Interaction
     from csg.evaluation.ess import ParameterTrace
 
-__all__ = ["FittedChain", "PreparedChain", "RESOLVED_DEVICE", "check_samples_on_disk", "config_fingerprint",
-           "prepare_chain"]
+__all__ = ["FittedChain", "PreparedChain", "RESOLVED_DEVICE", "check_samples_on_disk", "prepare_chain"]
 
 log = logging.getLogger(__name__)
-
-_NOT_IN_FINGERPRINT = {"trainer.progress", "trainer.log_every_n_steps", "trainer.log_every_n_epochs",
-                       "trainer.checkpoint", "trainer.threads", "logger", "hydra", "callbacks"}
-
-
-def config_fingerprint(cfg: Config) -> dict[str, Any]:
-    """The settings a checkpoint must share with the run that resumes it (all but logging and checkpointing)."""
-    from csg.reporting import flat_keys
-
-    def kept(key: str) -> bool:
-        parts = key.split(".")
-        return not any(".".join(parts[:n]) in _NOT_IN_FINGERPRINT for n in range(1, len(parts) + 1))
-
-    return {key: value for key, value in flat_keys(node_options(cfg, drop=())).items() if kept(key)}
-
 
 RESOLVED_DEVICE = "device type"  # where trainer.device=auto put the chain: a CPU chain does not resume on a GPU
 
@@ -138,7 +121,7 @@ class FittedChain:
     trained: TrainResult
 
 
-def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: torch.device,
+def prepare_chain(settings: RunSettings, chain: int, layout: distributed.Layout, device: torch.device,
                   precision: Precision, run_dir: Path, resuming: bool, likelihood=None) -> PreparedChain:
     """Build one chain: data, model, schedule, sampler; restore its checkpoint when there is one. ``likelihood``:
     the run's, built once for all its chains (None: built here, once the checkpoint's config is compared: the first
@@ -148,41 +131,40 @@ def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: t
     its samples are checked once the collection plan is known (:func:`check_samples_on_disk`)."""
     suffix = f"_chain{chain:02d}" if layout.chains > 1 else ""
     checkpoint_path = run_dir / f"checkpoint{suffix}.pt"
-    fingerprint = {**config_fingerprint(cfg), RESOLVED_DEVICE: device.type}
+    fingerprint = {**settings.fingerprint, RESOLVED_DEVICE: device.type}
     saved = None
     if resuming and checkpoint_path.exists():
         saved = read_checkpoint(checkpoint_path)
         _check_same_config(saved, fingerprint, checkpoint_path)
-    seeds = seed_streams(int(cfg.seed), chain)
+    seeds = seed_streams(int(settings.seed), chain)
     random.seed(seeds["init"])
     np.random.seed(seeds["init"] % 2**32)
     torch.manual_seed(seeds["init"])
-    likelihood = likelihood if likelihood is not None else build_likelihood(cfg)
+    likelihood = likelihood if likelihood is not None else build_likelihood(settings.likelihood)
     local = layout.local_chains()  # the first chain's build checks the memory of all of them, before any model
-    data, model = build_data_and_model(cfg, device, data_seed=seeds["data"], layout=layout,
+    data, model = build_data_and_model(settings, device, data_seed=seeds["data"], layout=layout,
                                        chains=len(local) if chain == local[0] else 0, likelihood=likelihood)
-    load_model_weights(cfg, model)
-    part = build_part(cfg, model)
-    total_steps = cfg.trainer.epochs * len(data.train)
-    schedule_of = schedule_settings(cfg)
-    schedule = build_schedule(schedule_of, total_steps)
-    plan = plan_collection(schedule_of, schedule, len(data.train))
-    trace = plan_trace(trace_settings(cfg), schedule, total_steps, model)
+    load_model_weights(settings.model, model)
+    part = build_part(settings, model)
+    total_steps = settings.trainer.epochs * len(data.train)
+    schedule = build_schedule(settings.schedule, total_steps)
+    plan = plan_collection(settings.schedule, schedule, len(data.train))
+    trace = plan_trace(settings.trace, schedule, total_steps, model)
     store = SampleStore(run_dir / "samples" / f"chain{chain:02d}" if layout.chains > 1 else run_dir / "samples",
                         chain=chain, planned=len(plan), part_keys=part.sample_keys if part.stores_part else None)
     if resuming:
         check_samples_on_disk(run_dir, store, saved, checkpoint_path, plan)
-    if cfg.trainer.sync_batchnorm and layout.chain_size > 1:
+    if settings.trainer.sync_batchnorm and layout.chain_size > 1:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=layout.group)
     freeze_rest(model, part)  # after the BatchNorm conversion: the frozen modules it makes stay in evaluation mode
     if not part.whole:
         log.info("chain %d samples %d of %d parameter tensors (sampler.params); the rest %s", chain,
                  len(part.sampled), len(part.sampled) + len(part.rest), part.mode)
     generator = torch.Generator(device=device).manual_seed(seeds["noise"])  # the same in every process of a chain
-    sampler = build_sampler(cfg, model, data.num_train, layout, device, generator, part, likelihood=likelihood)
-    interaction = build_interaction(cfg, sampler, chain, layout, device, data.num_train, schedule, len(data.train),
+    sampler = build_sampler(settings, model, data.num_train, layout, device, generator, part, likelihood=likelihood)
+    interaction = build_interaction(settings, sampler, chain, layout, device, data.num_train, schedule, len(data.train),
                                     likelihood=likelihood)
-    sampler = optimise_rest(cfg, model, sampler, part)
+    sampler = optimise_rest(settings.sampler, model, sampler, part)
     trained_model = model
     if layout.chain_size > 1:
         trained_model = torch.nn.parallel.DistributedDataParallel(
@@ -205,7 +187,7 @@ def prepare_chain(cfg: Config, chain: int, layout: distributed.Layout, device: t
         checkpoint_path=checkpoint_path, fingerprint=fingerprint, generator=generator, precision=precision,
         device=device, writes_checkpoints=layout.is_chain_leader,
         # a state no checkpoint could hold: refused before any checkpoint promises a resume
-        checkpoints=int(cfg.trainer.checkpoint.every_n_epochs) > 0 or len(cfg.trainer.checkpoint.signals) > 0,
+        checkpoints=settings.trainer.checkpoints,
         likelihood=likelihood,
     )
     prepared.check_state()  # as built (or restored): refused before the run directory is changed; again after the first step

@@ -1,6 +1,6 @@
 """The limits a run must fit, checked before training: the labels, memory, the model against the data, the step.
 
-Each check takes the run's ``DictConfig`` and raises a one-line :class:`~csg.errors.ConfigError` naming the key to
+Each check takes the run's :class:`~csg.engine.settings.RunSettings` (or the section it reads) and raises a one-line :class:`~csg.errors.ConfigError` naming the key to
 change: labels outside the model's classes (:func:`check_labels`), chains that cannot fit in memory
 (:func:`check_memory`), a model that does not take the data or cannot train on its batches
 (:func:`check_model_fits`), numbers of the sampler's step that overflow its dtype (:func:`check_step_values`).
@@ -14,25 +14,25 @@ import math
 
 import torch
 
-from csg.components import Config, has_target, select
 from csg.engine.prior import weight_decay
+from csg.engine.settings import Component, RunSettings, ScheduleSettings
 from csg.errors import ConfigError, describe
 from csg.schedules import STEP_FACTOR, STEP_MILESTONES
 
 __all__ = ["check_labels", "check_memory", "check_model_fits", "check_step_values", "smallest_batch"]
 
 
-def check_task(cfg: Config, likelihood_task: str, data_task: str) -> None:
+def check_task(settings: RunSettings, likelihood_task: str, data_task: str) -> None:
     """The likelihood's task is the data's: a regression likelihood on labelled classes (or the other way round)
     is refused in one line."""
     if likelihood_task != data_task:
-        key, value = ("likelihood._target_", str(cfg.likelihood._target_)) if has_target(cfg.get("likelihood")) else (
-            "likelihood.name", str(cfg.likelihood.name) if cfg.get("likelihood") is not None else "categorical")
-        raise ConfigError(key, value, f"a {data_task} likelihood for data.name={cfg.data.name}, whose targets are "
+        likelihood = settings.likelihood
+        key, value = (likelihood.key, likelihood.label) if likelihood is not None else ("likelihood.name", "categorical")
+        raise ConfigError(key, value, f"a {data_task} likelihood for data.name={settings.data.name}, whose targets are "
                           f"{'real numbers' if data_task == 'regression' else 'class labels'}")
 
 
-def check_labels(cfg: Config, data) -> None:
+def check_labels(data_settings: Component, data) -> None:
     """The labels of data held as tensors lie in [0, num_classes): read from the tensors, no pass over items (a
     user's data set has every item checked in :mod:`csg.data.custom`; a built-in one is checked here, cheaply)."""
     from torch.utils.data import TensorDataset
@@ -46,15 +46,11 @@ def check_labels(cfg: Config, data) -> None:
         labels = dataset.tensors[1]
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= data.num_classes:
-            raise ConfigError("data.name", str(cfg.data.name), f"a data set whose labels are 0..{data.num_classes - 1}:"
+            raise ConfigError("data.name", str(data_settings.name), f"a data set whose labels are 0..{data.num_classes - 1}:"
                               f" its {split} set has labels in [{low}, {high}]")
 
 
-def _model_key(cfg: Config) -> tuple[str, str]:
-    return ("model._target_", str(cfg.model._target_)) if has_target(cfg.model) else ("model.name", str(cfg.model.name))
-
-
-def check_memory(cfg: Config, model: torch.nn.Module | None, device: torch.device, chains: int,
+def check_memory(settings: RunSettings, model: torch.nn.Module | None, device: torch.device, chains: int,
                  available=None) -> None:
     """Refuse ``chains`` chains of the run's model that cannot fit in ``device``'s free memory
     (:mod:`csg.engine.memory`): ``sampler.chains`` when one chain would fit, else the model's key. ``model``: the
@@ -66,8 +62,9 @@ def check_memory(cfg: Config, model: torch.nn.Module | None, device: torch.devic
         return
     available = available or available_bytes
     # SGHMC's momentum, pSGLD's running mean of squared gradients: one copy of the parameters
-    copies = 1 if cfg.sampler.get("update_rule") in ("sghmc", "psgld") and cfg.sampler.get("optimizer") is None else 0
-    draws = int(cfg.trace.samples) if cfg.get("trace") is not None and cfg.trace.get("enabled") else 0
+    sampler = settings.sampler
+    copies = 1 if sampler.update_rule in ("sghmc", "psgld") and sampler.optimizer is None else 0
+    draws = int(settings.trace.samples) if settings.trace.enabled else 0
     problem = memory_problem(model, device, chains=chains, sampler_copies=copies, trace_draws=draws,
                              available=available)
     if problem is None:
@@ -79,18 +76,17 @@ def check_memory(cfg: Config, model: torch.nn.Module | None, device: torch.devic
         if on_host:
             fits.append((available(torch.device("cpu")) or 0) // on_host)
         raise ConfigError("sampler.chains", chains, f"at most {max(1, min(fits))} on this machine: {problem}")
-    key, name = _model_key(cfg)
-    raise ConfigError(key, name, f"a model that fits in memory: {problem}")
+    raise ConfigError(settings.model.key, settings.model.label, f"a model that fits in memory: {problem}")
 
 
-def _num_classes_hint(cfg: Config, classes: int) -> str:
+def _num_classes_hint(model: Component, classes: int) -> str:
     """What to add when a user's callable that takes ``**kwargs`` without naming ``num_classes``
     (``timm.create_model``, ``torchvision.models.resnet18``) was given no ``model.num_classes``."""
     from csg.components import accepts, locate
 
-    if not has_target(cfg.model) or select(cfg, "model.num_classes") is not None:
+    if not model.custom or model.values.get("num_classes") is not None:
         return ""
-    path = str(cfg.model._target_)
+    path = model.label
     try:
         factory = locate(path, "model._target_")
     except ConfigError:
@@ -101,7 +97,7 @@ def _num_classes_hint(cfg: Config, classes: int) -> str:
             f"add +model.num_classes={classes}")
 
 
-def check_model_fits(model: torch.nn.Module, data, cfg: Config, *, processes: int = 1,
+def check_model_fits(model: torch.nn.Module, data, settings: RunSettings, *, processes: int = 1,
                      sync_batchnorm: bool = False, likelihood=None) -> None:
     """One forward pass of one example of the data set's input shape (zeros, no gradient, eval mode, no random
     number drawn): the model has trainable parameters and none empty, takes the data and gives ``num_classes``
@@ -115,7 +111,8 @@ def check_model_fits(model: torch.nn.Module, data, cfg: Config, *, processes: in
     ``data`` tells ``num_train`` and ``batch_size`` (a built data bundle). ``likelihood`` (the run's; None:
     categorical) says how many outputs the data's classes or target columns need."""
     shape = tuple(data.input_shape)
-    key, name = _model_key(cfg)
+    key, name = settings.model.key, settings.model.label
+    data_name = settings.data.name
     empty = [label for label, parameter in model.named_parameters() if parameter.numel() == 0]
     if empty:
         raise ConfigError(key, name, f"a model without empty parameters: {empty[0]} has shape "
@@ -136,7 +133,7 @@ def check_model_fits(model: torch.nn.Module, data, cfg: Config, *, processes: in
         with torch.no_grad():
             output = model(torch.zeros((1, *shape), device=device))
     except Exception as error:  # noqa: BLE001 - whatever the architecture raises, the answer is the same
-        raise ConfigError(key, name, f"a model that takes data={cfg.data.name}'s inputs of shape {shape}: "
+        raise ConfigError(key, name, f"a model that takes data={data_name}'s inputs of shape {shape}: "
                           f"{describe(error)}") from None
     finally:
         model.train(training)
@@ -148,25 +145,24 @@ def check_model_fits(model: torch.nn.Module, data, cfg: Config, *, processes: in
     outputs = likelihood.num_outputs(data.num_classes)
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != (1, outputs):
         got = tuple(output.shape[1:]) if isinstance(output, torch.Tensor) else type(output).__name__
-        what = (f"the classes of data={cfg.data.name}" if likelihood.task == "classification" else
-                f"likelihood {likelihood!r}'s for the {data.num_classes} target column(s) of data={cfg.data.name}")
+        what = (f"the classes of data={data_name}" if likelihood.task == "classification" else
+                f"likelihood {likelihood!r}'s for the {data.num_classes} target column(s) of data={data_name}")
         raise ConfigError(key, name, f"a model with {outputs} outputs ({what}) per example: it gives "
-                          f"{got}{_num_classes_hint(cfg, data.num_classes)}")
+                          f"{got}{_num_classes_hint(settings.model, data.num_classes)}")
     if not output.is_floating_point():
         raise ConfigError(key, name, f"a model whose outputs are floating-point logits: it gives {output.dtype}")
-    check_likelihood(cfg, likelihood, outputs, data.num_classes)
+    check_likelihood(settings.likelihood, likelihood, outputs, data.num_classes)
     single = [label for label, values in per_channel if values == 1]
     if single and getattr(data, "num_train", None) and getattr(data, "batch_size", None):
         _check_batchnorm_batches(single[0], int(data.num_train), int(data.batch_size),
                                  1 if sync_batchnorm else processes)
 
 
-def check_likelihood(cfg: Config, likelihood, outputs: int, targets: int) -> None:
+def check_likelihood(likelihood_settings: Component | None, likelihood, outputs: int, targets: int) -> None:
     """The likelihood's :meth:`nll` gives one finite value per example and its :meth:`predictive` answers, on a
     probe batch of 3 zero outputs and targets, before any training (a one-line ConfigError naming the likelihood's
     key: a sum over the batch would train on a wrong scale, a missing predictive would fail only at evaluation)."""
-    node = cfg.get("likelihood")
-    key = "likelihood._target_" if node is not None and has_target(node) else "likelihood.name"
+    key = "likelihood._target_" if likelihood_settings is not None and likelihood_settings.custom else "likelihood.name"
     value = repr(likelihood)
     output = torch.zeros(3, outputs)
     y = (torch.zeros(3, dtype=torch.long) if likelihood.task == "classification"
@@ -223,20 +219,20 @@ def _check_batchnorm_batches(layer: str, num_train: int, batch_size: int, proces
                       f"batch of {last}{shards}" + (f"; e.g. data.batch_size={better}" if better else ""))
 
 
-def _largest_lr(cfg: Config) -> float:
+def _largest_lr(schedule: ScheduleSettings) -> float:
     """The largest step size of the schedule: lr0, or lr0 x lr_factor^milestones for a rising step schedule."""
-    lr0 = float(cfg.sampler.lr0)
-    if cfg.sampler.schedule != "step":
+    lr0 = float(schedule.lr0)
+    if schedule.schedule != "step":
         return lr0
-    factor = float(cfg.sampler.get("lr_factor", STEP_FACTOR))
-    milestones = len(cfg.sampler.get("lr_milestones", STEP_MILESTONES) or ())
+    factor = float(schedule.options.get("lr_factor", STEP_FACTOR))
+    milestones = len(schedule.options.get("lr_milestones", STEP_MILESTONES) or ())
     try:
         return lr0 * max(1.0, factor) ** milestones
     except OverflowError:
         return math.inf
 
 
-def check_step_values(cfg: Config, model: torch.nn.Module, num_data: int) -> None:
+def check_step_values(settings: RunSettings, model: torch.nn.Module, num_data: int) -> None:
     """Refuse settings whose numbers in the sampler's step overflow the step's dtype, before any training.
 
     A finite ``sampler.lr0=1e308`` is a float64, but the step multiplies float32 parameters (bf16 numbers under
@@ -247,41 +243,40 @@ def check_step_values(cfg: Config, model: torch.nn.Module, num_data: int) -> Non
     from csg.samplers import functional
 
     dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()} or {torch.float32}
-    if str(cfg.trainer.get("precision", "32")) == "bf16-mixed":
+    if settings.trainer.precision == "bf16-mixed":
         dtypes.add(torch.bfloat16)
     dtype = min(dtypes, key=lambda d: torch.finfo(d).max)
     limit = torch.finfo(dtype).max
-    prior = prior_settings(cfg)
-    lr, temperature, decay = _largest_lr(cfg), float(cfg.sampler.temperature), weight_decay(num_data, **prior)
-    decay_key = "sampler.weight_decay" if prior["variance"] is None else "prior.variance"
-    rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != cfg.sampler.lr0
+    sampler, prior = settings.sampler, settings.prior
+    lr, temperature = _largest_lr(settings.schedule), float(sampler.temperature)
+    decay = weight_decay(num_data, **prior.arguments())
+    decay_key = "sampler.weight_decay" if prior.variance is None else "prior.variance"
+    given = {"sampler.lr0": sampler.lr0, "sampler.temperature": sampler.temperature,
+             "sampler.weight_decay": prior.decay, "prior.variance": prior.variance}
+    rows = [("sampler.lr0", "the largest step size" + (" (lr0 x lr_factor^milestones)" if lr != sampler.lr0
                                                         else ""), lr),
             ("sampler.temperature", "the temperature", temperature),
             (decay_key, "the weight decay", decay)]
-    if cfg.sampler.get("optimizer") is None:
-        momentum = float(cfg.sampler.momentum)
+    if sampler.optimizer is None:
+        momentum = float(sampler.momentum)
         rows.append((decay_key, "lr0 x weight_decay", lr * decay))
-        if cfg.sampler.update_rule == "sghmc":
+        if sampler.update_rule == "sghmc":
             rows.append(("sampler.temperature",
                          f"the SGHMC noise scale sqrt(2 lr0 (1 - momentum) T / N), N={num_data},",
                          functional.sghmc_noise_std(lr, momentum, temperature, num_data)))
         else:
             rows.append(("sampler.temperature", f"the SGLD noise scale sqrt(2 lr0 T / N), N={num_data},",
                          functional.sgld_noise_std(lr, temperature, num_data)))
-    replica = cfg.sampler.get("replica")
+    replica = sampler.replica
     if replica is not None:
+        given.update({"sampler.replica.step_sizes": list(replica.step_sizes),
+                      "sampler.replica.temperatures": list(replica.temperatures)})
         rows.append(("sampler.replica.step_sizes", "lr0 x the largest step-size factor",
                      lr * max(float(v) for v in replica.step_sizes)))
         rows.append(("sampler.replica.temperatures", "temperature x the largest temperature factor",
                      temperature * max(float(v) for v in replica.temperatures)))
     for key, what, amount in rows:
         if not math.isfinite(amount) or abs(amount) > limit:
-            raise ConfigError(key, select(cfg, key), f"a value for which {what} fits the step's "
+            raise ConfigError(key, given[key], f"a value for which {what} fits the step's "
                               f"{str(dtype).removeprefix('torch.')} (at most {limit:.3g}); it is {amount:.3g}")
 
-
-def prior_settings(cfg) -> dict:
-    """The prior's settings of ``cfg`` as :mod:`csg.engine.prior` takes them: ``prior.variance`` (None where unset,
-    or in a run saved before the key existed) and ``sampler.weight_decay``."""
-    variance = cfg.get("prior", {}).get("variance")
-    return {"variance": None if variance is None else float(variance), "decay": float(cfg.sampler.weight_decay)}

@@ -23,7 +23,8 @@ __all__ = ["Built", "build"]
 class Built:
     """What ``python train.py <overrides>`` would train, built and not trained (:func:`build`).
 
-    ``config``: the composed config (read-only); ``data``: the data bundle (``train``, ``train_eval`` and ``test``
+    ``config``: the composed config (read-only); ``settings``: its typed settings
+    (:class:`csg.engine.settings.RunSettings`, read once), from which the parts are built; ``data``: the data bundle (``train``, ``train_eval`` and ``test``
     loaders, ``num_train``, ``num_classes``, ``input_shape``); ``model``: the network, freshly initialised under
     torch's current seed; ``ood``: the out-of-distribution loader of ``ood=`` (None for ``ood=none``). These three
     are None when built with ``data=False``. ``likelihood``: the command's :class:`csg.likelihoods.Likelihood`,
@@ -34,6 +35,7 @@ class Built:
     model: Any = None
     ood: Any = None
     likelihood: Any = None
+    settings: Any = None
 
     def new_model(self, num_classes: int, input_shape: Sequence[int]):
         """A fresh model of the command's ``model=`` for ``num_classes`` and ``input_shape``, as a run builds it
@@ -42,15 +44,14 @@ class Built:
 
         from csg.engine.build import build_model
 
-        return build_model(self.config, SimpleNamespace(num_classes=num_classes, input_shape=tuple(input_shape)),
+        return build_model(self.settings, SimpleNamespace(num_classes=num_classes, input_shape=tuple(input_shape)),
                            self.likelihood)
 
     def schedule(self, total_steps: int):
         """The command's step-size schedule (:mod:`csg.schedules`) over ``total_steps`` iterations."""
         from csg.engine.build import build_schedule
-        from csg.engine.settings import schedule_settings
 
-        return build_schedule(schedule_settings(self.config), total_steps)
+        return build_schedule(self.settings.schedule, total_steps)
 
     def sampler(self, model, num_data: int, generator=None, device: str = "cpu"):
         """The command's sampler (a ``torch.optim.Optimizer``) over ``model``'s parameters, for ``num_data``
@@ -60,16 +61,15 @@ class Built:
         from csg.engine import distributed
         from csg.engine.build import build_sampler
 
-        return build_sampler(self.config, model, num_data, distributed.Layout(), torch.device(device), generator,
+        return build_sampler(self.settings, model, num_data, distributed.Layout(), torch.device(device), generator,
                              likelihood=self.likelihood)
 
     def trace(self, schedule, total_steps: int, model):
         """The command's parameter trace (``trace.enabled``; :class:`csg.evaluation.ess.ParameterTrace`) of
         ``model`` under ``schedule``, or None where the command traces nothing."""
         from csg.engine.build import plan_trace
-        from csg.engine.settings import trace_settings
 
-        return plan_trace(trace_settings(self.config), schedule, total_steps, model)
+        return plan_trace(self.settings.trace, schedule, total_steps, model)
 
 
 def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True) -> Built:
@@ -81,6 +81,7 @@ def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True)
     from omegaconf import OmegaConf
 
     from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader
+    from csg.engine.settings import run_settings
 
     overrides = checked_overrides(overrides)
     message = check_command(overrides)
@@ -88,11 +89,11 @@ def build(overrides: Sequence[str] = (), device: str = "cpu", data: bool = True)
         raise CommandRefused(message, key="overrides", value=overrides)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    likelihood = build_likelihood(cfg)
-    if not data:
-        OmegaConf.set_readonly(cfg, True)
-        return Built(config=cfg, likelihood=likelihood)
-    bundle, model = build_data_and_model(cfg, torch.device(device), likelihood=likelihood)
-    ood, _ = build_ood_loader(cfg, bundle)
+    settings = run_settings(cfg)
+    likelihood = build_likelihood(settings.likelihood)
     OmegaConf.set_readonly(cfg, True)
-    return Built(config=cfg, data=bundle, model=model, ood=ood, likelihood=likelihood)
+    if not data:
+        return Built(config=cfg, likelihood=likelihood, settings=settings)
+    bundle, model = build_data_and_model(settings, torch.device(device), likelihood=likelihood)
+    ood, _ = build_ood_loader(settings, bundle)
+    return Built(config=cfg, data=bundle, model=model, ood=ood, likelihood=likelihood, settings=settings)

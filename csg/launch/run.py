@@ -23,12 +23,13 @@ from csg.components import label
 from csg.engine import distributed
 from csg.io.atomic import atomic_torch_save, atomic_write_json
 from csg.reporting import DIVERGED
-from csg.engine.build import build_ood_loader, interaction_kind, node_options, prior_record, prior_settings
+from csg.engine.build import build_ood_loader, interaction_kind
+from csg.engine.prior import prior_record
 from csg.engine.callbacks import build_callbacks
 from csg.engine.chain import FittedChain, PreparedChain, prepare_chain
 from csg.engine.checkpoint import EVALUATING, STARTING, TRAINING, Preempted, PreemptionSignals
 from csg.engine.samples import SampleStore
-from csg.engine.settings import evaluation_settings
+from csg.engine.settings import RunSettings, node_options, run_settings
 from csg.data.bundle import unscaled_targets
 from csg.engine.devices import Precision, resolve_device, set_deterministic, set_threads
 from csg.errors import ConfigError, DivergenceError, Interrupted
@@ -66,13 +67,14 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
     with _threads_restored(threads), RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:
         checks.validate(cfg)
+        settings = run_settings(cfg)  # the typed settings every builder takes, read once
         # from here to the end a preemption signal stops the run with one line (csg.launch.cli): saved, or where it was
         with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
             layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))
             try:
                 directory.lock(layout)  # one writer per run directory: a second command here is refused, naming the first
-                distributed.check_interacting_layout(interaction_kind(cfg), int(cfg.sampler.get("chains", 1)), layout)
-                metrics = _run(cfg, directory, layout, started, signals)
+                distributed.check_interacting_layout(interaction_kind(settings.sampler), settings.sampler.chains, layout)
+                metrics = _run(cfg, settings, directory, layout, started, signals)
             except BaseException as error:
                 distributed.teardown(layout, wait=False)  # the others may never reach a barrier: let the error end the job
                 if isinstance(error, DivergenceError) and csg.process_rank() == 0:
@@ -140,7 +142,7 @@ def _earlier_results_to_move(cfg: DictConfig, run_dir: Path) -> tuple[bool, list
     return bool(found), []
 
 
-def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, started: float,
+def _run(cfg: DictConfig, settings: RunSettings, directory: RunDirectory, layout: distributed.Layout, started: float,
          signals: PreemptionSignals) -> dict[str, Any]:
     run_dir = directory.path
     _quiet_other_ranks(layout)
@@ -152,10 +154,10 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
     resuming, move_aside = _earlier_results_to_move(cfg, run_dir)
     prepared: list[PreparedChain] = []
     for chain in layout.local_chains():  # the first builds the likelihood once its checkpoint is compared; all share it
-        prepared.append(prepare_chain(cfg, chain, layout, device, precision, run_dir, resuming,
+        prepared.append(prepare_chain(settings, chain, layout, device, precision, run_dir, resuming,
                                       prepared[0].likelihood if prepared else None))
     likelihood = prepared[0].likelihood  # every chain's, the loop's and the evaluation's
-    ood_loader, ood_source = build_ood_loader(cfg, prepared[0].data, layout)  # bad OOD input: before training
+    ood_loader, ood_source = build_ood_loader(settings, prepared[0].data, layout)  # bad OOD input: before training
     if cfg.evaluation.get("reference") is not None:  # a reference made on other inputs: before training
         from csg.evaluation.reference_predictive import check_run_reference
 
@@ -194,7 +196,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
         distributed.barrier(layout)
         data, model = chains[-1].prepared.data, chains[-1].prepared.model
         evaluation_start = time.perf_counter()
-        metrics = evaluate_store(evaluation_settings(cfg), model, SampleStore(run_dir / "samples"), data, device,
+        metrics = evaluate_store(settings.evaluation, model, SampleStore(run_dir / "samples"), data, device,
                                  precision, ood_loader, ood_source, layout, likelihood=likelihood)
         epochs = int(cfg.trainer.epochs)
         metrics.update(
@@ -207,7 +209,7 @@ def _run(cfg: DictConfig, directory: RunDirectory, layout: distributed.Layout, s
             model=label(cfg, "model"),
             seed=int(cfg.seed),
             temperature=float(cfg.sampler.temperature),
-            prior=prior_record(data.num_train, **prior_settings(cfg)),
+            prior=prior_record(data.num_train, **settings.prior.arguments()),
             num_data=data.num_train,
             num_test=data.num_test,
             num_classes=int(data.num_classes),

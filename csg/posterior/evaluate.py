@@ -25,7 +25,7 @@ from csg.engine import distributed
 from csg.engine.build import build_data_and_model, build_likelihood, build_ood_loader
 from csg.engine.devices import Precision, resolve_device
 from csg.engine.samples import SampleStore
-from csg.engine.settings import EvaluationSettings, SwagSettings, evaluation_settings
+from csg.engine.settings import EvaluationSettings, SwagSettings, run_settings
 from csg.errors import ConfigError
 from csg.evaluation import METRIC_NAMES, equal_weights, evaluate_samples, harmonic_mean_weights, predict_probs
 from csg.evaluation.diagnostics import sampling_lines
@@ -259,11 +259,12 @@ def evaluate_run(run_dir: str | Path, overrides: list[str] | None = None, *, tru
         store.verify(paths)  # damaged files, before the data is read
         device = resolve_device(str(cfg.trainer.device))
         with saved_config_errors(run_dir):  # a key the saved config lacks: one line
-            likelihood = build_likelihood(cfg)  # once, for the model and the evaluation
-            data, model = build_data_and_model(cfg, device, likelihood=likelihood)
-        ood_loader, ood_source = build_ood_loader(cfg, data)
+            settings = run_settings(cfg)
+            likelihood = build_likelihood(settings.likelihood)  # once, for the model and the evaluation
+            data, model = build_data_and_model(settings, device, likelihood=likelihood)
+        ood_loader, ood_source = build_ood_loader(settings, data)
         precision = Precision(str(cfg.trainer.precision), device)
-        metrics = evaluate_store(evaluation_settings(cfg), model, store, data, device, precision, ood_loader,
+        metrics = evaluate_store(settings.evaluation, model, store, data, device, precision, ood_loader,
                                  ood_source, partial=progress is not None, likelihood=likelihood)
     if recorded is not None and progress is None:
         check_recorded_members(run_dir, [row["file"] for row in metrics["per_sample"]], recorded)

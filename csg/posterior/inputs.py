@@ -50,11 +50,12 @@ def build_run(cfg: Config, device: torch.device, source: Path, trust_code: bool,
     caller set (``data.root``: a root of the caller's own, from which CIFAR's pickles may be read)."""
     from csg.checks.saved import check_run_data
     from csg.engine.build import build_data_and_model
+    from csg.engine.settings import run_settings
 
     if shape is None:
         check_run_data(cfg, source, trust_code=trust_code, given=given)
     with _saved_config(source, key, config):
-        return build_data_and_model(cfg, device, data=shape, likelihood=likelihood)
+        return build_data_and_model(run_settings(cfg), device, data=shape, likelihood=likelihood)
 
 
 def run_likelihood(cfg: Config, source: Path, *, key: str = "run_dir",
@@ -62,9 +63,10 @@ def run_likelihood(cfg: Config, source: Path, *, key: str = "run_dir",
     """The :class:`csg.likelihoods.Likelihood` of a run's config, built once for its model and its members
     (:func:`csg.engine.build.build_likelihood`), its ``_target_`` resolved as :func:`build_run` resolves targets."""
     from csg.engine.build import build_likelihood
+    from csg.engine.settings import run_settings
 
     with _saved_config(source, key, config):
-        return build_likelihood(cfg)
+        return build_likelihood(run_settings(cfg).likelihood)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from csg.errors import ConfigError
 from csg.posterior.inputs import CheckedInputs, CheckedPairs, accumulate, checked_inputs, device_of, repeatable
-from csg.posterior.rundata import checked_data_root, data_config, member_cycles, run_data, run_ood_loader
+from csg.posterior.rundata import checked_data_root, data_config, member_cycles, run_data, run_head, run_ood_loader
 
 
 class Posterior:
@@ -327,8 +327,6 @@ class Posterior:
         :class:`~csg.errors.ConfigError`. ``ood_loader``: OOD inputs (``x`` or ``(x, y)``); ``False``: none.
         Computed by :func:`csg.evaluation.evaluate_samples`, one member at a time (:mod:`csg.evaluation.heads`).
         """
-        from csg.engine.build import part_of
-        from csg.engine.part import head_of
         from csg.evaluation import evaluate_samples
 
         if ood_loader is None and loader is None:
@@ -340,7 +338,7 @@ class Posterior:
         data = self.data.test if loader is None else self._pairs(loader)
         result = evaluate_samples(self.model, self._state_dicts(), self._members.weights, data, self.device,
                                   n_bins=self.ece_bins, autocast=self.precision.autocast, ood_loader=ood,
-                                  head=head_of(self.model, part_of(self.cfg, self.model)) if self.cfg else None)
+                                  head=run_head(self))
         metrics = dict(result.ensemble)
         if result.ood is not None:
             metrics.update(ood_auroc=result.ood["auroc"], ood_entropy_mean=result.ood["entropy_mean"],

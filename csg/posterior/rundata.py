@@ -17,7 +17,7 @@ from typing import Any
 
 from csg.errors import ConfigError
 
-__all__ = ["checked_data_root", "data_config", "given_keys", "member_cycles", "run_data", "run_ood_loader"]
+__all__ = ["checked_data_root", "data_config", "given_keys", "member_cycles", "run_data", "run_head", "run_ood_loader"]
 
 # a member's name: a sample file (samples/[chainNN/]sample_<index>_cycle<cycle>_epoch<epoch>.pt, as
 # csg.engine.samples.SampleStore names it) or a cyclical-SWAG draw (csg.posterior.evaluate)
@@ -89,6 +89,7 @@ def run_ood_loader(posterior) -> Any:
     """The loader of the run's OOD set (its ``ood`` config), or None for ``ood=none``; its root (and the data's)
     checked first."""
     from csg.engine.build import build_ood_loader
+    from csg.engine.settings import run_settings
 
     ood = posterior.cfg.get("ood") if posterior.cfg is not None else None
     if ood is None or str(ood.get("name", "none")) == "none":
@@ -98,4 +99,16 @@ def run_ood_loader(posterior) -> Any:
     cfg = data_config(posterior.cfg, posterior.data_root)
     check_run_data(cfg, posterior.source, trust_code=posterior.trust_code, given=given_keys(posterior.data_root),
                    ood=True)
-    return build_ood_loader(cfg, posterior.data)[0]
+    return build_ood_loader(run_settings(cfg), posterior.data)[0]
+
+
+def run_head(posterior) -> str | None:
+    """The name of the run's sampled head (:func:`csg.engine.part.head_of` of its ``sampler.params``), for an
+    evaluation that runs the frozen trunk once; None for any other part, or a posterior without a config."""
+    if posterior.cfg is None:
+        return None
+    from csg.engine.build import part_of
+    from csg.engine.part import head_of
+    from csg.engine.settings import run_settings
+
+    return head_of(posterior.model, part_of(run_settings(posterior.cfg).sampler, posterior.model))

@@ -2,13 +2,13 @@
 
 Every check takes the composed run config and a dotted key (``synthetic.steps``), and raises
 :class:`csg.errors.ConfigError` naming that key, the value given and what is allowed; it returns the value,
-converted. They run before a study does any work, so a refused study writes nothing.
+converted. They run before a study does any work, so a refused study writes nothing. A check of one value reads
+it (:func:`get`) and hands it to csg's public value checks (:mod:`csg.values`), which hold the logic and wording.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,18 +18,11 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from csg import values
 from csg.errors import ConfigError
 
 SEED_MAX = 2**32 - 1  # the studies derive generator seeds from it (seed * 1000 + method): well inside torch's 64 bits
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def get(cfg: DictConfig, key: str) -> Any:
@@ -43,60 +36,28 @@ def get(cfg: DictConfig, key: str) -> Any:
         raise ConfigError(key, raw, f"a value whose interpolation resolves ({type(error).__name__})") from None
 
 
-def _interval(minimum: float, strict: bool, maximum: float | None, below: bool) -> str:
-    if maximum is None:
-        return f"{'>' if strict else '>='} {minimum:g}"
-    return f"in {'(' if strict else '['}{minimum:g}, {maximum:g}{')' if below else ']'}"
-
-
 def finite(cfg: DictConfig, key: str, *, minimum: float = -math.inf, strict: bool = False,
            maximum: float | None = None, below: bool = False) -> float:
     """A finite real number >= ``minimum`` (> if ``strict``) and <= ``maximum`` (< if ``below``)."""
-    value = get(cfg, key)
-    ok = _is_number(value) and math.isfinite(value)
-    ok = ok and (value > minimum if strict else value >= minimum)
-    if ok and maximum is not None:
-        ok = value < maximum if below else value <= maximum
-    if not ok:
-        what = "a finite number" if minimum == -math.inf and maximum is None else \
-            f"a finite number {_interval(minimum, strict, maximum, below)}"
-        raise ConfigError(key, value, what)
-    return float(value)
+    return values.number(key, get(cfg, key), minimum=minimum, strict=strict, maximum=maximum, below=below)
 
 
 def integer(cfg: DictConfig, key: str, *, minimum: int = 1, maximum: int | None = None, optional: str = "") -> int | None:
     """An integer in [``minimum``, ``maximum``]; with ``optional`` (what null means), also null."""
-    value = get(cfg, key)
-    if value is None and optional:
-        return None
-    if not _is_int(value) or value < minimum or (maximum is not None and value > maximum):
-        if maximum is not None:
-            what = f"an integer from {minimum} to {maximum}"
-        else:
-            what = {0: "an integer >= 0", 1: "a positive integer"}.get(minimum, f"an integer >= {minimum}")
-        raise ConfigError(key, value, what + (f", or null ({optional})" if optional else ""))
-    return int(value)
+    return values.integer(key, get(cfg, key), minimum=minimum, maximum=maximum, optional=optional)
 
 
 def boolean(cfg: DictConfig, key: str) -> bool:
-    value = get(cfg, key)
-    if not isinstance(value, bool):
-        raise ConfigError(key, value, "true or false")
-    return value
+    return values.boolean(key, get(cfg, key))
 
 
 def text(cfg: DictConfig, key: str) -> str:
-    value = get(cfg, key)
-    if not isinstance(value, str):
-        raise ConfigError(key, value, "a text")
-    return value
+    return values.text(key, get(cfg, key))
 
 
 def choice(cfg: DictConfig, key: str, choices: Sequence[str]) -> str:
-    value = get(cfg, key)
-    if not isinstance(value, str) or value not in choices:
-        raise ConfigError(key, value, f"one of {', '.join(choices)}")
-    return value
+    """One of ``choices``, a text (not a number that reads as one)."""
+    return values.one_of(key, get(cfg, key), choices, exact=True)
 
 
 def number_list(cfg: DictConfig, key: str, *, minimum: float = 0.0, strict: bool = True,
@@ -104,7 +65,7 @@ def number_list(cfg: DictConfig, key: str, *, minimum: float = 0.0, strict: bool
     """A non-empty list of distinct finite numbers > ``minimum`` (>= unless ``strict``), each in ``choices`` if given."""
     value = get(cfg, key)
     items = list(value) if isinstance(value, (ListConfig, list, tuple)) else None
-    ok = bool(items) and all(_is_number(v) and math.isfinite(v) and (v > minimum if strict else v >= minimum)
+    ok = bool(items) and all(values.is_number(v) and math.isfinite(v) and (v > minimum if strict else v >= minimum)
                              for v in items)
     ok = ok and len({f"{float(v):g}" for v in items}) == len(items)
     if ok and choices is not None:

@@ -135,14 +135,15 @@ def test_item_by_item_data_serve_integer_labels_and_check_items_as_served(tmp_pa
 
 def test_a_built_in_data_sets_labels_are_checked_from_its_tensors():
     from csg.engine.build import build_data_and_model, build_likelihood
+    from csg.engine.settings import run_settings
     from csg.data import build_data
 
     data = build_data("custom", batch_size=20, _target_="tests.own_components.blobs")  # as a built-in set's bundle
     data.test.dataset.tensors[1][4] = 3  # 3 classes
     with pytest.raises(ConfigError, match=r"data.name='custom' is not allowed: a data set whose labels are 0..2: its "
                                           r"test set has labels in \[0, 3\]"):
-        cfg = _cfg(*DATA, *MODEL)
-        build_data_and_model(cfg, torch.device("cpu"), data=data, likelihood=build_likelihood(cfg))
+        settings = run_settings(_cfg(*DATA, *MODEL))
+        build_data_and_model(settings, torch.device("cpu"), data=data, likelihood=build_likelihood(settings.likelihood))
 
 
 def test_reading_every_item_draws_no_random_number():
@@ -176,19 +177,20 @@ def test_values_that_overflow_the_step_are_refused_before_training(tmp_path, ove
 
 def test_the_noise_scale_is_checked_as_the_samplers_compute_it():
     from csg.engine.limits import check_step_values
+    from csg.engine.settings import run_settings
     from tests.own_components import tiny_net
 
     net = tiny_net(3, (4,))
-    check_step_values(_cfg(*DATA, *MODEL, "sampler.lr0=3.4e38", "sampler.weight_decay=0", "sampler.temperature=0"),
-                      net, 120)  # the largest float32 step size: accepted
+    check_step_values(run_settings(_cfg(*DATA, *MODEL, "sampler.lr0=3.4e38", "sampler.weight_decay=0",
+                                        "sampler.temperature=0")), net, 120)  # the largest float32 step size: accepted
     near = ["sampler.lr0=3e38", "sampler.temperature=3e38", "sampler.weight_decay=0"]
-    check_step_values(_cfg(*DATA, *MODEL, "sampler=sgld", *near), net, 120)  # sqrt(2 x 9e76 / 120) = 3.9e37
+    check_step_values(run_settings(_cfg(*DATA, *MODEL, "sampler=sgld", *near)), net, 120)  # sqrt(2 x 9e76 / 120) = 3.9e37
     with pytest.raises(ConfigError) as refused:
-        check_step_values(_cfg(*DATA, *MODEL, "sampler=sgld", *near), net, 1)
+        check_step_values(run_settings(_cfg(*DATA, *MODEL, "sampler=sgld", *near)), net, 1)
     assert refused.value.key == "sampler.temperature" and str(refused.value).endswith(
         "the SGLD noise scale sqrt(2 lr0 T / N), N=1, fits the step's float32 (at most 3.4e+38); it is 4.24e+38")
     with pytest.raises(ConfigError, match=r"the SGHMC noise scale sqrt\(2 lr0 \(1 - momentum\) T / N\), N=1, fits"):
-        check_step_values(_cfg(*DATA, *MODEL, *near, "sampler.momentum=0"), net, 1)
+        check_step_values(run_settings(_cfg(*DATA, *MODEL, *near, "sampler.momentum=0")), net, 1)
 
 
 @pytest.mark.slow
@@ -237,9 +239,10 @@ def test_a_last_batch_of_one_that_batch_norm_cannot_take_is_refused(tmp_path):
 def test_batch_norm_is_checked_where_a_batch_of_one_would_reach_it():
     from csg.engine.job_checks import DataFacts
     from csg.engine.limits import check_model_fits, smallest_batch
+    from csg.engine.settings import run_settings
     from tests.checks_components import batchnorm_net, conv_batchnorm_net
 
-    cfg = _cfg(*DATA, "model=custom", "model._target_=tests.checks_components.batchnorm_net")
+    cfg = run_settings(_cfg(*DATA, "model=custom", "model._target_=tests.checks_components.batchnorm_net"))
     check_model_fits(conv_batchnorm_net(3, (4,)), DataFacts("blobs", 41, 20, 3, (4,), 20), cfg)  # 4 values each
     check_model_fits(batchnorm_net(3, (4,)), DataFacts("blobs", 42, 20, 3, (4,), 20), cfg)  # a last batch of 2
     with pytest.raises(ConfigError, match="2 processes each taking a part of every batch"):

@@ -82,12 +82,14 @@ def test_more_bad_values_are_named(override, key):
 def test_psgld_is_li_et_als_preconditioned_sgld_with_its_own_keys():
     from csg.engine import distributed
     from csg.engine.build import build_likelihood, build_sampler
+    from csg.engine.settings import run_settings
     from csg.samplers import PSGLD
 
     cfg = composed("sampler=psgld", "sampler.alpha=0.9", "sampler.eps=1e-4")
     checks.validate(cfg)
-    sampler = build_sampler(cfg, torch.nn.Linear(3, 2), 100, distributed.Layout(), torch.device("cpu"),
-                            torch.Generator().manual_seed(0), likelihood=build_likelihood(cfg))
+    settings = run_settings(cfg)
+    sampler = build_sampler(settings, torch.nn.Linear(3, 2), 100, distributed.Layout(), torch.device("cpu"),
+                            torch.Generator().manual_seed(0), likelihood=build_likelihood(settings.likelihood))
     assert isinstance(sampler, PSGLD) and cfg.sampler.schedule == "decreasing"
     group = sampler.param_groups[0]
     assert (group["alpha"], group["eps"], group["lr"], group["num_data"]) == (0.9, 1e-4, 1e-3, 100)

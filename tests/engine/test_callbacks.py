@@ -198,7 +198,7 @@ class Failing(Recorder):
 def test_callbacks_are_not_part_of_what_a_checkpoint_must_share():
     from omegaconf import OmegaConf
 
-    from csg.engine.chain import config_fingerprint
+    from csg.engine.settings import config_fingerprint
 
     mine = OmegaConf.create({"seed": 0, "callbacks": {"a": {"_target_": "my_callbacks.Recorder"}}})
     assert config_fingerprint(mine) == config_fingerprint(OmegaConf.create({"seed": 0, "callbacks": {}})) == \

@@ -9,7 +9,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from csg.engine.limits import prior_settings
+from csg.engine.settings import PriorSettings, prior_settings
 from csg.engine.prior import prior_record, weight_decay
 from tests.conftest import assert_one_line
 
@@ -19,17 +19,18 @@ TINY = ["trainer.epochs=2", "sampler.cycles=1", "sampler.explore=0.5", "sampler.
 
 def test_the_variance_fixes_the_prior_whatever_n_and_the_weight_decay_stays_per_example():
     cfg = OmegaConf.create({"sampler": {"weight_decay": 5e-4}, "prior": {"variance": None}})
-    assert [weight_decay(n, **prior_settings(cfg)) for n in (1000, 4000)] == [5e-4, 5e-4]  # precision N wd: 0.5, 2
-    assert prior_record(4000, **prior_settings(cfg)) == {"variance": 0.5, "precision": 2.0, "weight_decay": 5e-4,
+    assert [weight_decay(n, **prior_settings(cfg).arguments()) for n in (1000, 4000)] == [5e-4, 5e-4]  # precision N wd: 0.5, 2
+    assert prior_record(4000, **prior_settings(cfg).arguments()) == {"variance": 0.5, "precision": 2.0, "weight_decay": 5e-4,
                                                         "set_by": "sampler.weight_decay"}
     cfg.prior.variance = 0.5
     for n in (1000, 4000):
-        record = prior_record(n, **prior_settings(cfg))
+        record = prior_record(n, **prior_settings(cfg).arguments())
         assert record["variance"] == pytest.approx(0.5) and record["precision"] == pytest.approx(2.0)
-        assert weight_decay(n, **prior_settings(cfg)) == pytest.approx(1 / (n * 0.5))
+        assert weight_decay(n, **prior_settings(cfg).arguments()) == pytest.approx(1 / (n * 0.5))
         assert record["set_by"] == "prior.variance"
     saved_before_the_key = OmegaConf.create({"sampler": {"weight_decay": 1e-3}})
-    assert weight_decay(10, **prior_settings(saved_before_the_key)) == 1e-3
+    assert weight_decay(10, **prior_settings(saved_before_the_key).arguments()) == 1e-3
+    assert prior_settings(saved_before_the_key) == PriorSettings(variance=None, decay=1e-3)
 
 
 @pytest.mark.slow

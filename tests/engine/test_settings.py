@@ -11,7 +11,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from csg.components import has_target, select
-from csg.engine.settings import (EvaluationSettings, SwagSettings, TraceSettings, evaluation_settings,
+from csg.errors import ConfigError
+from csg.engine.settings import (Component, ContourSettings, EvaluationSettings, PriorSettings, ReplicaSettings,
+                                 SwagSettings, TraceSettings, config_fingerprint, evaluation_settings, run_settings,
                                  schedule_settings, trace_settings)
 from tests.conftest import ROOT
 
@@ -75,7 +77,6 @@ def test_a_user_component_is_named_by_target_in_a_config_or_a_plain_mapping():
 
 
 def test_a_checkpoint_fingerprint_is_the_resolved_config_but_logging_and_checkpointing():
-    from csg.engine.chain import config_fingerprint
     from csg.reporting import flat_keys
 
     cfg = _compose("trainer.progress=false", "seed=4")
@@ -106,3 +107,50 @@ def test_the_schedule_settings_give_the_schedule_the_config_gives(sampler):
     assert trace_settings(cfg) == TraceSettings(enabled=True, burnin=7, samples=cfg.trace.samples)
     with pytest.raises(TypeError):
         settings.options["lr_final"] = 1.0  # frozen all the way down
+
+
+def test_the_run_settings_are_the_configs_values_read_once_and_frozen():
+    cfg = _compose("sampler=icsghmc", "sampler.chains=2", "prior.variance=0.25", "trainer.epochs=7",
+                   "model.weights=w.pt", "ood=notmnist")
+    settings = run_settings(cfg)
+    assert settings.schedule == schedule_settings(cfg) and settings.trace == trace_settings(cfg)
+    assert settings.evaluation == evaluation_settings(cfg)
+    assert settings.fingerprint == config_fingerprint(cfg)
+    assert settings.prior == PriorSettings(variance=0.25, decay=float(cfg.sampler.weight_decay))
+    sampler = settings.sampler
+    assert (sampler.update_rule, sampler.lr0, sampler.temperature, sampler.momentum, sampler.chains) == (
+        cfg.sampler.update_rule, cfg.sampler.lr0, cfg.sampler.temperature, cfg.sampler.momentum, 2)
+    contour = cfg.sampler.contour
+    assert sampler.contour == ContourSettings(
+        low=contour.low, width=contour.width, partitions=contour.partitions, zeta=contour.zeta,
+        sa_step=contour.sa_step, multiplier_clip=tuple(contour.multiplier_clip), difference=contour.difference,
+        interacting=contour.interacting, weight_exponent=contour.weight_exponent,
+        ensemble_weights=contour.ensemble_weights)
+    assert sampler.replica is None and settings.adapter is None and settings.trainer.epochs == 7
+    assert settings.model == Component("model", dict(OmegaConf.to_container(cfg.model, resolve=True)))
+    assert (settings.model.key, settings.model.label, settings.ood.name) == ("model.name", cfg.model.name, "notmnist")
+    assert settings.model.options() == {k: v for k, v in settings.model.values.items() if k != "name"}
+    settings.model.options()["weights"] = "changed.pt"  # options are copies: the settings stay as read
+    assert settings.model.values["weights"] == "w.pt"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.sampler = None
+    with pytest.raises(TypeError):
+        settings.model.values["name"] = "mlp"
+    given = _compose("sampler=resghmc", "sampler.replica.swap_every=3").sampler.replica
+    assert run_settings(_compose("sampler=resghmc", "sampler.replica.swap_every=3")).sampler.replica == \
+        ReplicaSettings(temperatures=tuple(given.temperatures), step_sizes=tuple(given.step_sizes),
+                        correction=given.correction, swap_every=3)
+
+
+def test_a_users_component_stays_a_path_until_the_builder_resolves_it():
+    import sys
+
+    settings = run_settings(_compose("model=custom", "model._target_=no_such_package.nets.Net", "+model.width=8"))
+    assert "no_such_package" not in sys.modules  # read, not imported: a saved run is checked before its code runs
+    assert settings.model.custom and settings.model.key == "model._target_"
+    assert settings.model.label == "no_such_package.nets.Net" == settings.model.target_path()
+    assert settings.model.options(drop=("_target_", "name", "weights")) == {"width": 8}
+    with pytest.raises(ConfigError, match="model._target_=None is not allowed: the dotted path of a callable"):
+        Component("model", {"_target_": "???"}).target_path()  # a mandatory value never given
+    with pytest.raises(ConfigError, match="sampler.optimizer._target_=' ' is not allowed"):
+        Component("sampler.optimizer", {"_target_": " "}).target_path()

@@ -157,13 +157,17 @@ def test_every_kind_of_sampler_samples_a_regression(tmp_path, overrides):
 
 
 def test_stacked_chains_step_the_precision_as_chains_one_after_another(tmp_path, monkeypatch):
+    import csg.launch.run
     import csg.likelihoods
 
     counted = _CountedLikelihoods(csg.likelihoods.create_likelihood)
     monkeypatch.setattr(csg.likelihoods, "create_likelihood", counted)
+    read = _CountedLikelihoods(csg.launch.run.run_settings)  # the typed settings: read once per run, as the likelihood
+    monkeypatch.setattr(csg.launch.run, "run_settings", read)
     chains = ["sampler.chains=2", "trainer.epochs=8", "sampler.samples_per_cycle=1"]
     _, alone = _run(tmp_path, *chains, name="alone")
     assert counted.built == 1  # two chains, their loops and the evaluation share the run's likelihood
+    assert read.built == 1  # and the run's settings
     _, stacked = _run(tmp_path, *chains, "trainer.stack_chains=true", name="stacked")
     assert counted.built == 2
     for chain in ("chain00", "chain01"):
@@ -226,8 +230,9 @@ def test_a_likelihood_that_does_not_fit_the_data_is_refused_in_one_line(tmp_path
 
 def test_a_regression_likelihood_on_labelled_classes_is_refused():
     from csg.engine.limits import check_task
+    from csg.engine.settings import run_settings
 
-    cfg = _cfg("likelihood=gaussian")
+    cfg = run_settings(_cfg("likelihood=gaussian"))
     with pytest.raises(ConfigError, match="likelihood.name='gaussian' is not allowed: a classification likelihood "
                                           "for data.name=mnist5k, whose targets are class labels"):
         check_task(cfg, "regression", "classification")

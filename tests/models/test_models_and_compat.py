@@ -168,20 +168,21 @@ def test_model_timm_chooses_a_timm_architecture_by_name():
     from hydra import compose, initialize_config_dir
 
     from csg.engine.build import build_likelihood, build_model
+    from csg.engine.settings import run_settings
     from csg.paths import CONFIGS
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("config", overrides=["model=timm", "model.name=resnet10t"])
     data = type("Data", (), {"num_classes": 5, "input_shape": (1, 28, 28)})()
-    assert build_model(cfg, data, build_likelihood(cfg))(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
+    assert build_model(run_settings(cfg), data, build_likelihood(run_settings(cfg).likelihood))(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         clash = compose("config", overrides=["model=timm", "+model.num_classes=3"])
         same = compose("config", overrides=["model=timm", "+model.num_classes=5"])
     with pytest.raises(ConfigError) as refused:  # csg passes num_classes to every built-in model: a clash, one line
-        build_model(clash, data, build_likelihood(clash))
+        build_model(run_settings(clash), data, build_likelihood(run_settings(clash).likelihood))
     assert str(refused.value) == ("model.num_classes=3 is not allowed: the data's num_classes=5, which csg passes to "
                                   "model.name=resnet10t; leave model.num_classes out")
-    assert build_model(same, data, build_likelihood(same))(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
+    assert build_model(run_settings(same), data, build_likelihood(run_settings(same).likelihood))(torch.zeros(2, 1, 28, 28)).shape == (2, 5)
 
 
 def test_importing_torchvision_before_csg_fails_only_where_the_guard_patches():
