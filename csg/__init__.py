@@ -12,7 +12,8 @@ Rooms of the package:
 - :mod:`csg.evaluation`: metrics and the Bayesian model average;
 - :mod:`csg.data`, :mod:`csg.models`: registries of data sets and models; :mod:`csg.components`: a user's own
   data set, model and sampler named by ``_target_`` (``data=custom``, ``model=custom``, ``sampler=custom``);
-- :mod:`csg.engine.build`: a config -> the run's objects; :mod:`csg.launch.run`: the life of one run (what ``train.py``
+- :mod:`csg.engine.settings`: a config -> its typed settings, read once; :mod:`csg.engine.build`: the settings ->
+  the run's objects; :mod:`csg.launch.run`: the life of one run (what ``train.py``
   calls); :mod:`csg.posterior.evaluate`: the finished run's samples -> metrics;
 - :mod:`studies.experiments`: paper tables from runs, and the registry of every paper target;
 - ``csg.train([...])`` (:mod:`csg.launch.api`): what ``train.py`` runs, from Python, returning the run's

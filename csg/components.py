@@ -28,7 +28,7 @@ from typing import Any
 from csg.errors import ConfigError, describe
 
 TARGET = "_target_"
-Config = Mapping[str, Any]  # a composed train.py config (an omegaconf DictConfig: csg.engine.build), read by key
+Config = Mapping[str, Any]  # a composed train.py config (an omegaconf DictConfig: csg.engine.settings), read by key
 _FROM_RUN_DIRECTORY: ContextVar[bool] = ContextVar("csg_targets_from_run_directory", default=False)
 
 

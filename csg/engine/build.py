@@ -11,7 +11,6 @@ values are :mod:`csg.engine.limits`'. A user's ``_target_`` is resolved here (:m
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
@@ -94,8 +93,9 @@ def build_likelihood(settings: Component | None):
     from csg.components import call, locate
 
     path = settings.target_path()
+    options = keyword_arguments(settings.options(drop=()), ("name",), "likelihood._target_")
     built = call(locate(path, "likelihood._target_"), "likelihood._target_", path, "a callable that returns a "
-                 "csg.likelihoods.Likelihood", **keyword_arguments(settings.values, ("name",), "likelihood._target_"))
+                 "csg.likelihoods.Likelihood", **options)
     if not isinstance(built, Likelihood) or built.task not in ("classification", "regression"):
         raise ConfigError("likelihood._target_", path, "a csg.likelihoods.Likelihood whose task is classification or "
                           f"regression; it returned {type(built).__name__}")
@@ -103,8 +103,9 @@ def build_likelihood(settings: Component | None):
 
 
 def build_model(settings: RunSettings, data, likelihood) -> torch.nn.Module:
-    """A freshly initialised model of ``settings.model`` (with ``settings.adapter``) for ``data``'s classes (or target columns) and input shape (on
-    the current default device: the CPU, or ``meta`` inside ``with torch.device("meta")``), with ``outputs`` the
+    """A freshly initialised model of ``settings.model`` (with ``settings.adapter``) for ``data``'s classes (or
+    target columns) and input shape (on the current default device: the CPU, or ``meta`` inside
+    ``with torch.device("meta")``), with ``outputs`` the
     likelihood's :meth:`~csg.likelihoods.Likelihood.num_outputs` and its own parameters attached
     (:func:`csg.likelihoods.attach`). ``likelihood``: the run's, built once (:func:`build_likelihood`)."""
     from csg.likelihoods import attach
@@ -120,7 +121,7 @@ def _build_network(model: Component, outputs: int, input_shape: tuple[int, ...])
     from csg.models.custom import create_custom_model
 
     if model.custom:
-        return create_custom_model(model.target_path(), keyword_arguments(model.values, MODEL_KEYS, "model"),
+        return create_custom_model(model.target_path(), keyword_arguments(model.options(drop=()), MODEL_KEYS, "model"),
                                    num_classes=outputs, input_shape=input_shape)
     name = model.name
     options = model.options(drop=MODEL_KEYS)
@@ -207,7 +208,7 @@ def build_ood_loader(settings: RunSettings, data, layout: distributed.Layout | N
 
 
 def build_schedule(settings: ScheduleSettings, total_steps: int):
-    """The step-size schedule of ``settings`` (:func:`csg.engine.settings.schedule_settings`) over ``total_steps``
+    """The step-size schedule of ``settings`` (``RunSettings.schedule``) over ``total_steps``
     iterations; a one-line ConfigError for a budget it cannot hold (more cycles than iterations, 2^53 iterations or
     more, a decay beyond a float)."""
     epochs = settings.epochs
@@ -250,8 +251,8 @@ def build_sampler(settings: RunSettings, model, num_data: int, layout: distribut
     if sampler.optimizer is not None and sampler.optimizer.custom:
         from csg.samplers.custom import create_custom_sampler
 
-        return create_custom_sampler(sampler.optimizer.target_path(), params, **options,
-                                     **keyword_arguments(sampler.optimizer.values, (), "sampler.optimizer._target_"))
+        own = keyword_arguments(sampler.optimizer.options(drop=()), (), "sampler.optimizer._target_")
+        return create_custom_sampler(sampler.optimizer.target_path(), params, **options, **own)
     contour = sampler.contour
     if contour is None:
         if sampler.update_rule == "psgld":

@@ -1,11 +1,11 @@
 """One chain of a run, prepared for the loop: its objects, its checkpoint, its samples on disk.
 
-:func:`prepare_chain` builds a chain from the run's settings (:class:`~csg.engine.settings.RunSettings`: data, model, schedule, collection plan, trace,
-sample store, sampler, interaction), restores its checkpoint when the run resumes, and returns a
-:class:`PreparedChain`; once trained it is a :class:`FittedChain`. Before anything is built, a checkpoint of
-another config is refused (:func:`csg.engine.settings.config_fingerprint`), and before training a sample folder holding what the
-checkpoint does not record (:func:`check_samples_on_disk`). :mod:`csg.launch.run` prepares every chain of
-the process, then trains them.
+:func:`prepare_chain` builds a chain from the run's settings (:class:`~csg.engine.settings.RunSettings`: data,
+model, schedule, collection plan, trace, sample store, sampler, interaction), restores its checkpoint when the run
+resumes, and returns a :class:`PreparedChain`; once trained it is a :class:`FittedChain`. Before anything is built,
+a checkpoint of another config is refused (:func:`csg.engine.settings.config_fingerprint`), and before training a
+sample folder holding what the checkpoint does not record (:func:`check_samples_on_disk`). :mod:`csg.launch.run`
+prepares every chain of the process, then trains them.
 """
 
 from __future__ import annotations
@@ -129,6 +129,8 @@ def prepare_chain(settings: RunSettings, chain: int, layout: distributed.Layout,
 
     A checkpoint is read and its config compared with this run's first, before any data or model is built;
     its samples are checked once the collection plan is known (:func:`check_samples_on_disk`)."""
+    if not settings.fingerprint:  # a checkpoint without it would resume any config
+        raise ValueError("prepare_chain takes the settings of run_settings(cfg, fingerprint=True)")
     suffix = f"_chain{chain:02d}" if layout.chains > 1 else ""
     checkpoint_path = run_dir / f"checkpoint{suffix}.pt"
     fingerprint = {**settings.fingerprint, RESOLVED_DEVICE: device.type}

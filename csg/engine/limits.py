@@ -1,10 +1,10 @@
 """The limits a run must fit, checked before training: the labels, memory, the model against the data, the step.
 
-Each check takes the run's :class:`~csg.engine.settings.RunSettings` (or the section it reads) and raises a one-line :class:`~csg.errors.ConfigError` naming the key to
-change: labels outside the model's classes (:func:`check_labels`), chains that cannot fit in memory
-(:func:`check_memory`), a model that does not take the data or cannot train on its batches
-(:func:`check_model_fits`), numbers of the sampler's step that overflow its dtype (:func:`check_step_values`).
-:mod:`csg.engine.build` makes them as it builds a run's objects, and :func:`csg.engine.job_checks.check_job` for a
+Each check takes the run's :class:`~csg.engine.settings.RunSettings` (or the section it reads) and raises a
+one-line :class:`~csg.errors.ConfigError` naming the key to change: labels outside the model's classes
+(:func:`check_labels`), chains that cannot fit in memory (:func:`check_memory`), a model that does not take the data
+or cannot train on its batches (:func:`check_model_fits`), numbers of the sampler's step that overflow its dtype
+(:func:`check_step_values`). :mod:`csg.engine.build` makes them as it builds a run's objects, and :func:`csg.engine.job_checks.check_job` for a
 sweep's jobs before the first trains.
 """
 

@@ -23,10 +23,10 @@ __all__ = ["Built", "build"]
 class Built:
     """What ``python train.py <overrides>`` would train, built and not trained (:func:`build`).
 
-    ``config``: the composed config (read-only); ``settings``: its typed settings
-    (:class:`csg.engine.settings.RunSettings`, read once), from which the parts are built; ``data``: the data bundle (``train``, ``train_eval`` and ``test``
-    loaders, ``num_train``, ``num_classes``, ``input_shape``); ``model``: the network, freshly initialised under
-    torch's current seed; ``ood``: the out-of-distribution loader of ``ood=`` (None for ``ood=none``). These three
+    ``config``: the composed config (read-only); ``settings``: its typed settings (``csg.engine.settings``'s
+    ``RunSettings``, read once), from which the parts are built; ``data``: the data bundle (``train``,
+    ``train_eval`` and ``test`` loaders, ``num_train``, ``num_classes``, ``input_shape``); ``model``: the network,
+    freshly initialised under torch's current seed; ``ood``: the out-of-distribution loader of ``ood=`` (None for ``ood=none``). These three
     are None when built with ``data=False``. ``likelihood``: the command's :class:`csg.likelihoods.Likelihood`,
     built once and used by every part built from it."""
 

@@ -67,7 +67,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir if run_dir is not None else hydra_output_dir())
     with _threads_restored(threads), RunDirectory(run_dir, leader=csg.process_rank() == 0) as directory:
         checks.validate(cfg)
-        settings = run_settings(cfg)  # the typed settings every builder takes, read once
+        settings = run_settings(cfg, fingerprint=True)  # the typed settings every builder takes, read once
         # from here to the end a preemption signal stops the run with one line (csg.launch.cli): saved, or where it was
         with PreemptionSignals(list(cfg.trainer.checkpoint.signals)) as signals:
             layout = distributed.setup(int(cfg.sampler.get("chains", 1)), str(cfg.trainer.device))

@@ -55,7 +55,7 @@ def build_run(cfg: Config, device: torch.device, source: Path, trust_code: bool,
     if shape is None:
         check_run_data(cfg, source, trust_code=trust_code, given=given)
     with _saved_config(source, key, config):
-        return build_data_and_model(run_settings(cfg), device, data=shape, likelihood=likelihood)
+        return build_data_and_model(run_settings(cfg, data=shape is None), device, data=shape, likelihood=likelihood)
 
 
 def run_likelihood(cfg: Config, source: Path, *, key: str = "run_dir",
@@ -66,7 +66,7 @@ def run_likelihood(cfg: Config, source: Path, *, key: str = "run_dir",
     from csg.engine.settings import run_settings
 
     with _saved_config(source, key, config):
-        return build_likelihood(run_settings(cfg).likelihood)
+        return build_likelihood(run_settings(cfg, data=False).likelihood)
 
 
 @contextlib.contextmanager

@@ -111,4 +111,4 @@ def run_head(posterior) -> str | None:
     from csg.engine.part import head_of
     from csg.engine.settings import run_settings
 
-    return head_of(posterior.model, part_of(run_settings(posterior.cfg).sampler, posterior.model))
+    return head_of(posterior.model, part_of(run_settings(posterior.cfg, data=False).sampler, posterior.model))

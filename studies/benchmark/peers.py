@@ -39,8 +39,12 @@ import time
 import warnings
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PEERS", "peer_recipe_lr0", "run_peer", "peer_validation_nll"]
 
@@ -157,8 +161,6 @@ def _torch_uncertainty(budget_epochs: int, seed: int, temperature: float, lr0: f
     """torch-uncertainty's SGLD and CheckpointCollector in a plain loop (module docstring)."""
     import torch
 
-    from csg.errors import DivergenceError
-
     name = "torch-uncertainty cSGLD"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -170,21 +172,16 @@ def _torch_uncertainty(budget_epochs: int, seed: int, temperature: float, lr0: f
     collector = CheckpointCollector(head, save_schedule=[p.epoch for p in points], use_final_model=False)
     optimizer = SGLD(head.parameters(), lr=lr0, noise_factor=0.0, weight_decay=task.weight_decay)
     x, y = torch.from_numpy(task.train_x), torch.from_numpy(task.train_y)
-    n, k, noise = task.num_data, 0, (temperature / task.num_data) ** 0.5
+    n, noise = task.num_data, (temperature / task.num_data) ** 0.5
     shuffle = _shuffled(n, batches, seed)
+
+    def scheduled(k: int) -> None:      # csg's cyclical step and the stage's noise, set on the param groups
+        for group in optimizer.param_groups:
+            group["lr"], group["noise_factor"] = schedule.lr(k), noise if schedule.sampling(k) else 0.0
+
     started = time.perf_counter()
-    for epoch in range(epochs):
-        for index in shuffle():
-            for group in optimizer.param_groups:
-                group["lr"], group["noise_factor"] = schedule.lr(k), noise if schedule.sampling(k) else 0.0
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(head(x[index]), y[index])
-            if not torch.isfinite(loss):
-                raise DivergenceError(f"{name}: the loss became {loss.item()} at iteration {k}")
-            loss.backward()
-            optimizer.step()
-            k += 1
-        collector.update_wrapper(epoch)
+    _train(head, x, y, optimizer, epochs, shuffle, name + ": the loss became {loss} at iteration {k}",
+           before_step=scheduled, after_epoch=collector.update_wrapper)
     collector.eval()
     count = int(collector.num_estimators)
 
@@ -209,12 +206,38 @@ def _shuffled(n: int, batches: int, seed: int):
     return epoch
 
 
+def _train(head, x, y, optimizer, epochs: int, shuffle, diverged: str, *, before_step=None, after_step=None,
+           after_epoch=None) -> None:
+    """The peer's user's own plain loop: ``epochs`` passes over ``shuffle``'s batches, each an ``optimizer`` step on
+    the mean cross-entropy, with ``before_step(k)`` before it (k: the iteration), ``after_step()`` after it and
+    ``after_epoch(epoch)`` after each pass. A non-finite loss raises DivergenceError: ``diverged`` formatted with the
+    ``loss`` and the iteration ``k``."""
+    import torch
+
+    from csg.errors import DivergenceError
+
+    k = 0
+    for epoch in range(epochs):
+        for index in shuffle():
+            if before_step is not None:
+                before_step(k)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(head(x[index]), y[index])
+            if not torch.isfinite(loss):
+                raise DivergenceError(diverged.format(loss=loss.item(), k=k))
+            loss.backward()
+            optimizer.step()
+            if after_step is not None:
+                after_step()
+            k += 1
+        if after_epoch is not None:
+            after_epoch(epoch)
+
+
 def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, overrides: tuple[str, ...]):
     """A MAP by the user's own SGD loop, then laplace-torch's last-layer KFAC Laplace (module docstring): the fitted
     ``Laplace`` object as the one "member", the head, the task and the training seconds (the MAP's and the fit's)."""
     import torch
-
-    from csg.errors import DivergenceError
 
     _, task, model = _setting("laplace-torch LL-KFAC", temperature, overrides)
     head = _init(model, seed)
@@ -224,15 +247,8 @@ def _laplace(budget_epochs: int, seed: int, temperature: float, lr0: float, over
     decay = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, budget_epochs * batches)
     shuffle = _shuffled(n, batches, seed)
     started = time.perf_counter()
-    for _ in range(budget_epochs):
-        for index in shuffle():
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(head(x[index]), y[index])
-            if not torch.isfinite(loss):
-                raise DivergenceError(f"laplace-torch LL-KFAC: the MAP's loss became {loss.item()}")
-            loss.backward()
-            optimizer.step()
-            decay.step()
+    _train(head, x, y, optimizer, budget_epochs, shuffle, "laplace-torch LL-KFAC: the MAP's loss became {loss}",
+           after_step=decay.step)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)    # the library's unconditional note on link_approx
         from laplace import Laplace

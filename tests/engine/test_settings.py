@@ -112,11 +112,15 @@ def test_the_schedule_settings_give_the_schedule_the_config_gives(sampler):
 def test_the_run_settings_are_the_configs_values_read_once_and_frozen():
     cfg = _compose("sampler=icsghmc", "sampler.chains=2", "prior.variance=0.25", "trainer.epochs=7",
                    "model.weights=w.pt", "ood=notmnist")
-    settings = run_settings(cfg)
+    settings = run_settings(cfg, fingerprint=True)
     assert settings.schedule == schedule_settings(cfg) and settings.trace == trace_settings(cfg)
     assert settings.evaluation == evaluation_settings(cfg)
     assert settings.fingerprint == config_fingerprint(cfg)
-    assert settings.prior == PriorSettings(variance=0.25, decay=float(cfg.sampler.weight_decay))
+    assert settings.prior == PriorSettings(variance=0.25, decay=cfg.sampler.weight_decay)
+    as_given = run_settings(_compose("sampler.params=[0,fc]", "sampler.weight_decay=100", "prior.variance=2"))
+    assert as_given.sampler.params == (0, "fc") and as_given.evaluation.params == (0, "fc")  # named as given
+    assert repr(as_given.prior) == "PriorSettings(variance=2, decay=100)"  # as the config holds them, for a message
+    assert as_given.prior.arguments() == {"variance": 2.0, "decay": 100.0}
     sampler = settings.sampler
     assert (sampler.update_rule, sampler.lr0, sampler.temperature, sampler.momentum, sampler.chains) == (
         cfg.sampler.update_rule, cfg.sampler.lr0, cfg.sampler.temperature, cfg.sampler.momentum, 2)
@@ -129,9 +133,10 @@ def test_the_run_settings_are_the_configs_values_read_once_and_frozen():
     assert sampler.replica is None and settings.adapter is None and settings.trainer.epochs == 7
     assert settings.model == Component("model", dict(OmegaConf.to_container(cfg.model, resolve=True)))
     assert (settings.model.key, settings.model.label, settings.ood.name) == ("model.name", cfg.model.name, "notmnist")
-    assert settings.model.options() == {k: v for k, v in settings.model.values.items() if k != "name"}
+    assert settings.model.options() == {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "name"}
     settings.model.options()["weights"] = "changed.pt"  # options are copies: the settings stay as read
-    assert settings.model.values["weights"] == "w.pt"
+    assert settings.model.values["weights"] == "w.pt" and run_settings(cfg).fingerprint == {}
+    assert isinstance(settings.schedule.options.get("lr_milestones", ()), tuple)  # nested values frozen too
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.sampler = None
     with pytest.raises(TypeError):
@@ -154,3 +159,21 @@ def test_a_users_component_stays_a_path_until_the_builder_resolves_it():
         Component("model", {"_target_": "???"}).target_path()  # a mandatory value never given
     with pytest.raises(ConfigError, match="sampler.optimizer._target_=' ' is not allowed"):
         Component("sampler.optimizer", {"_target_": " "}).target_path()
+
+
+def test_a_key_no_builder_reads_need_not_resolve_where_a_saved_run_is_loaded(monkeypatch):
+    """A saved run's ``${oc.env:...}`` set on the training machine (a study label, a cluster's data root) does not
+    stop its settings being read elsewhere: keys are read one by one, the data's beyond its name only where the data
+    are read, and the whole config only for a run's checkpoint fingerprint."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    monkeypatch.delenv("CSG_TEST_UNSET", raising=False)
+    cfg = _compose()
+    OmegaConf.set_struct(cfg, False)
+    cfg.study, cfg.data.root = "${oc.env:CSG_TEST_UNSET}", "${oc.env:CSG_TEST_UNSET}/data"
+    settings = run_settings(cfg, data=False)
+    assert settings.data.values == {"name": cfg.data.name} and settings.schedule == schedule_settings(cfg)
+    with pytest.raises(InterpolationResolutionError):
+        run_settings(cfg)  # the data's root, where the data are read
+    with pytest.raises(InterpolationResolutionError):
+        run_settings(cfg, data=False, fingerprint=True)
