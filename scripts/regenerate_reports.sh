@@ -6,7 +6,8 @@
 set -euo pipefail
 PYTHON="${PYTHON:-.venv/bin/python}"
 reproduce() { "$PYTHON" scripts/reproduce.py "$@" --report-only; }
-for target in accuracy accuracy-multimodal icsgld-variance icsgld-bandit icsgld-sim table5 part-sampling uci-regression; do
+for target in accuracy accuracy-multimodal icsgld-variance icsgld-bandit icsgld-sim table5 part-sampling uci-regression \
+    posterior-benchmark; do
   reproduce "$target"
 done
 for target in icsgld-bandit table1 table2 table3 icsgld-table1; do

@@ -89,7 +89,7 @@ def _verdict_lines(cycles: pd.DataFrame, best: pd.DataFrame) -> list[str]:
     distinct, best = _distinct(cycles), _distinct(best)
     lines = [method_statement() + " The study has an exact sampler's value only for the median mean error "
              "(0.674 / sqrt(ESS), the column above), not for W2 or the predictive TV, the distances compared, nor for "
-             "the ESS: hence no margin. Two families: the cycles against their constant-step counterparts "
+             "the ESS: hence no margin. Two families: the cycles against their decreasing-step counterparts "
              f"({len(distinct)} distinct comparisons: {tally(distinct.itertuples())}), and the most accurate method and "
              "the highest ESS per gradient of each target and protocol against every other "
              f"({len(best)} distinct comparisons: {tally(best.itertuples())}); a "

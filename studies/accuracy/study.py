@@ -8,8 +8,8 @@
   on: a selection effect.
 
 Verdicts (:func:`verdicts`, :func:`leaders`), through :func:`csg.evaluation.comparison.compare_paired`: the cycles
-against their constant-step counterparts (:data:`CYCLICAL_PAIRS`) on each target's distance, per protocol, one Holm
-family; and, a second family, the method with the lowest distance (and the highest ESS per gradient) of each target
+against their decreasing-step counterparts, Table 5's SGLD and SGHMC (:data:`CYCLICAL_PAIRS`), on each target's
+distance, per protocol, one Holm family; and, a second family, the method with the lowest distance (and the highest ESS per gradient) of each target
 and protocol against every other. A comparison that both protocols share (the tuned steps equal Table 5's) is
 counted once. The study has an exact sampler's value only for the median mean error (``mean_error_floor``), not for
 the distances compared (W2, the predictive TV) or the ESS, so no equivalence margin is stated: nothing is called
@@ -136,7 +136,7 @@ def _family(runs: pd.DataFrame, rows: list[dict], alpha: float, power: float) ->
 
 
 def verdicts(runs: pd.DataFrame, summary: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """Each cyclical method against its constant-step counterpart on each target's distance
+    """Each cyclical method against its decreasing-step counterpart (Table 5's SGLD, SGHMC) on each target's distance
     (:func:`primary_metric`), under both protocols: one Holm family (the module's docstring). Columns: the
     comparison, its factors and means, ``same_as``, the statistics of :class:`~csg.evaluation.comparison.Verdict`
     (``seeds``: its n), ``detectable_relative`` (detectable / the baseline's mean) and ``verdict``."""

@@ -192,9 +192,16 @@ def _table(runs: pd.DataFrame, tuning: pd.DataFrame, floors: dict, budget: str) 
             *markdown_table(header, rows, align="lrlrrrrrrrrr"), ""]
 
 
+def _margins() -> str:
+    """The equivalence margins of :data:`METRICS`, in words, for :func:`csg.evaluation.comparison.method_statement`."""
+    return "absolute, in each metric's units: " + ", ".join(f"{words} {margin:g}"
+                                                            for words, _, margin in METRICS.values())
+
+
 def _verdict_lines(found: pd.DataFrame) -> list[str]:
     lines = ["## Verdicts: cSGHMC against each method, paired by seed", "",
-             method_statement() + f" All {len(found)} comparisons (every budget, method and metric) are one family; "
+             method_statement(margin=_margins()) + f" All {len(found)} comparisons (every budget, method and metric) "
+             "are one family; "
              "difference = cSGHMC - the other, so on agreement (higher is better) a positive difference helps cSGHMC.",
              ""]
     rows = []
