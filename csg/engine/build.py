@@ -172,8 +172,7 @@ def part_of(sampler: SamplerSettings, model: torch.nn.Module):
     """The :class:`csg.engine.part.SampledPart` a run's ``sampler.params`` and ``sampler.rest`` choose."""
     from csg.engine.part import select_part
 
-    params = list(sampler.params) if isinstance(sampler.params, tuple) else sampler.params
-    return select_part(model, params, sampler.rest)
+    return select_part(model, sampler.params, sampler.rest)
 
 
 def interaction_kind(sampler: SamplerSettings) -> str | None:
@@ -189,8 +188,7 @@ def build_part(settings: RunSettings, model: torch.nn.Module):
     from csg.engine.part import check_trainable
 
     part = part_of(settings.sampler, model)
-    params = settings.sampler.params
-    check_trainable(model, part, list(params) if isinstance(params, tuple) else params)
+    check_trainable(model, part, settings.sampler.params)
     if not part.whole and settings.trainer.stack_chains not in (None, False):
         raise ConfigError("trainer.stack_chains", settings.trainer.stack_chains,
                           "false when sampler.params samples part of the model (stacked chains step whole models)")
